@@ -1,0 +1,3 @@
+from convmatrix.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,54 @@
+"""A cell: one stack to run the suite on. The GPU is not part of it; results are keyed by (cell, gpu)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from convmatrix import stacks
+from convmatrix.values import slug
+
+HOST_ID = "host"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Cell:
+    lane: str
+    torch: str = ""
+    cuda: str = ""
+    cudnn: str = ""
+    python: str = ""
+    base: str = ""
+    base_in_id: bool = False  # set when base is a matrix axis, so ids stay unique
+
+    @property
+    def id(self) -> str:
+        if self.lane == "host":
+            return HOST_ID
+        cell_id = f"{self.lane}-torch{self.torch}-{self.cuda}-cudnn{self.cudnn}-py{self.python}"
+        return f"{cell_id}-{slug(self.base)}" if self.base_in_id else cell_id
+
+    def values(self) -> dict[str, str]:
+        """The axis values, for matching include/exclude/control tables and for cell.json."""
+        data = asdict(self)
+        del data["base_in_id"]
+        return data
+
+    def expected_cudnn(self) -> str:
+        """The cuDNN version this cell should load: the override, or the wheel's pin ("" = unknown)."""
+        if self.cuda == "cpu" or self.lane == "host":
+            return ""
+        if self.cudnn != "bundled":
+            return self.cudnn
+        release = stacks.load().release(self.torch)
+        return release.cudnn_pins.get(self.cuda, "") if release else ""
+
+    def expected(self) -> dict[str, object]:
+        """The observed stack this cell must show: torch version, torch.version.cuda, cuDNN int."""
+        if self.lane == "host":
+            return {}
+        cudnn = self.expected_cudnn()
+        return {
+            "torch": self.torch,
+            "cuda": stacks.cuda_version(self.cuda),
+            "cudnn": stacks.cudnn_int(cudnn) if cudnn else None,
+        }

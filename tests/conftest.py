@@ -1,0 +1,61 @@
+"""Shared helpers: matrix files and results directories written the way the suite writes them."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def write_matrix(tmp_path: Path) -> Callable[[str], Path]:
+    def write(text: str, name: str = "m.toml") -> Path:
+        path = tmp_path / name
+        path.write_text(textwrap.dedent(text))
+        return path
+
+    return write
+
+
+def env_json(cell_id: str, **overrides: Any) -> dict[str, Any]:
+    env: dict[str, Any] = {
+        "schema": 1, "cell_id": cell_id, "torch": "2.5.1+cu124", "cuda": "12.4", "cudnn": 90100,
+        "cudnn_error": None, "python": "3.11.7", "platform": "Linux", "machine": "x86_64",
+        "driver": None, "gpus": [], "device": "cpu", "lane": "baremetal", "image_id": None,
+        "hostname": "h", "pid": 1, "started": "2026-12-02T00:00:00Z", "ended": "2026-12-02T00:01:00Z",
+        "knobs": {}, "argv": [],
+    }
+    env.update(overrides)
+    return env
+
+
+def record(case: str, status: str = "passed", message: str | None = None, **extra: Any) -> dict[str, Any]:
+    rec: dict[str, Any] = {
+        "schema": 1, "cell_id": "x", "case": case, "nodeid": f"suites/test_conv.py::test_conv[{case}]",
+        "params": {}, "knobs": {"device": "cpu", "cudnn_benchmark": False, "cudnn_deterministic": False},
+        "device": "cpu", "status": status, "exc_type": "RuntimeError" if status == "failed" else None,
+        "message": message, "warnings": [], "numeric": None, "duration_s": 0.01, "worker": "main",
+        "started": "2026-12-02T00:00:00Z", "ended": "2026-12-02T00:00:01Z",
+    }
+    rec.update(extra)
+    return rec
+
+
+def write_result(
+    run: Path, cell_id: str, records: list[dict[str, Any]], *, gpu: str = "cpu",
+    env: dict[str, Any] | None = None, cell: dict[str, Any] | None = None,
+) -> Path:
+    """A results directory as the harness leaves it (cell.json may be None for a direct run)."""
+    directory = run / f"{cell_id}@{gpu}"
+    directory.mkdir(parents=True)
+    (directory / "env.json").write_text(json.dumps(env if env is not None else env_json(cell_id)))
+    (directory / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    if cell is not None:
+        (directory / "cell.json").write_text(json.dumps({"schema": 1, "cell": cell_id, "exit_code": 0, **cell}))
+    return directory

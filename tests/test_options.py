@@ -1,0 +1,44 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from convmatrix import options
+from convmatrix.errors import BadInput
+
+
+def test_parse_all_options_and_suite_args():
+    opts = options.parse(["--out", "x", "--shard", "2/3", "--resume", "--gpus", "0,1", "--", "-k", "conv2d"])
+    assert opts.out == Path("x")
+    assert opts.shard == (2, 3)
+    assert opts.resume
+    assert opts.gpus == "0,1"
+    assert opts.suite_args == ("-k", "conv2d")
+
+
+def test_default_out_is_a_new_run_dir():
+    assert options.parse([]).out.parent == options.RUNS_DIR
+
+
+@pytest.mark.parametrize("args", [["--shard", "0/2"], ["--shard", "3/2"], ["--shard", "x"],
+                                  ["--gpus", "0;rm"], ["--bogus"], ["-k", "x"]])
+def test_bad_options_are_bad_input(args):
+    with pytest.raises(BadInput, match="run options"):
+        options.parse(args)
+
+
+def test_shards_partition_the_cells():
+    ids = [f"c{i}" for i in range(7)]
+    shards = [[c for c in ids if options.in_shard(c, ids, (i, 3))] for i in (1, 2, 3)]
+    assert sorted(sum(shards, [])) == sorted(ids)
+    assert all(shards)
+    assert options.in_shard("c1", ids, None)
+
+
+def test_latest_round_trip(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(BadInput, match="no run recorded yet"):
+        options.latest()
+    options.mark_latest(Path("reports/runs/r1"))
+    assert options.latest() == Path("reports/runs/r1")
