@@ -13,6 +13,11 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    # Strict: any warning in the project's own tests is an error (see pyproject.toml for why here).
+    config.addinivalue_line("filterwarnings", "error")
+
+
 @pytest.fixture
 def write_matrix(tmp_path: Path) -> Callable[[str], Path]:
     def write(text: str, name: str = "m.toml") -> Path:

@@ -31,7 +31,7 @@ def test_bad_options_are_bad_input(args):
 def test_shards_partition_the_cells():
     ids = [f"c{i}" for i in range(7)]
     shards = [[c for c in ids if options.in_shard(c, ids, (i, 3))] for i in (1, 2, 3)]
-    assert sorted(sum(shards, [])) == sorted(ids)
+    assert sorted(c for shard in shards for c in shard) == sorted(ids)
     assert all(shards)
     assert options.in_shard("c1", ids, None)
 

@@ -1,0 +1,158 @@
+"""The convmatrix command: matrix and report (DESIGN.md: Harness CLI contract)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from convmatrix import compare, matrix, render, report_model, results
+from convmatrix.errors import BadInput, ConvmatrixError
+
+DEFAULT_MATRIX = "matrix/default.toml"
+
+
+def default_matrix() -> str:
+    return os.environ.get("CONVMATRIX_MATRIX") or DEFAULT_MATRIX
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(prog="convmatrix", description=__doc__)
+    sub = top.add_subparsers(dest="command", required=True)
+    m = sub.add_parser("matrix", help="the expanded cells, and what was pruned and why")
+    m.add_argument(
+        "-m", "--matrix", default=None, help=f"matrix file (default: $CONVMATRIX_MATRIX or {DEFAULT_MATRIX})"
+    )
+    m.add_argument("--format", choices=("table", "json"), default="table")
+    r = sub.add_parser("report", help="compare results with the control and report")
+    r.add_argument("results", nargs="+", help="run directories or cell results directories")
+    r.add_argument("--control", help="the control cell id (default: the cell the matrix marked)")
+    r.add_argument("--baseline", nargs="+", default=[], help="earlier results to compare each case with")
+    r.add_argument("--format", choices=render.FORMATS, default="text")
+    r.add_argument("-o", "--output", type=Path, help="write the report here instead of stdout")
+    r.add_argument("--fail-on", choices=("regression", "signature", "never"), default="regression")
+    return top
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        code: int = COMMANDS[args.command](args)
+        return code
+    except ConvmatrixError as exc:
+        print(f"convmatrix: {exc}", file=sys.stderr)
+        return exc.exit_code
+
+
+def cmd_matrix(args: argparse.Namespace) -> int:
+    loaded = matrix.load(args.matrix or default_matrix())
+    print(render_matrix(loaded, args.format), end="")
+    return 0
+
+
+def render_matrix(m: matrix.Matrix, fmt: str) -> str:
+    from tabulate import tabulate
+
+    cells = [
+        {"id": c.id, **c.values(), "expected_cudnn": c.expected_cudnn(), "control": c == m.control} for c in m.cells
+    ]
+    pruned = [{**p.values, "reason": p.reason} for p in m.pruned]
+    if fmt == "json":
+        return json.dumps({"name": m.name, "path": str(m.path), "cells": cells, "pruned": pruned}, indent=2) + "\n"
+    rows = [
+        [
+            f"{c['id']} (control)" if c["control"] else c["id"],
+            c["lane"],
+            c["torch"],
+            c["cuda"],
+            c["cudnn"] if c["cudnn"] != "bundled" else f"bundled {c['expected_cudnn']}".strip(),
+            c["python"],
+            c["base"],
+        ]
+        for c in cells
+    ]
+    out = [f"{m.path}: {m.name}: {len(cells)} cells, {len(pruned)} pruned", ""]
+    out.append(
+        tabulate(
+            rows,
+            headers=["cell", "lane", "torch", "cuda", "cudnn", "python", "base"],
+            tablefmt="simple",
+            disable_numparse=True,
+        )
+    )
+    if pruned:
+        prows = [[p["lane"], p["torch"], p["cuda"], p["cudnn"], p["python"], p["reason"]] for p in pruned]
+        out += [
+            "",
+            "pruned:",
+            tabulate(
+                prows,
+                headers=["lane", "torch", "cuda", "cudnn", "python", "why"],
+                tablefmt="simple",
+                disable_numparse=True,
+            ),
+        ]
+    return "\n".join(out) + "\n"
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    loaded = results.load(args.results)
+    if not loaded.results:
+        raise BadInput("; ".join(loaded.errors) or "no results to report")
+    control = compare.control_id(loaded.results, args.control)
+    report = report_model.build(loaded.results, control)
+    if args.baseline:
+        add_baseline(report, results.load(args.baseline), loaded.errors)
+    text = render.render(report, args.format)
+    if args.output:
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+        args.output.write_text(text)
+    else:
+        sys.stdout.write(text)
+    return exit_code(report, loaded.errors, args.fail_on)
+
+
+def add_baseline(report: dict[str, Any], baseline: results.Loaded, errors: list[str]) -> None:
+    """Each case also against the same cell@gpu in an earlier run (say, last night's)."""
+    errors += [f"--baseline: {e}" for e in baseline.errors]
+    earlier = {(r.cell, r.gpu_key): r for r in baseline.results}
+    for case in report["cases"]:
+        old = earlier.get((case["cell"], case["gpu"]))
+        before = old.cases.get(case["case"]) if old else None
+        case["baseline_outcome"] = before.outcome if before else None
+        now = results.Case(
+            case=case["case"], outcome=case["outcome"], family=case["family"], message=None, knobs={}, warnings=()
+        )
+        case["baseline_delta"] = compare.delta(before, now) if old else None
+    for cell in report["cells"]:
+        cell["baseline_regressions"] = sum(
+            1
+            for c in report["cases"]
+            if c["cell"] == cell["cell"] and c["gpu"] == cell["gpu"]["key"] and c.get("baseline_delta") == "regression"
+        )
+
+
+def exit_code(report: dict[str, Any], errors: list[str], fail_on: str) -> int:
+    for error in errors:
+        print(f"convmatrix: {error}", file=sys.stderr)
+    if errors:
+        return BadInput.exit_code
+    sick = {k: h["reason"] for k, h in report["control"]["per_gpu"].items() if not h["healthy"]}
+    judged = {c["gpu"]["key"] for c in report["cells"] if c["verdict"] != "control"}
+    if report["control"]["cell"] and sick.keys() & judged:
+        for key in sorted(sick.keys() & judged):
+            print(f"convmatrix: control unhealthy on {key}: {sick[key]}", file=sys.stderr)
+        return 3
+    cells = report["cells"]
+    if fail_on == "regression" and any(c["verdict"] == "regression" or c.get("baseline_regressions") for c in cells):
+        return 1
+    if fail_on == "signature" and any(c["signature"] for c in cells):
+        return 1
+    return 0
+
+
+COMMANDS = {"matrix": cmd_matrix, "report": cmd_report}

@@ -1,0 +1,180 @@
+"""The lanes as nox session steps: host (the interpreter at hand) and baremetal (a uv venv per cell).
+
+Imported by noxfile.py, in nox's own interpreter: stdlib and convmatrix's stdlib-only modules.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+from convmatrix import gpus, install, options, runner
+from convmatrix.cells import Cell
+from convmatrix.errors import BadInput
+from convmatrix.matrix import Matrix
+
+
+class Session(Protocol):
+    """The part of nox.Session the lanes use."""
+
+    posargs: list[str]
+    bin: str
+
+    def install(self, *args: str, **kwargs: Any) -> Any: ...
+    def notify(self, target: str, posargs: Sequence[str] | None = None) -> None: ...
+    def log(self, *args: Any) -> None: ...
+    def warn(self, *args: Any) -> None: ...
+    def error(self, *args: Any) -> Any: ...
+    def skip(self, *args: Any) -> Any: ...
+
+
+def run_options(session: Session, default_out: Path | None = None) -> options.RunOptions:
+    try:
+        return options.parse(session.posargs, default_out=default_out)
+    except BadInput as exc:
+        session.error(str(exc))
+        raise
+
+
+def targets(cell: Cell, opts: options.RunOptions) -> list[runner.Target]:
+    """One target per selected GPU; the CPU when the runner has none."""
+    found = gpus.discover()
+    chosen = gpus.select(found, opts.gpus)
+    if opts.gpus and not chosen:
+        listed = ", ".join(str(g.index) for g in found) or "none"
+        raise BadInput(f"run options: --gpus {opts.gpus}: no such GPU on this runner (nvidia-smi lists: {listed})")
+    return [runner.Target(cell=cell, gpu=g, out=opts.out) for g in chosen] or [
+        runner.Target(cell=cell, gpu=None, out=opts.out)
+    ]
+
+
+def run_cell(session: Session, cell: Cell, matrix: Matrix, python: str, opts: options.RunOptions) -> None:
+    options.mark_latest(opts.out)
+    for target in targets(cell, opts):
+        if opts.resume and runner.is_complete(target.results_dir):
+            session.log(f"{target.results_dir}: complete, kept (--resume)")
+            continue
+        runner.write_cell_json(
+            target, python=python, control=cell == matrix.control, extra={"matrix": str(matrix.path)}
+        )
+        code = runner.run_suite(target, python, opts.suite_args)
+        for line in runner.finish(target, code):
+            session.warn(line)
+        session.log(f"{cell.id}: results in {target.results_dir}")
+
+
+# --- host ---------------------------------------------------------------------------------
+
+
+def host_python() -> str:
+    """The interpreter at hand: $CONVMATRIX_PYTHON, else python3 on PATH."""
+    return os.environ.get("CONVMATRIX_PYTHON") or shutil.which("python3") or shutil.which("python") or "python3"
+
+
+def host_problem(python: str) -> str | None:
+    """Why the host lane cannot run here (no torch or pytest in that interpreter), or None."""
+    try:
+        subprocess.run([python, "-c", "import torch, pytest"], capture_output=True, text=True, timeout=300, check=True)
+    except FileNotFoundError:
+        return f"host lane: no interpreter {python} (set CONVMATRIX_PYTHON)"
+    except subprocess.CalledProcessError as exc:
+        last = (exc.stderr.strip().splitlines() or ["?"])[-1]
+        return f"host lane: {python} cannot import torch and pytest ({last}); install them or set CONVMATRIX_PYTHON"
+    except subprocess.TimeoutExpired:
+        return f"host lane: {python} took over 300 s to import torch"
+    return None
+
+
+def host(session: Session, matrix: Matrix) -> None:
+    opts = run_options(session)
+    python = host_python()
+    problem = host_problem(python)
+    if problem:
+        session.error(problem)
+    run_cell(session, Cell(lane="host"), matrix, python, opts)
+
+
+# --- baremetal ----------------------------------------------------------------------------
+
+
+def baremetal(session: Session, cell: Cell, matrix: Matrix) -> None:
+    from nox.command import CommandFailed  # nox is there: this runs inside a nox session
+
+    opts = run_options(session)
+    all_ids = [c.id for c in matrix.lane("baremetal")]
+    if not options.in_shard(cell.id, all_ids, opts.shard):
+        session.skip(f"{cell.id} is not in shard {opts.shard}")
+    planned = targets(cell, opts)
+    if opts.resume and all(runner.is_complete(t.results_dir) for t in planned):
+        session.skip(f"{cell.id}: complete, kept (--resume)")
+    # uv's own CA roots miss a TLS-intercepting proxy's; the system store has it.
+    os.environ.setdefault("UV_NATIVE_TLS", "1")
+    try:
+        for step in install.steps(cell, matrix.wheelhouse):
+            session.install(*step)
+    except CommandFailed as exc:
+        for target in planned:
+            record_setup_failure(target, f"install failed: {exc}", matrix)
+        session.error(f"{cell.id}: install failed ({exc}); recorded in {opts.out}")
+    run_cell(session, cell, matrix, str(Path(session.bin) / "python"), opts)
+
+
+def record_setup_failure(target: runner.Target, reason: str, matrix: Matrix) -> None:
+    """A cell that never reached the suite still gets a results directory, so the report shows it."""
+    runner.write_cell_json(
+        target, python="", control=target.cell == matrix.control, extra={"matrix": str(matrix.path), "error": reason}
+    )
+    with (target.results_dir / "log.txt").open("a") as log:
+        log.write(f"convmatrix: {reason}\n")
+    runner.finish(target, 255)
+
+
+def python_available(version: str) -> bool:
+    """Whether uv finds an installed interpreter for a cell's python (no download attempted)."""
+    uv = shutil.which("uv")
+    if uv is None:
+        return False
+    found = subprocess.run(
+        [uv, "python", "find", "--no-python-downloads", version], capture_output=True, text=True, check=False
+    )
+    return found.returncode == 0
+
+
+# --- whole runs ---------------------------------------------------------------------------
+
+
+def forward(session: Session, out: Path) -> list[str]:
+    """The posargs to hand to notified sessions, with the run directory fixed."""
+    args = list(session.posargs)
+    head = args[: args.index("--")] if "--" in args else args
+    return args if "--out" in head else ["--out", str(out), *args]
+
+
+def fan_out(session: Session, matrix: Matrix, lanes: Sequence[str]) -> Path:
+    """Queue every runnable cell of these lanes as its own nox session; say why others are not."""
+    opts = run_options(session)
+    options.mark_latest(opts.out)
+    args = forward(session, opts.out)
+    for cell in matrix.cells:
+        if cell.lane not in lanes:
+            continue
+        reason = unrunnable(cell)
+        if reason:
+            session.warn(f"{cell.id}: not run here: {reason}")
+        else:
+            session.notify("host" if cell.lane == "host" else cell.id, args)
+    return opts.out
+
+
+def unrunnable(cell: Cell) -> str | None:
+    if cell.lane == "host":
+        return host_problem(host_python())
+    if cell.lane == "container":
+        return "the container lane is not available in this version of convmatrix"
+    if not python_available(cell.python):
+        return f"no Python {cell.python} on this machine (`uv python find {cell.python}` found none)"
+    return None

@@ -1,0 +1,95 @@
+"""The report as data: the stable, versioned Report JSON of DESIGN.md, built from cell results."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from convmatrix import classify, compare
+from convmatrix.results import CellResult
+
+REPORT_SCHEMA = 1
+
+
+def build(results: list[CellResult], control: str | None) -> dict[str, Any]:
+    by_gpu = {r.gpu_key: r for r in results if r.cell == control}
+    gpu_keys = sorted({r.gpu_key for r in results})
+    health = {key: compare.health(by_gpu.get(key)) for key in gpu_keys}
+    cells, cases = [], []
+    for result in sorted(results, key=lambda r: (r.cell != control, r.cell, r.gpu_key)):
+        cell_cases = case_rows(result, by_gpu.get(result.gpu_key), control)
+        cases += cell_cases
+        cells.append(cell_row(result, cell_cases, control, health[result.gpu_key]))
+    return {
+        "schema": REPORT_SCHEMA,
+        "control": {
+            "cell": control,
+            "per_gpu": {k: {"healthy": h.healthy, "reason": h.reason} for k, h in health.items()},
+        },
+        "cells": cells,
+        "cases": cases,
+    }
+
+
+def case_rows(result: CellResult, control: CellResult | None, control_id: str | None) -> list[dict[str, Any]]:
+    rows = []
+    for name, case in sorted(result.cases.items()):
+        base = control.cases.get(name) if control is not None else None
+        rows.append(
+            {
+                "cell": result.cell,
+                "gpu": result.gpu_key,
+                "case": name,
+                "knobs": case.knobs,
+                "outcome": case.outcome,
+                "family": case.family,
+                "message": case.message,
+                "warnings": list(case.warnings),
+                "control_outcome": base.outcome if base else None,
+                "delta": None if result.cell == control_id or control is None else compare.delta(base, case),
+            }
+        )
+    return rows
+
+
+def cell_row(
+    result: CellResult, cases: list[dict[str, Any]], control: str | None, health: compare.Health
+) -> dict[str, Any]:
+    counts = Counter(c["family"] or c["outcome"] for c in cases)
+    deltas = [c["delta"] for c in cases if c["delta"]]
+    return {
+        "cell": result.cell,
+        "gpu": {"key": result.gpu_key, **result.gpu},
+        "lane": result.lane,
+        "path": str(result.path),
+        "stack": result.requested,
+        "observed": observed(result.observed),
+        "stack_mismatch": bool(result.stack_mismatch),
+        "mismatches": result.stack_mismatch,
+        "problems": result.problems,
+        "counts": dict(sorted(counts.items())),
+        "signature": any(c["family"] == classify.SIGNATURE for c in cases),
+        "warning_signature": any(classify.SIGNATURE in c["warnings"] for c in cases),
+        "regressions": deltas.count("regression"),
+        "fixed": deltas.count("fixed"),
+        "verdict": cell_verdict(result, deltas, control, health),
+    }
+
+
+def cell_verdict(result: CellResult, deltas: list[str], control: str | None, health: compare.Health) -> str:
+    if control is None:
+        return "no-control"
+    if result.cell == control:
+        return "control"
+    if not health.healthy:
+        # No verdicts from a sick (or absent) control: say which.
+        return "no-control" if health.reason == "the control has no result on this GPU" else "invalid"
+    if not result.cases or result.stack_mismatch:
+        # It never ran cases, or it ran another stack than requested: nothing to compare.
+        return "invalid"
+    return compare.verdict(deltas)
+
+
+def observed(env: dict[str, Any]) -> dict[str, Any]:
+    keys = ("torch", "cuda", "cudnn", "cudnn_error", "python", "driver", "device", "hostname", "image_id")
+    return {k: env.get(k) for k in keys if k in env}

@@ -1,0 +1,436 @@
+"""Options, knobs and the recorder of the suite.
+
+The suite needs only pytest and torch, so that it runs inside any image without the harness.
+With --results-dir it writes env.json (the observed stack) and results.jsonl (one line per
+case, appended as each case ends) there; README.md beside this file gives the schema.
+"""
+
+from __future__ import annotations
+
+import configparser
+import datetime
+import json
+import math
+import os
+import platform
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Generator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+import torch
+
+SCHEMA = 1
+SUITE_DIR = os.path.dirname(os.path.abspath(__file__))
+SUITE_INI = os.path.join(SUITE_DIR, "pytest.ini")
+NUMERIC_KEY = "convmatrix_numeric"
+# A results line is written with one write() on an O_APPEND fd so that xdist workers never
+# interleave; keep it well under 64 KiB by bounding the free-text fields.
+LINE_LIMIT = 60000
+MESSAGE_LIMIT = 4000
+WARNING_MESSAGE_LIMIT = 1000
+WARNINGS_LIMIT = 20
+# The order in which a phase outcome wins over another for the case's one status.
+SEVERITY = {"passed": 0, "skipped": 1, "failed": 2, "error": 3}
+
+
+@dataclass(frozen=True)
+class Settings:
+    knobs: dict[str, Any]
+    worker: str
+    results_dir: str | None
+    cell_id: str | None
+
+
+SETTINGS = pytest.StashKey[Settings]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("convmatrix", "convmatrix suite")
+    group.addoption("--results-dir", default=None,
+                    help="write env.json and results.jsonl here (created if missing)")
+    group.addoption("--cell-id", default=None, help="the cell this run belongs to")
+    group.addoption("--device", choices=("auto", "cuda", "cpu"), default="auto",
+                    help="auto: cuda when torch sees a GPU, else cpu")
+    group.addoption("--cudnn-benchmark", choices=("on", "off"), default="off",
+                    help="torch.backends.cudnn.benchmark")
+    group.addoption("--cudnn-deterministic", choices=("on", "off"), default="off",
+                    help="torch.backends.cudnn.deterministic")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    _adopt_suite_ini(config)
+    settings = _settings(config)
+    config.stash[SETTINGS] = settings
+    torch.backends.cudnn.benchmark = settings.knobs["cudnn_benchmark"]
+    torch.backends.cudnn.deterministic = settings.knobs["cudnn_deterministic"]
+    # Warn-once warnings (cuDNN plan failures among them) would otherwise land only on
+    # whichever case ran first in the process; each case should carry its own.
+    torch.set_warn_always(True)
+    if settings.results_dir is None:
+        return
+    os.makedirs(settings.results_dir, exist_ok=True)
+    config.pluginmanager.register(CaseRecorder(settings), "convmatrix_recorder")
+    if not hasattr(config, "workerinput"):  # xdist workers leave env.json to the controller
+        config.pluginmanager.register(EnvWriter(settings), "convmatrix_env")
+
+
+def _adopt_suite_ini(config: pytest.Config) -> None:
+    """Apply what the suite needs from suites/pytest.ini when pytest read another file.
+
+    pytest takes the ini file nearest the common ancestor of its path arguments, and a
+    --results-dir that exists is one: results under a project with its own pytest config (the
+    harness writes them to reports/ in this repository) make pytest read that config instead.
+    """
+    if config.inipath is not None and os.path.samefile(config.inipath, SUITE_INI):
+        return
+    ini = configparser.ConfigParser()
+    ini.read(SUITE_INI)
+    for line in ini["pytest"]["markers"].strip().splitlines():
+        config.addinivalue_line("markers", line.strip())
+    # Warnings are data here: a foreign "error" filter must not turn them into failures.
+    # Filters listed later win, and command-line -W filters still win over these.
+    config.addinivalue_line("filterwarnings", "default")
+
+
+def _settings(config: pytest.Config) -> Settings:
+    results_dir = config.getoption("results_dir")
+    cell_id = config.getoption("cell_id")
+    if results_dir is not None and not cell_id:
+        raise pytest.UsageError("--cell-id is required with --results-dir")
+    knobs = {
+        "device": _resolve_device(config.getoption("device")),
+        "cudnn_benchmark": config.getoption("cudnn_benchmark") == "on",
+        "cudnn_deterministic": config.getoption("cudnn_deterministic") == "on",
+    }
+    return Settings(knobs, _worker(config), results_dir, cell_id)
+
+
+def _resolve_device(requested: str) -> str:
+    if requested != "auto":
+        return requested
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def _worker(config: pytest.Config) -> str:
+    """gw0, gw1 … in an xdist worker, else main."""
+    workerinput = getattr(config, "workerinput", None)
+    return "main" if workerinput is None else str(workerinput["workerid"])
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    settings = config.stash[SETTINGS]
+    cudnn, cudnn_error = cudnn_version()
+    return (f"convmatrix: cell={settings.cell_id} torch={torch.__version__} "
+            f"cuda={torch.version.cuda} cudnn={cudnn_error or cudnn} knobs={settings.knobs}")
+
+
+@pytest.fixture
+def device(pytestconfig: pytest.Config) -> str:
+    """The device the cases run on: "cuda" or "cpu"."""
+    return pytestconfig.stash[SETTINGS].knobs["device"]
+
+
+@pytest.fixture
+def record_numeric(request: pytest.FixtureRequest) -> Callable[[dict[str, float]], None]:
+    """Hands the case's numeric error to the recorder (the last value handed wins)."""
+    def record(numeric: dict[str, float]) -> None:
+        request.node.user_properties.append((NUMERIC_KEY, numeric))
+    return record
+
+
+# --- observed stack ------------------------------------------------------------------------
+
+def now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds")
+
+
+def cudnn_version() -> tuple[int | None, str | None]:
+    """cuDNN's version, or the error that asking for it raised (a version mismatch, say)."""
+    try:
+        version = torch.backends.cudnn.version()
+    except Exception as exc:
+        return None, str(exc)
+    return (None if version is None else int(version)), None
+
+
+def driver_version() -> str | None:
+    """The NVIDIA driver version, from procfs or nvidia-smi; None when neither tells."""
+    try:
+        with open("/proc/driver/nvidia/version") as handle:
+            text = handle.read()
+    except OSError:
+        text = ""
+    match = re.search(r"Kernel Module(?:\s+for\s+\S+)?\s+(\d+(?:\.\d+)+)", text)
+    if match:
+        return match.group(1)
+    return _driver_from_smi()
+
+
+def _driver_from_smi() -> str | None:
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return None
+    try:
+        done = subprocess.run([smi, "--query-gpu=driver_version", "--format=csv,noheader"],
+                              capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    lines = done.stdout.strip().splitlines()
+    return lines[0].strip() if done.returncode == 0 and lines else None
+
+
+def visible_gpus() -> list[dict[str, Any]]:
+    """Every GPU torch sees; empty when CUDA is unusable (the cases then say why)."""
+    try:
+        if not torch.cuda.is_available():
+            return []
+        gpus = []
+        for index in range(torch.cuda.device_count()):
+            props = torch.cuda.get_device_properties(index)
+            gpus.append({
+                "index": index,
+                "name": props.name,
+                "capability": f"{props.major}.{props.minor}",
+                "memory_mb": props.total_memory // (1024 * 1024),
+            })
+        return gpus
+    except Exception:
+        return []
+
+
+def observe_env(settings: Settings) -> dict[str, Any]:
+    cudnn, cudnn_error = cudnn_version()
+    return {
+        "schema": SCHEMA,
+        "cell_id": settings.cell_id,
+        "torch": str(torch.__version__),
+        "cuda": torch.version.cuda,
+        "cudnn": cudnn,
+        "cudnn_error": cudnn_error,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "driver": driver_version(),
+        "gpus": visible_gpus(),
+        "device": settings.knobs["device"],
+        "lane": os.environ.get("CONVMATRIX_LANE", "direct"),
+        "image_id": os.environ.get("CONVMATRIX_IMAGE_ID") or None,
+        "hostname": socket.gethostname(),
+        "pid": os.getpid(),
+        "started": now(),
+        "ended": None,
+        "knobs": dict(settings.knobs),
+        "argv": list(sys.argv),
+    }
+
+
+# --- files ---------------------------------------------------------------------------------
+
+def _json_safe(value: Any) -> Any:
+    """NaN and infinities are not JSON: write them as the strings "nan", "inf", "-inf"."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {key: _json_safe(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(item) for item in value]
+    return value
+
+
+def write_json_atomic(path: str, data: dict[str, Any]) -> None:
+    """Readers see the old file or the new one, never half of one."""
+    temp = f"{path}.{os.getpid()}.tmp"
+    with open(temp, "w") as handle:
+        json.dump(_json_safe(data), handle, indent=2, allow_nan=False)
+        handle.write("\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(temp, path)
+
+
+def append_line(path: str, line: bytes) -> None:
+    """One write() on an O_APPEND fd: concurrent writers never split each other's lines."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _truncate(text: str | None, limit: int) -> str | None:
+    if text is None or len(text) <= limit:
+        return text
+    return f"{text[:limit]}... [{len(text) - limit} more characters]"
+
+
+def encode_record(record: dict[str, Any]) -> bytes:
+    line = json.dumps(_json_safe(record), allow_nan=False)
+    if len(line) > LINE_LIMIT:
+        # Only pathological text gets here (say, escaped non-ASCII); keep the head of it.
+        record = dict(record, message=_truncate(record["message"], 1000),
+                      warnings=[dict(w, message=_truncate(w["message"], 200))
+                                for w in record["warnings"][:5]])
+        line = json.dumps(_json_safe(record), allow_nan=False)
+    return (line + "\n").encode("utf-8")
+
+
+# --- recording -----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Phase:
+    status: str
+    exc_type: str | None
+    message: str | None
+
+
+def phase_of(report: pytest.TestReport, call: pytest.CallInfo[None]) -> Phase:
+    """The outcome of one phase (setup, call, teardown) with the real exception text."""
+    if report.passed:
+        return Phase("passed", None, None)
+    exc = call.excinfo.value if call.excinfo is not None else None
+    message = str(exc) if exc is not None else report.longreprtext
+    if report.skipped:
+        return Phase("skipped", None, message)
+    status = "failed" if report.when == "call" else "error"
+    return Phase(status, type(exc).__name__ if exc is not None else None, message)
+
+
+def combine(phases: list[Phase]) -> Phase:
+    """The case's one outcome: the worst phase wins, the earliest among equals."""
+    worst = Phase("passed", None, None)
+    for phase in phases:
+        if SEVERITY[phase.status] > SEVERITY[worst.status]:
+            worst = phase
+    return worst
+
+
+def warning_entry(warning: Any) -> dict[str, Any]:
+    return {
+        "category": warning.category.__name__,
+        "message": _truncate(str(warning.message), WARNING_MESSAGE_LIMIT),
+        "filename": warning.filename,
+        "lineno": warning.lineno,
+    }
+
+
+def bounded_warnings(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    kept = entries[:WARNINGS_LIMIT]
+    if len(entries) > WARNINGS_LIMIT:
+        kept.append({"category": "convmatrix.WarningsDropped",
+                     "message": f"{len(entries) - WARNINGS_LIMIT} more warnings not recorded",
+                     "filename": None, "lineno": None})
+    return kept
+
+
+class CaseRecorder:
+    """Writes results.jsonl and the in-flight marker in the process that runs the cases.
+
+    In an xdist controller only forwarded hooks reach it (warnings of cases it does not run),
+    which it ignores, so registering it there too is harmless.
+    """
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        assert settings.results_dir is not None
+        self.results_path = os.path.join(settings.results_dir, "results.jsonl")
+        self.marker_path = os.path.join(settings.results_dir, f"running-{settings.worker}.json")
+        self.phases: dict[str, list[Phase]] = {}
+        self.warnings: dict[str, list[dict[str, Any]]] = {}
+
+    # tryfirst makes this the outermost wrapper, outside pytest's warnings plugin, which
+    # reports a case's warnings only as its own wrapper ends.
+    @pytest.hookimpl(hookwrapper=True, tryfirst=True)
+    def pytest_runtest_protocol(self, item: pytest.Item,
+                                nextitem: pytest.Item | None) -> Generator[None, Any, None]:
+        started, clock = now(), time.monotonic()
+        self.phases[item.nodeid] = []
+        self.warnings[item.nodeid] = []
+        write_json_atomic(self.marker_path, {"case": case_id(item), "nodeid": suite_nodeid(item),
+                                             "pid": os.getpid(), "started": started})
+        outcome = yield
+        # An interrupted case (Ctrl-C, pytest.exit) has no honest outcome: its marker stays.
+        if outcome.excinfo is None:
+            record = self._record(item, started, time.monotonic() - clock)
+            append_line(self.results_path, encode_record(record))
+            os.remove(self.marker_path)
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item,
+                                  call: pytest.CallInfo[None]) -> Generator[None, Any, None]:
+        outcome = yield
+        if item.nodeid in self.phases:
+            self.phases[item.nodeid].append(phase_of(outcome.get_result(), call))
+
+    def pytest_warning_recorded(self, warning_message: Any, when: str, nodeid: str) -> None:
+        if when == "runtest" and nodeid in self.warnings:
+            self.warnings[nodeid].append(warning_entry(warning_message))
+
+    def _record(self, item: pytest.Item, started: str, duration: float) -> dict[str, Any]:
+        phase = combine(self.phases.pop(item.nodeid))
+        knobs = self.settings.knobs
+        return {
+            "schema": SCHEMA,
+            "cell_id": self.settings.cell_id,
+            "case": case_id(item),
+            "nodeid": suite_nodeid(item),
+            "params": case_params(item),
+            "knobs": dict(knobs),
+            "device": knobs["device"],
+            "status": phase.status,
+            "exc_type": phase.exc_type,
+            "message": _truncate(phase.message, MESSAGE_LIMIT),
+            "warnings": bounded_warnings(self.warnings.pop(item.nodeid)),
+            "numeric": numeric_of(item),
+            "duration_s": round(duration, 6),
+            "worker": self.settings.worker,
+            "started": started,
+            "ended": now(),
+        }
+
+
+def suite_nodeid(item: pytest.Item) -> str:
+    """The node id as seen from the repository root, suites/test_conv.py::test_conv[<case>],
+    whichever rootdir pytest chose and wherever suites/ is mounted, so that lanes agree."""
+    path = os.path.relpath(str(item.path), SUITE_DIR).replace(os.sep, "/")
+    return f"suites/{path}::{item.nodeid.split('::', 1)[1]}"
+
+
+def case_id(item: pytest.Item) -> str:
+    callspec = getattr(item, "callspec", None)
+    return callspec.id if callspec is not None else item.name
+
+
+def case_params(item: pytest.Item) -> dict[str, Any]:
+    """The parameters of the case object a test is parametrized with (a catalog.Case)."""
+    callspec = getattr(item, "callspec", None)
+    case = callspec.params.get("case") if callspec is not None else None
+    return case.params() if hasattr(case, "params") else {}
+
+
+def numeric_of(item: pytest.Item) -> dict[str, float] | None:
+    values = [value for key, value in item.user_properties if key == NUMERIC_KEY]
+    return values[-1] if values else None
+
+
+class EnvWriter:
+    """Writes env.json at the start and again at the end, in the main or controller process."""
+
+    def __init__(self, settings: Settings) -> None:
+        assert settings.results_dir is not None
+        self.path = os.path.join(settings.results_dir, "env.json")
+        self.env = observe_env(settings)
+
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        write_json_atomic(self.path, self.env)
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        self.env["ended"] = now()
+        write_json_atomic(self.path, self.env)

@@ -1,0 +1,115 @@
+"""Fault injection for the conv suite: a pytest plugin for tests only, never the product.
+
+Load it with ``-p convmatrix_faults`` (with tests/plugins on PYTHONPATH) and name a JSON spec
+in the CONVMATRIX_FAULTS environment variable. Keys map case-id globs to an action:
+
+    {"raise": {"conv2d-*": "CUDNN_STATUS_NOT_SUPPORTED ..."},  # the conv raises exc_type(msg)
+     "exc_type": "RuntimeError",                               # optional, a builtin exception
+     "warn": {"conv1d-*": "Plan failed ..."},                  # warns, then runs the real conv
+     "scale": {"conv3d-*": 1.5},                               # the conv's output times factor
+     "kill": {"conv_transpose*": true}}                        # os._exit(137) inside the conv
+
+While a matching case runs, every torch.nn.functional conv function is replaced by one that
+applies the case's actions, so the fault happens where a real one would: in the conv call.
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import fnmatch
+import json
+import os
+import warnings
+from collections.abc import Callable, Generator, Iterator
+from typing import Any
+
+import pytest
+import torch
+
+CONV_FUNCTIONS = ("conv1d", "conv2d", "conv3d",
+                  "conv_transpose1d", "conv_transpose2d", "conv_transpose3d")
+ACTIONS = ("kill", "raise", "warn", "scale")
+KILLED_EXIT_CODE = 137  # what a SIGKILLed process reports through a shell
+
+
+def load_spec() -> dict[str, Any]:
+    path = os.environ.get("CONVMATRIX_FAULTS")
+    if not path:
+        return {}
+    with open(path) as handle:
+        spec = json.load(handle)
+    unknown = set(spec) - set(ACTIONS) - {"exc_type"}
+    if unknown:
+        raise pytest.UsageError(f"{path}: unknown fault keys {sorted(unknown)}")
+    return spec
+
+
+def exception_class(spec: dict[str, Any]) -> type:
+    name = spec.get("exc_type", "RuntimeError")
+    cls = getattr(builtins, name, None)
+    if not (isinstance(cls, type) and issubclass(cls, Exception)):
+        raise pytest.UsageError(f"exc_type {name!r} is not a builtin exception")
+    return cls
+
+
+def actions_for(spec: dict[str, Any], case_id: str) -> list[tuple[str, Any]]:
+    """The actions whose glob matches the case, in the order kill, raise, warn, scale."""
+    return [(kind, value)
+            for kind in ACTIONS
+            for pattern, value in spec.get(kind, {}).items()
+            if fnmatch.fnmatchcase(case_id, pattern)]
+
+
+def faulty(real: Callable[..., torch.Tensor], actions: list[tuple[str, Any]],
+           exc_type: type) -> Callable[..., torch.Tensor]:
+    def conv(*args: Any, **kwargs: Any) -> torch.Tensor:
+        factor = 1.0
+        for kind, value in actions:
+            if kind == "kill":
+                os._exit(KILLED_EXIT_CODE)
+            if kind == "raise":
+                raise exc_type(value)
+            if kind == "warn":
+                warnings.warn(value, UserWarning, stacklevel=2)
+            if kind == "scale":
+                factor *= float(value)
+        out = real(*args, **kwargs)
+        return out * factor if factor != 1.0 else out
+    return conv
+
+
+@contextlib.contextmanager
+def patched(actions: list[tuple[str, Any]], exc_type: type) -> Iterator[None]:
+    """Swaps the conv functions for faulty ones, and always puts the real ones back."""
+    functional = torch.nn.functional
+    originals = {name: getattr(functional, name) for name in CONV_FUNCTIONS}
+    try:
+        for name, real in originals.items():
+            setattr(functional, name, faulty(real, actions, exc_type))
+        yield
+    finally:
+        for name, real in originals.items():
+            setattr(functional, name, real)
+
+
+class Faults:
+    def __init__(self, spec: dict[str, Any]) -> None:
+        self.spec = spec
+        self.exc_type = exception_class(spec)
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, Any, None]:
+        callspec = getattr(item, "callspec", None)
+        actions = actions_for(self.spec, callspec.id) if callspec is not None else []
+        if not actions:
+            yield
+            return
+        with patched(actions, self.exc_type):
+            yield
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    spec = load_spec()
+    if spec:
+        config.pluginmanager.register(Faults(spec), "convmatrix_faults_active")

@@ -1,0 +1,64 @@
+from __future__ import annotations
+
+import pytest
+
+from convmatrix import compare
+from convmatrix.errors import BadInput
+from convmatrix.results import Case, CellResult
+
+
+def case(outcome: str, family: str | None = None) -> Case:
+    return Case(case="c", outcome=outcome, family=family, message=None, knobs={}, warnings=())
+
+
+@pytest.mark.parametrize(
+    ("control", "here", "expected"),
+    [
+        (case("pass"), case("pass"), "same"),
+        (case("pass"), case("fail", "cudnn_not_supported"), "regression"),
+        (case("pass"), case("crash", "crash"), "regression"),
+        (case("fail", "cudnn_not_supported"), case("pass"), "fixed"),
+        (case("fail", "cudnn_not_supported"), case("fail", "cudnn_not_supported"), "same"),
+        (case("fail", "cudnn_not_supported"), case("fail", "cudnn_no_engine"), "regression"),
+        (case("skip"), case("fail", "other"), "changed"),
+        (case("fail", "other"), case("skip"), "changed"),
+        (None, case("pass"), "new"),
+    ],
+)
+def test_delta(control, here, expected):
+    assert compare.delta(control, here) == expected
+
+
+def test_verdict_precedence():
+    assert compare.verdict(["same", "fixed", "regression"]) == "regression"
+    assert compare.verdict(["same", "fixed"]) == "fixed"
+    assert compare.verdict(["same", "new", "changed"]) == "ok"
+
+
+def result(cell="ctl", **kw) -> CellResult:
+    r = CellResult(cell=cell, gpu_key="cpu", gpu={}, lane="baremetal", path=None)  # type: ignore[arg-type]
+    r.cases = {"c": case("pass")}
+    for k, v in kw.items():
+        setattr(r, k, v)
+    return r
+
+
+def test_health():
+    assert compare.health(result()).healthy
+    assert not compare.health(None).healthy
+    assert "did not finish" in compare.health(result(problems=["the suite did not finish"])).reason
+    assert "stack mismatch" in compare.health(result(stack_mismatch=["cudnn: x"])).reason
+    sick = result(cases={"c": case("fail", "cuda_no_device")})
+    assert "infrastructure failure on the control: cuda_no_device" in compare.health(sick).reason
+    # A conv failure on a healthy control is a baseline fact, not sickness.
+    assert compare.health(result(cases={"c": case("fail", "cudnn_not_supported")})).healthy
+
+
+def test_control_id():
+    rs = [result("a", marked_control=True), result("b")]
+    assert compare.control_id(rs, None) == "a"
+    assert compare.control_id(rs, "b") == "b"
+    with pytest.raises(BadInput, match="no results for that cell"):
+        compare.control_id(rs, "zzz")
+    with pytest.raises(BadInput, match="several cells are marked control"):
+        compare.control_id([*rs, result("b", marked_control=True)], None)

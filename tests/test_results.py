@@ -1,0 +1,66 @@
+from __future__ import annotations
+
+import json
+
+from conftest import env_json, record, write_result
+from convmatrix import results
+
+NOT_SUPPORTED = "cuDNN error: CUDNN_STATUS_NOT_SUPPORTED. This error may appear if you passed in a non-contiguous input."
+
+
+def test_loads_run_dir_and_classifies(tmp_path):
+    write_result(tmp_path, "a", [record("c1"), record("c2", "failed", NOT_SUPPORTED)], cell={"lane": "baremetal"})
+    loaded = results.load([tmp_path])
+    assert loaded.errors == []
+    (result,) = loaded.results
+    assert result.cell == "a" and result.gpu_key == "cpu" and result.completed
+    assert result.cases["c2"].outcome == "fail"
+    assert result.cases["c2"].family == "cudnn_not_supported"
+    assert result.cases["c1"].family is None
+
+
+def test_warning_only_signature_is_a_pass_with_a_warning(tmp_path):
+    warning = {"category": "UserWarning", "message": "Plan failed with a cudnnException: CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR: cudnnFinalize Descriptor Failed cudnn_status: CUDNN_STATUS_NOT_SUPPORTED"}
+    write_result(tmp_path, "a", [record("c1", warnings=[warning])])
+    case = results.load([tmp_path]).results[0].cases["c1"]
+    assert case.outcome == "pass" and case.family is None
+    assert case.warnings == ("cudnn_not_supported",)
+
+
+def test_corrupt_line_is_named_and_the_rest_kept(tmp_path):
+    directory = write_result(tmp_path, "a", [record("c1"), record("c2")])
+    with (directory / "results.jsonl").open("a") as fh:
+        fh.write('{"schema": 1, "case": "c3", "sta')
+    loaded = results.load([tmp_path])
+    assert set(loaded.results[0].cases) == {"c1", "c2"}
+    assert loaded.errors == [f"{directory / 'results.jsonl'}:3: not a JSON object (truncated or corrupt line)"]
+
+
+def test_other_schema_is_rejected_by_file(tmp_path):
+    directory = write_result(tmp_path, "a", [record("c1")], env=env_json("a", schema=7))
+    loaded = results.load([tmp_path])
+    assert loaded.results == []
+    assert loaded.errors == [f"{directory / 'env.json'}: schema 7, this convmatrix reads schema 1"]
+
+
+def test_gpu_from_env_and_problems(tmp_path):
+    env = env_json("a", device="cuda", gpus=[{"index": 0, "name": "NVIDIA H200", "capability": "9.0"}], ended=None)
+    write_result(tmp_path, "a", [record("c1")], env=env, gpu="h200-sm90", cell={"exit_code": -11})
+    (result,) = results.load([tmp_path]).results
+    assert result.gpu_key == "h200-sm90"
+    assert result.gpu["generation"] == "Hopper"
+    assert "the suite did not finish (env.json has no end time)" in result.problems
+    assert "the suite exited with status -11" in result.problems
+
+
+def test_empty_path_is_an_error(tmp_path):
+    loaded = results.load([tmp_path / "missing"])
+    assert loaded.results == [] and "no results here" in loaded.errors[0]
+
+
+def test_cell_json_mismatch_is_recomputed(tmp_path):
+    write_result(tmp_path, "a", [record("c1")], env=env_json("a", cudnn=90100),
+                 cell={"expected": {"torch": "2.5.1", "cuda": "12.4", "cudnn": 90501}})
+    (result,) = results.load([tmp_path]).results
+    assert result.stack_mismatch == ["cudnn: requested 90501, observed 90100"]
+    assert json.loads((tmp_path / "a@cpu" / "cell.json").read_text())["cell"] == "a"

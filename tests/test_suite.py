@@ -1,0 +1,274 @@
+"""The conv suite (suites/) run for real, on CPU, in a subprocess: what it writes, and how."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import REPO
+
+PLUGINS = REPO / "tests" / "plugins"
+ENV_KEYS = {
+    "schema", "cell_id", "torch", "cuda", "cudnn", "cudnn_error", "python", "platform",
+    "machine", "driver", "gpus", "device", "lane", "image_id", "hostname", "pid", "started",
+    "ended", "knobs", "argv",
+}
+RESULT_KEYS = {
+    "schema", "cell_id", "case", "nodeid", "params", "knobs", "device", "status", "exc_type",
+    "message", "warnings", "numeric", "duration_s", "worker", "started", "ended",
+}
+NOT_SUPPORTED = ("cuDNN error: CUDNN_STATUS_NOT_SUPPORTED. This error may appear if you passed "
+                 "in a non-contiguous input.\nException raised from run_conv_plan at "
+                 "/pytorch/aten/src/ATen/native/cudnn/Conv_v8.cpp:384 (most recent call first):\n"
+                 "frame #0: c10::Error::Error(c10::SourceLocation, std::string) + 0x96")
+PLAN_FAILED = ("Plan failed with a cudnnException: CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR: "
+               "cudnnFinalize Descriptor Failed cudnn_status: CUDNN_STATUS_NOT_SUPPORTED")
+
+
+def load_catalog() -> Any:
+    """suites/catalog.py, which imports neither torch nor pytest."""
+    spec = importlib.util.spec_from_file_location("suite_catalog", REPO / "suites" / "catalog.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while it loads
+    spec.loader.exec_module(module)
+    return module
+
+
+CATALOG = load_catalog()
+CASE_IDS = [case.id for case in CATALOG.CASES]
+
+
+@dataclass
+class Run:
+    returncode: int
+    output: str
+    results_dir: Path
+
+    def env(self) -> dict[str, Any]:
+        return json.loads((self.results_dir / "env.json").read_text())
+
+    def records(self) -> list[dict[str, Any]]:
+        lines = (self.results_dir / "results.jsonl").read_text().splitlines()
+        return [json.loads(line) for line in lines]
+
+    def by_case(self) -> dict[str, dict[str, Any]]:
+        return {record["case"]: record for record in self.records()}
+
+    def markers(self) -> list[Path]:
+        return sorted(self.results_dir.glob("running-*.json"))
+
+
+def run_suite(results_dir: Path, *args: str, cases: tuple[str, ...] = (),
+              faults: dict[str, Any] | None = None, cwd: Path = REPO) -> Run:
+    """python -m pytest suites/ as the harness runs it, from the repository root."""
+    # The outer pytest's own settings (PYTEST_ADDOPTS, xdist worker ids) must not leak in.
+    env = {key: value for key, value in os.environ.items() if not key.startswith("PYTEST_")}
+    targets = [f"suites/test_conv.py::test_conv[{case}]" for case in cases] or ["suites/"]
+    command = [sys.executable, "-m", "pytest", *targets, "--results-dir", str(results_dir),
+               "--cell-id", "test-cell", "--device", "cpu", *args]
+    if faults is not None:
+        spec = results_dir.parent / f"{results_dir.name}.faults.json"
+        spec.write_text(json.dumps(faults))
+        env["CONVMATRIX_FAULTS"] = str(spec)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PLUGINS), env.get("PYTHONPATH")]))
+        command += ["-p", "convmatrix_faults"]
+    done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=600, check=False)
+    return Run(done.returncode, done.stdout + done.stderr, results_dir)
+
+
+@pytest.fixture(scope="module")
+def full_run(tmp_path_factory: pytest.TempPathFactory) -> Run:
+    run = run_suite(tmp_path_factory.mktemp("full") / "results")
+    assert run.returncode == 0, run.output
+    return run
+
+
+@pytest.fixture(scope="module")
+def faulted_run(tmp_path_factory: pytest.TempPathFactory) -> Run:
+    faults = {
+        "raise": {"conv2d-fp32-k3-p1": NOT_SUPPORTED, "conv1d-fp32-k3-p1": "x" * 10000},
+        "warn": {"conv3d-fp32-k3-p1": PLAN_FAILED},
+        "scale": {"conv_transpose2d-fp32-k4-s2-p1-bwd": 1.5},
+    }
+    cases = ("conv2d-fp32-k3-p1", "conv1d-fp32-k3-p1", "conv3d-fp32-k3-p1",
+             "conv_transpose2d-fp32-k4-s2-p1-bwd", "conv2d-fp16-k3-s2-channels_last")
+    run = run_suite(tmp_path_factory.mktemp("faulted") / "results", cases=cases, faults=faults)
+    assert run.returncode == 1, run.output
+    return run
+
+
+def observed_torch_version() -> str:
+    done = subprocess.run([sys.executable, "-c", "import torch; print(torch.__version__)"],
+                          capture_output=True, text=True, timeout=300, check=True)
+    return done.stdout.strip()
+
+
+def test_full_cpu_run_writes_env_json(full_run: Run) -> None:
+    env = full_run.env()
+    assert set(env) == ENV_KEYS
+    assert env["torch"] == observed_torch_version()
+    assert env["cell_id"] == "test-cell"
+    assert env["device"] == "cpu"
+    assert env["gpus"] == []
+    assert env["ended"] is not None
+    assert env["ended"] >= env["started"]
+    assert env["knobs"] == {"device": "cpu", "cudnn_benchmark": False,
+                            "cudnn_deterministic": False}
+
+
+def test_full_cpu_run_records_every_case_once_passed(full_run: Run) -> None:
+    collected = int(re.search(r"collected (\d+) items", full_run.output).group(1))
+    records = full_run.records()
+    assert len(records) == collected == len(CASE_IDS)
+    assert [record["case"] for record in records] == CASE_IDS
+    for record in records:
+        assert set(record) == RESULT_KEYS
+        assert record["status"] == "passed", record
+        assert record["nodeid"] == f"suites/test_conv.py::test_conv[{record['case']}]"
+        assert record["worker"] == "main"
+        assert record["exc_type"] is None
+        assert set(record["numeric"]) == {"max_abs_err", "max_rel_err", "atol", "rtol"}
+    assert full_run.markers() == []
+
+
+def test_catalog_covers_every_op_dtype_and_variant(full_run: Run) -> None:
+    params = [record["params"] for record in full_run.records()]
+    assert len(params) >= 24
+
+    def seen(key: str) -> set[Any]:
+        return {p[key] for p in params}
+
+    assert seen("op") == set(CATALOG.SPATIAL_DIMS)
+    assert seen("dtype") == {"float32", "float16", "bfloat16"}
+    assert seen("autocast") == {None, "float16", "bfloat16"}
+    assert seen("memory_format") == {"contiguous", "channels_last", "channels_last_3d"}
+    assert seen("layout") == {None, "permuted", "sliced", "transposed"}
+    assert seen("backward") == {False, True}
+    assert any(p["groups"] == p["c_in"] > 1 for p in params), "no depthwise case"
+    assert any(1 < p["groups"] < p["c_in"] for p in params), "no grouped case"
+    assert any(p["dilation"] != 1 for p in params)
+    assert any(p["stride"] != 1 for p in params)
+
+
+def test_case_ids_are_unique_and_rejected_when_duplicated() -> None:
+    assert len(set(CASE_IDS)) == len(CASE_IDS)
+    with pytest.raises(ValueError, match="duplicate case id"):
+        CATALOG._check_unique(CATALOG.CASES[:1] * 2)
+
+
+def test_injected_failure_keeps_the_whole_message(faulted_run: Run) -> None:
+    record = faulted_run.by_case()["conv2d-fp32-k3-p1"]
+    assert record["status"] == "failed"
+    assert record["exc_type"] == "RuntimeError"
+    assert record["message"] == NOT_SUPPORTED
+    assert record["numeric"] is None
+
+
+def test_long_messages_are_truncated(faulted_run: Run) -> None:
+    message = faulted_run.by_case()["conv1d-fp32-k3-p1"]["message"]
+    assert message.startswith("x" * 4000)
+    assert "more characters" in message
+    assert len(message) < 4100
+
+
+def test_injected_warning_is_recorded_on_a_passing_case(faulted_run: Run) -> None:
+    record = faulted_run.by_case()["conv3d-fp32-k3-p1"]
+    assert record["status"] == "passed"
+    assert record["message"] is None
+    assert [(w["category"], w["message"]) for w in record["warnings"]] == [
+        ("UserWarning", PLAN_FAILED)]
+
+
+def test_wrong_output_is_a_numeric_mismatch(faulted_run: Run) -> None:
+    record = faulted_run.by_case()["conv_transpose2d-fp32-k4-s2-p1-bwd"]
+    assert record["status"] == "failed"
+    assert record["exc_type"] == "AssertionError"
+    assert record["message"].startswith("numeric mismatch:")
+    assert record["numeric"]["max_abs_err"] > record["numeric"]["atol"]
+
+
+def test_faults_touch_only_matching_cases(faulted_run: Run) -> None:
+    record = faulted_run.by_case()["conv2d-fp16-k3-s2-channels_last"]
+    assert record["status"] == "passed"
+    assert record["warnings"] == []
+    assert len(faulted_run.records()) == 5
+    assert faulted_run.markers() == []
+
+
+def test_killed_run_keeps_finished_cases_and_names_the_one_in_flight(tmp_path: Path) -> None:
+    cases = ("conv1d-fp32-k3-p1", "conv2d-fp32-k3-p1", "conv2d-fp32-k3-p1-sliced",
+             "conv3d-fp32-k3-p1")
+    run = run_suite(tmp_path / "results", cases=cases,
+                    faults={"kill": {"conv2d-fp32-k3-p1-sliced": True}})
+    assert run.returncode == 137, run.output
+    assert [(r["case"], r["status"]) for r in run.records()] == [
+        ("conv1d-fp32-k3-p1", "passed"), ("conv2d-fp32-k3-p1", "passed")]
+    (marker,) = run.markers()
+    assert marker.name == "running-main.json"
+    in_flight = json.loads(marker.read_text())
+    assert in_flight["case"] == "conv2d-fp32-k3-p1-sliced"
+    assert in_flight["nodeid"] == "suites/test_conv.py::test_conv[conv2d-fp32-k3-p1-sliced]"
+    assert run.env()["ended"] is None
+
+
+def test_xdist_workers_record_each_case_once(tmp_path: Path) -> None:
+    run = run_suite(tmp_path / "results", "-n", "2")
+    assert run.returncode == 0, run.output
+    cases = [record["case"] for record in run.records()]
+    assert sorted(cases) == sorted(CASE_IDS)
+    assert {record["worker"] for record in run.records()} <= {"gw0", "gw1"}
+    assert run.env()["ended"] is not None
+    assert run.markers() == []
+
+
+def test_cudnn_knobs_are_set_and_recorded(tmp_path: Path) -> None:
+    run = run_suite(tmp_path / "results", "--cudnn-benchmark", "on", "--cudnn-deterministic", "on",
+                    cases=("conv2d-fp32-k3-p1",))
+    assert run.returncode == 0, run.output
+    knobs = {"device": "cpu", "cudnn_benchmark": True, "cudnn_deterministic": True}
+    assert run.env()["knobs"] == knobs
+    assert [record["knobs"] for record in run.records()] == [knobs]
+
+
+def test_without_results_dir_the_suite_runs_and_writes_nothing(tmp_path: Path) -> None:
+    env = {key: value for key, value in os.environ.items() if not key.startswith("PYTEST_")}
+    target = f"{REPO / 'suites' / 'test_conv.py'}::test_conv[conv1d-fp32-k3-p1]"
+    done = subprocess.run([sys.executable, "-m", "pytest", target], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "1 passed" in done.stdout
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_foreign_pytest_config_changes_nothing(tmp_path: Path) -> None:
+    """An existing results dir inside a project with its own pytest config makes pytest read
+    that config (nearest the common ancestor of the paths): markers, warnings and node ids
+    must come out as with the suite's own pytest.ini."""
+    project = tmp_path / "project"
+    shutil.copytree(REPO / "suites", project / "suites",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    (project / "pyproject.toml").write_text(
+        '[tool.pytest.ini_options]\naddopts = ["--strict-markers"]\nfilterwarnings = ["error"]\n')
+    results_dir = project / "reports" / "cell"
+    results_dir.mkdir(parents=True)
+    run = run_suite(results_dir, cases=("conv1d-fp32-k3-permuted-bwd",), cwd=project,
+                    faults={"warn": {"conv1d-*": PLAN_FAILED}})
+    assert "configfile: pyproject.toml" in run.output
+    assert run.returncode == 0, run.output
+    (record,) = run.records()
+    assert record["status"] == "passed"
+    assert record["nodeid"] == "suites/test_conv.py::test_conv[conv1d-fp32-k3-permuted-bwd]"
+    assert [w["message"] for w in record["warnings"]] == [PLAN_FAILED]
