@@ -5,10 +5,11 @@ Imported by noxfile.py, in nox's own interpreter: stdlib and convmatrix's stdlib
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -32,12 +33,21 @@ class Session(Protocol):
     def skip(self, *args: Any) -> Any: ...
 
 
-def run_options(session: Session, default_out: Path | None = None) -> options.RunOptions:
-    try:
-        return options.parse(session.posargs, default_out=default_out)
-    except BadInput as exc:
-        session.error(str(exc))
-        raise
+def reports_bad_input(step: Callable[..., None]) -> Callable[..., None]:
+    """A session step that ends on bad input with its one line, not a traceback."""
+
+    @functools.wraps(step)
+    def run(session: Session, *args: Any) -> None:
+        try:
+            step(session, *args)
+        except BadInput as exc:
+            session.error(f"convmatrix: {exc}")
+
+    return run
+
+
+def run_options(session: Session) -> options.RunOptions:
+    return options.parse(session.posargs)
 
 
 def targets(cell: Cell, opts: options.RunOptions) -> list[runner.Target]:
@@ -89,6 +99,7 @@ def host_problem(python: str) -> str | None:
     return None
 
 
+@reports_bad_input
 def host(session: Session, matrix: Matrix) -> None:
     opts = run_options(session)
     python = host_python()
@@ -101,6 +112,7 @@ def host(session: Session, matrix: Matrix) -> None:
 # --- baremetal ----------------------------------------------------------------------------
 
 
+@reports_bad_input
 def baremetal(session: Session, cell: Cell, matrix: Matrix) -> None:
     from nox.command import CommandFailed  # nox is there: this runs inside a nox session
 
@@ -154,7 +166,8 @@ def forward(session: Session, out: Path) -> list[str]:
     return args if "--out" in head else ["--out", str(out), *args]
 
 
-def fan_out(session: Session, matrix: Matrix, lanes: Sequence[str]) -> Path:
+@reports_bad_input
+def fan_out(session: Session, matrix: Matrix, lanes: Sequence[str]) -> None:
     """Queue every runnable cell of these lanes as its own nox session; say why others are not."""
     opts = run_options(session)
     options.mark_latest(opts.out)
@@ -167,7 +180,6 @@ def fan_out(session: Session, matrix: Matrix, lanes: Sequence[str]) -> Path:
             session.warn(f"{cell.id}: not run here: {reason}")
         else:
             session.notify("host" if cell.lane == "host" else cell.id, args)
-    return opts.out
 
 
 def unrunnable(cell: Cell) -> str | None:
