@@ -85,7 +85,8 @@ class _Parser:
         return Matrix(
             path=self.path,
             name=name,
-            wheelhouse=(self.path.parent.parent / wheelhouse).resolve() if wheelhouse else None,
+            # Relative to where nox runs (the repo root), like every other path it is given.
+            wheelhouse=Path(wheelhouse).resolve() if wheelhouse else None,
             cells=tuple(cells),
             pruned=tuple(pruned),
             control=control,

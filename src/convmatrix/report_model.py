@@ -14,12 +14,13 @@ REPORT_SCHEMA = 1
 def build(results: list[CellResult], control: str | None) -> dict[str, Any]:
     by_gpu = {r.gpu_key: r for r in results if r.cell == control}
     gpu_keys = sorted({r.gpu_key for r in results})
-    health = {key: compare.health(by_gpu.get(key)) for key in gpu_keys}
+    # Without a control there is nothing to be healthy or not: every verdict is no-control.
+    health = {key: compare.health(by_gpu.get(key)) for key in gpu_keys} if control else {}
     cells, cases = [], []
     for result in sorted(results, key=lambda r: (r.cell != control, r.cell, r.gpu_key)):
         cell_cases = case_rows(result, by_gpu.get(result.gpu_key), control)
         cases += cell_cases
-        cells.append(cell_row(result, cell_cases, control, health[result.gpu_key]))
+        cells.append(cell_row(result, cell_cases, control, health.get(result.gpu_key)))
     return {
         "schema": REPORT_SCHEMA,
         "control": {
@@ -53,7 +54,7 @@ def case_rows(result: CellResult, control: CellResult | None, control_id: str | 
 
 
 def cell_row(
-    result: CellResult, cases: list[dict[str, Any]], control: str | None, health: compare.Health
+    result: CellResult, cases: list[dict[str, Any]], control: str | None, health: compare.Health | None
 ) -> dict[str, Any]:
     counts = Counter(c["family"] or c["outcome"] for c in cases)
     deltas = [c["delta"] for c in cases if c["delta"]]
@@ -76,8 +77,10 @@ def cell_row(
     }
 
 
-def cell_verdict(result: CellResult, deltas: list[str], control: str | None, health: compare.Health) -> str:
-    if control is None:
+def cell_verdict(
+    result: CellResult, deltas: list[str], control: str | None, health: compare.Health | None
+) -> str:
+    if control is None or health is None:
         return "no-control"
     if result.cell == control:
         return "control"
