@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from convmatrix import compare, matrix, render, report_model, results
+from convmatrix import compare, matrix, render, report_model, results, triage_cli
 from convmatrix.errors import BadInput, ConvmatrixError
 
 DEFAULT_MATRIX = "matrix/default.toml"
@@ -35,6 +35,7 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--format", choices=render.FORMATS, default="text")
     r.add_argument("-o", "--output", type=Path, help="write the report here instead of stdout")
     r.add_argument("--fail-on", choices=("regression", "signature", "never"), default="regression")
+    triage_cli.add_parser(sub)
     return top
 
 
@@ -155,4 +156,4 @@ def exit_code(report: dict[str, Any], errors: list[str], fail_on: str) -> int:
     return 0
 
 
-COMMANDS = {"matrix": cmd_matrix, "report": cmd_report}
+COMMANDS = {"matrix": cmd_matrix, "report": cmd_report, "triage": triage_cli.run}

@@ -1,0 +1,93 @@
+"""Triage throughput against grep -F of the signature, on one generated multi-rank log.
+
+    python bench/triage_throughput.py [--mb N]
+
+Writes a torchrun-style log of about N MB (8 ranks of training lines, a few harmless "cuda"
+mentions, a cuDNN "Plan failed" warning and the fatal CUDNN_STATUS_NOT_SUPPORTED near the end)
+into a temporary directory, times `grep -F CUDNN_STATUS_NOT_SUPPORTED FILE` and
+`python -m convmatrix triage FILE --format json` (PYTHONPATH=src), each on a warm page cache, and
+prints MB/s of each and the ratio ours/grep. Asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+SIGNATURE_LINE = (
+    "[rank5]: RuntimeError: cuDNN error: CUDNN_STATUS_NOT_SUPPORTED. This error may appear if you passed in "
+    "a non-contiguous input.\n"
+)
+
+
+def write_log(path: Path, mb: int) -> int:
+    """Write the log; return the 1-based line of the fatal error."""
+    target = mb * 1_000_000
+    block_lines = []
+    for step in range(1000):
+        rank = step % 8
+        block_lines.append(
+            f"[rank{rank}]: 2024-06-01 12:{step // 60 % 60:02d}:{step % 60:02d},123 - INFO - train.py:120 - "
+            f"step {step} loss {1 / (step + 1):.5f} lr 3.0e-04 grad_norm 1.07 img/s 812.4\n"
+        )
+        if step % 250 == 0:
+            block_lines.append(f"[rank{rank}]: 2024-06-01 12:00:00,000 - INFO - peak memory on cuda:{rank} 12.3 GiB\n")
+    block = "".join(block_lines).encode()
+    lines_per_block = len(block_lines)
+    blocks = max(1, target // len(block))
+    line = 0
+    with path.open("wb") as out:
+        for i in range(blocks):
+            out.write(block)
+            line += lines_per_block
+            if i == blocks - 2:
+                out.write(
+                    b"[rank5]: UserWarning: Plan failed with a cudnnException: CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR:"
+                    b" cudnnFinalize Descriptor Failed cudnn_status: CUDNN_STATUS_NOT_SUPPORTED\n"
+                )
+                line += 1
+        out.write(SIGNATURE_LINE.encode())
+        fatal = line + 1
+        out.write(block[:5000].rsplit(b"\n", 1)[0] + b"\n")
+    return fatal
+
+
+def timed(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, bytes]:
+    start = time.perf_counter()
+    done = subprocess.run(cmd, stdout=subprocess.PIPE, env=env, check=False)
+    return time.perf_counter() - start, done.stdout
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--mb", type=int, default=500, help="log size in MB (default 500)")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "job.log"
+        fatal = write_log(path, args.mb)
+        size = path.stat().st_size / 1e6
+        subprocess.run(["cat", str(path)], stdout=subprocess.DEVNULL, check=False)  # warm the page cache
+        grep_s, _ = timed(["grep", "-F", "CUDNN_STATUS_NOT_SUPPORTED", str(path)])
+        env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+        ours_s, out = timed([sys.executable, "-m", "convmatrix", "triage", str(path), "--format", "json"], env)
+        try:
+            result = json.loads(out)
+            found = f"family={result['family']} line={result['line']} (expected {fatal}) rank={result['rank']}"
+        except (ValueError, KeyError):
+            found = f"no JSON result (is `triage` wired into convmatrix.cli?): {out[:200]!r}"
+        print(f"log: {size:.0f} MB, {fatal} lines")
+        print(f"grep -F:          {grep_s:6.2f} s  {size / grep_s:8.0f} MB/s")
+        print(f"convmatrix triage: {ours_s:6.2f} s  {size / ours_s:8.0f} MB/s  {found}")
+        print(f"ratio ours/grep:  {grep_s / ours_s:.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
