@@ -377,6 +377,11 @@ _NUMERIC_MISMATCH = re.compile(r"\s*(?:[\w.]*AssertionError:\s*)?numeric mismatc
 _NUMERIC_LINE = re.compile(r"^\s*numeric mismatch:", re.IGNORECASE | re.MULTILINE)
 
 
+def strip_ansi(text: str) -> str:
+    """The text without ANSI escape sequences (colours, cursor moves, OSC titles)."""
+    return _ANSI.sub("", text) if "\x1b" in text else text
+
+
 def normalize(text: str) -> str:
     """Undo what logs do to a message, keeping its lines.
 
@@ -384,8 +389,7 @@ def normalize(text: str) -> str:
     ``[rank0]:``, timestamps, log levels, glog headers, pytest ``E``) and rejoins lines that a
     fixed-width wrap cut and status names broken across lines.
     """
-    if "\x1b" in text:
-        text = _ANSI.sub("", text)
+    text = strip_ansi(text)
     if "[" in text and "m" in text:
         text = _ORPHAN_SGR.sub("", text)
     if "\r" in text:

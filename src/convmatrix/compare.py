@@ -13,6 +13,7 @@ from convmatrix.results import FAILING, Case, CellResult
 class Health:
     healthy: bool
     reason: str | None
+    absent: bool = False  # no control result at all on this GPU (nothing to judge against)
 
 
 def control_id(results: list[CellResult], given: str | None) -> str | None:
@@ -30,7 +31,7 @@ def control_id(results: list[CellResult], given: str | None) -> str | None:
 def health(control: CellResult | None) -> Health:
     """A control that did not complete, ran another stack, or hit the environment is unhealthy."""
     if control is None:
-        return Health(healthy=False, reason="the control has no result on this GPU")
+        return Health(healthy=False, reason="the control has no result on this GPU", absent=True)
     if control.problems:
         return Health(healthy=False, reason="; ".join(control.problems))
     if control.stack_mismatch:

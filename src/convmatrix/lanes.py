@@ -46,10 +46,6 @@ def reports_bad_input(step: Callable[..., None]) -> Callable[..., None]:
     return run
 
 
-def run_options(session: Session) -> options.RunOptions:
-    return options.parse(session.posargs)
-
-
 def targets(cell: Cell, opts: options.RunOptions) -> list[runner.Target]:
     """One target per selected GPU; the CPU when the runner has none."""
     found = gpus.discover()
@@ -62,19 +58,21 @@ def targets(cell: Cell, opts: options.RunOptions) -> list[runner.Target]:
     ]
 
 
-def run_cell(session: Session, cell: Cell, matrix: Matrix, python: str, opts: options.RunOptions) -> None:
+def run_cell(
+    session: Session, matrix: Matrix, python: str, opts: options.RunOptions, planned: list[runner.Target]
+) -> None:
     options.mark_latest(opts.out)
-    for target in targets(cell, opts):
+    for target in planned:
         if opts.resume and runner.is_complete(target.results_dir):
             session.log(f"{target.results_dir}: complete, kept (--resume)")
             continue
         runner.write_cell_json(
-            target, python=python, control=cell == matrix.control, extra={"matrix": str(matrix.path)}
+            target, python=python, control=target.cell == matrix.control, extra={"matrix": str(matrix.path)}
         )
         code = runner.run_suite(target, python, opts.suite_args)
         for line in runner.finish(target, code):
             session.warn(line)
-        session.log(f"{cell.id}: results in {target.results_dir}")
+        session.log(f"{target.cell.id}: results in {target.results_dir}")
 
 
 # --- host ---------------------------------------------------------------------------------
@@ -101,12 +99,12 @@ def host_problem(python: str) -> str | None:
 
 @reports_bad_input
 def host(session: Session, matrix: Matrix) -> None:
-    opts = run_options(session)
+    opts = options.parse(session.posargs)
     python = host_python()
     problem = host_problem(python)
     if problem:
         session.error(problem)
-    run_cell(session, Cell(lane="host"), matrix, python, opts)
+    run_cell(session, matrix, python, opts, targets(Cell(lane="host"), opts))
 
 
 # --- baremetal ----------------------------------------------------------------------------
@@ -116,7 +114,7 @@ def host(session: Session, matrix: Matrix) -> None:
 def baremetal(session: Session, cell: Cell, matrix: Matrix) -> None:
     from nox.command import CommandFailed  # nox is there: this runs inside a nox session
 
-    opts = run_options(session)
+    opts = options.parse(session.posargs)
     all_ids = [c.id for c in matrix.lane("baremetal")]
     if not options.in_shard(cell.id, all_ids, opts.shard):
         session.skip(f"{cell.id} is not in shard {opts.shard}")
@@ -132,7 +130,7 @@ def baremetal(session: Session, cell: Cell, matrix: Matrix) -> None:
         for target in planned:
             record_setup_failure(target, f"install failed: {exc}", matrix)
         session.error(f"{cell.id}: install failed ({exc}); recorded in {opts.out}")
-    run_cell(session, cell, matrix, str(Path(session.bin) / "python"), opts)
+    run_cell(session, matrix, str(Path(session.bin) / "python"), opts, planned)
 
 
 def record_setup_failure(target: runner.Target, reason: str, matrix: Matrix) -> None:
@@ -169,7 +167,7 @@ def forward(session: Session, out: Path) -> list[str]:
 @reports_bad_input
 def fan_out(session: Session, matrix: Matrix, lanes: Sequence[str]) -> None:
     """Queue every runnable cell of these lanes as its own nox session; say why others are not."""
-    opts = run_options(session)
+    opts = options.parse(session.posargs)
     options.mark_latest(opts.out)
     args = forward(session, opts.out)
     for cell in matrix.cells:

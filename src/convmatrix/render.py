@@ -53,7 +53,7 @@ def summary(cell: dict[str, Any]) -> str:
         parts.append("(signature in warnings only)")
     if cell["stack_mismatch"]:
         parts.append("STACK MISMATCH")
-    return " ".join(parts[:1]) + ": " + ", ".join(parts[1:])
+    return f"{parts[0]}: {', '.join(parts[1:])}"
 
 
 def matrix_rows(report: dict[str, Any]) -> tuple[list[str], list[list[str]]]:

@@ -86,7 +86,7 @@ def cell_verdict(
         return "control"
     if not health.healthy:
         # No verdicts from a sick (or absent) control: say which.
-        return "no-control" if health.reason == "the control has no result on this GPU" else "invalid"
+        return "no-control" if health.absent else "invalid"
     if not result.cases or result.stack_mismatch:
         # It never ran cases, or it ran another stack than requested: nothing to compare.
         return "invalid"

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import IO, Any, Protocol
 
 from convmatrix import remedies
-from convmatrix.classify import classify, normalize
+from convmatrix.classify import classify, normalize, strip_ansi
 from convmatrix.errors import BadInput
 
 CHUNK = 8 << 20
@@ -55,7 +55,6 @@ COLLATERAL_NEEDLES: tuple[bytes, ...] = (
     b"closing signal",
 )
 
-_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]")
 _RANK_PREFIX = re.compile(r"\[(?:rank|default)(\d+)\]:")
 _HOST_PREFIX = re.compile(r"^([a-z][a-z0-9-]*\d[a-z0-9.-]*):\s")
 _RANK_ENV = re.compile(r"\bRANK=(\d+)")
@@ -111,7 +110,7 @@ class _State:
 
 def _clean(raw: bytes) -> str:
     text = raw.decode("utf-8", "replace").rstrip("\r\n")
-    return _ANSI.sub("", text) if "\x1b" in text else text
+    return strip_ansi(text)
 
 
 def _where(text: str) -> _Where:
