@@ -30,6 +30,9 @@ SCHEMA = 1
 SUITE_DIR = os.path.dirname(os.path.abspath(__file__))
 SUITE_INI = os.path.join(SUITE_DIR, "pytest.ini")
 NUMERIC_KEY = "convmatrix_numeric"
+FACTS_KEY = "convmatrix_facts"
+# Facts a test hands the recorder (record_facts), written as top-level keys of its results line.
+FACT_FIELDS = ("timing", "fingerprint", "need_mb", "scaled", "trigger", "sources")
 # A results line is written with one write() on an O_APPEND fd so that xdist workers never
 # interleave; keep it well under 64 KiB by bounding the free-text fields.
 LINE_LIMIT = 60000
@@ -62,6 +65,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="torch.backends.cudnn.benchmark")
     group.addoption("--cudnn-deterministic", choices=("on", "off"), default="off",
                     help="torch.backends.cudnn.deterministic")
+    group.addoption("--channels-last", choices=("on", "off"), default="off",
+                    help="remedy knob: run every case's input and weight in channels_last memory format")
+    group.addoption("--pad-channels", type=int, default=0, metavar="N",
+                    help="remedy knob: zero-pad channel counts up to a multiple of N (8: the tensor-core remedy)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -108,7 +115,11 @@ def _settings(config: pytest.Config) -> Settings:
         "device": _resolve_device(config.getoption("device")),
         "cudnn_benchmark": config.getoption("cudnn_benchmark") == "on",
         "cudnn_deterministic": config.getoption("cudnn_deterministic") == "on",
+        "channels_last": config.getoption("channels_last") == "on",
+        "pad_channels": config.getoption("pad_channels"),
     }
+    if knobs["pad_channels"] < 0:
+        raise pytest.UsageError("--pad-channels takes a non-negative multiple, e.g. 8")
     return Settings(knobs, _worker(config), results_dir, cell_id)
 
 
@@ -142,6 +153,17 @@ def record_numeric(request: pytest.FixtureRequest) -> Callable[[dict[str, float]
     """Hands the case's numeric error to the recorder (the last value handed wins)."""
     def record(numeric: dict[str, float]) -> None:
         request.node.user_properties.append((NUMERIC_KEY, numeric))
+    return record
+
+
+@pytest.fixture
+def record_facts(request: pytest.FixtureRequest) -> Callable[..., None]:
+    """Hands the recorder facts of the case (FACT_FIELDS), merged into its results line."""
+    def record(**facts: Any) -> None:
+        unknown = set(facts) - set(FACT_FIELDS)
+        if unknown:
+            raise ValueError(f"unknown case facts {sorted(unknown)} (known: {FACT_FIELDS})")
+        request.node.user_properties.append((FACTS_KEY, facts))
     return record
 
 
@@ -389,6 +411,7 @@ class CaseRecorder:
             "message": _truncate(phase.message, MESSAGE_LIMIT),
             "warnings": bounded_warnings(self.warnings.pop(item.nodeid)),
             "numeric": numeric_of(item),
+            **facts_of(item),
             "duration_s": round(duration, 6),
             "worker": self.settings.worker,
             "started": started,
@@ -413,6 +436,14 @@ def case_params(item: pytest.Item) -> dict[str, Any]:
     callspec = getattr(item, "callspec", None)
     case = callspec.params.get("case") if callspec is not None else None
     return case.params() if hasattr(case, "params") else {}
+
+
+def facts_of(item: pytest.Item) -> dict[str, Any]:
+    facts: dict[str, Any] = {}
+    for key, value in item.user_properties:
+        if key == FACTS_KEY:
+            facts.update(value)
+    return facts
 
 
 def numeric_of(item: pytest.Item) -> dict[str, float] | None:
