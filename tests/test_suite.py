@@ -126,7 +126,7 @@ def test_full_cpu_run_writes_env_json(full_run: Run) -> None:
     assert env["ended"] is not None
     assert env["ended"] >= env["started"]
     assert env["knobs"] == {"device": "cpu", "cudnn_benchmark": False,
-                            "cudnn_deterministic": False}
+                            "cudnn_deterministic": False, "channels_last": False, "pad_channels": 0}
 
 
 def test_full_cpu_run_records_every_case_once_passed(full_run: Run) -> None:
@@ -234,11 +234,12 @@ def test_xdist_workers_record_each_case_once(tmp_path: Path) -> None:
     assert run.markers() == []
 
 
-def test_cudnn_knobs_are_set_and_recorded(tmp_path: Path) -> None:
+def test_knobs_are_set_and_recorded(tmp_path: Path) -> None:
     run = run_suite(tmp_path / "results", "--cudnn-benchmark", "on", "--cudnn-deterministic", "on",
-                    cases=("conv2d-fp32-k3-p1",))
+                    "--channels-last", "on", "--pad-channels", "8", cases=("conv2d-fp32-k3-p1",))
     assert run.returncode == 0, run.output
-    knobs = {"device": "cpu", "cudnn_benchmark": True, "cudnn_deterministic": True}
+    knobs = {"device": "cpu", "cudnn_benchmark": True, "cudnn_deterministic": True,
+             "channels_last": True, "pad_channels": 8}
     assert run.env()["knobs"] == knobs
     assert [record["knobs"] for record in run.records()] == [knobs]
 
