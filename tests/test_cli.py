@@ -156,3 +156,21 @@ def test_misspelt_matrix_key_exits_2_naming_key_and_file(write_matrix):
 def test_report_on_nothing_exits_2(tmp_path, capsys):
     code, _, err = report(capsys, str(tmp_path / "none"))
     assert code == 2 and "no results here" in err
+
+
+def test_slower_stack_and_fingerprint_drift_are_called_out(tmp_path, capsys):
+    from conftest import record, write_result
+
+    def line(case, ms, sha):
+        return record(case, timing={"forward_ms": ms, "backward_ms": None}, fingerprint={"sha": sha})
+
+    write_result(tmp_path, "ctl", [line("a", 1.0, "x"), line("b", 2.0, "y")], cell={"control": True})
+    write_result(tmp_path, "slow", [line("a", 3.0, "x"), line("b", 6.0, "z")], cell={})
+    code, out, _ = report(capsys, str(tmp_path), "--format", "json")
+    cells = {c["cell"]: c for c in json.loads(out)["cells"]}
+    assert (cells["slow"]["slowdown"], cells["slow"]["fingerprint_changed"]) == (3.0, 1)
+    assert cells["slow"]["verdict"] == "ok" and code == 0
+    _, text, _ = report(capsys, str(tmp_path))
+    assert "SLOWER ×3.0" in text
+    assert "slow@cpu: convolutions ran ×3.00 the control's time" in text
+    assert "slow@cpu: 1 case(s) computed a different output fingerprint" in text

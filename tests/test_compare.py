@@ -62,3 +62,27 @@ def test_control_id():
         compare.control_id(rs, "zzz")
     with pytest.raises(BadInput, match="several cells are marked control"):
         compare.control_id([*rs, result("b", marked_control=True)], None)
+
+
+def timed(outcome: str, ms: float | None, sha: str | None = None) -> Case:
+    return Case(case="c", outcome=outcome, family=None, message=None, knobs={}, warnings=(),
+                forward_ms=ms, fingerprint=sha)
+
+
+def test_slowdown_only_between_passing_timed_cases():
+    assert compare.slowdown(timed("pass", 2.0), timed("pass", 5.0)) == 2.5
+    assert compare.slowdown(timed("pass", 2.0), timed("fail", 5.0)) is None
+    assert compare.slowdown(timed("pass", None), timed("pass", 5.0)) is None
+    assert compare.slowdown(timed("pass", 0.0), timed("pass", 5.0)) is None
+    assert compare.slowdown(None, timed("pass", 5.0)) is None
+
+
+def test_typical_slowdown_is_a_geometric_mean():
+    assert compare.typical_slowdown([2.0, 8.0, None]) == 4.0
+    assert compare.typical_slowdown([None]) is None
+
+
+def test_fingerprint_changed():
+    assert compare.fingerprint_changed(timed("pass", 1, "aa"), timed("pass", 1, "bb")) is True
+    assert compare.fingerprint_changed(timed("pass", 1, "aa"), timed("pass", 1, "aa")) is False
+    assert compare.fingerprint_changed(timed("pass", 1, None), timed("pass", 1, "aa")) is None

@@ -35,7 +35,8 @@ def test_cpu_target_runs_on_cpu(tmp_path, monkeypatch):
     monkeypatch.setattr(lanes.gpus, "discover", list)
     (target,) = lanes.targets(Cell(lane="host"), options.parse(["--out", str(tmp_path)]))
     assert target.key == "cpu"
-    assert runner.suite_command(target, "py", [])[-1] == "cpu"
+    command = runner.suite_command(target, "py", [])
+    assert command[command.index("--device") + 1] == "cpu"
 
 
 def test_gpus_option_without_such_gpu_is_bad_input(tmp_path, monkeypatch):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from convmatrix import classify
@@ -56,6 +57,30 @@ def delta(control: Case | None, case: Case) -> str:
     if was_bad:
         return "fixed" if case.outcome == "pass" else "changed"
     return "same" if control.outcome == case.outcome else "changed"
+
+
+def slowdown(control: Case | None, case: Case) -> float | None:
+    """How many times slower than on the control this case's conv ran (both must have passed)."""
+    if control is None or control.outcome != "pass" or case.outcome != "pass":
+        return None
+    if not control.forward_ms or case.forward_ms is None:
+        return None
+    return round(case.forward_ms / control.forward_ms, 3)
+
+
+def typical_slowdown(ratios: list[float | None]) -> float | None:
+    """The geometric mean of a cell's per-case slowdowns: one slow outlier does not make a stack slow."""
+    known = [r for r in ratios if r]
+    if not known:
+        return None
+    return round(math.exp(sum(math.log(r) for r in known) / len(known)), 3)
+
+
+def fingerprint_changed(control: Case | None, case: Case) -> bool | None:
+    """Whether the output differs from the control's beyond rounding (None: nothing to compare)."""
+    if control is None or control.fingerprint is None or case.fingerprint is None:
+        return None
+    return control.fingerprint != case.fingerprint
 
 
 def verdict(deltas: list[str]) -> str:

@@ -1,4 +1,5 @@
-"""Run options given after `--` to the nox lane sessions: --out, --shard, --resume, --gpus."""
+"""Run options given after `--` to the nox lane sessions: --out, --shard, --resume, --gpus,
+--rerun-blocking."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ class RunOptions:
     out: Path
     shard: tuple[int, int] | None  # (I, N), 1-based I
     resume: bool
+    rerun_blocking: bool  # re-run failing cases with CUDA_LAUNCH_BLOCKING=1
     gpus: str | None
     suite_args: tuple[str, ...]  # passed to pytest unchanged (after a second `--`)
 
@@ -38,6 +40,7 @@ def parse(args: Sequence[str], *, default_out: Path | None = None) -> RunOptions
     parser.add_argument("--out", type=Path)
     parser.add_argument("--shard")
     parser.add_argument("--resume", action="store_true")
+    parser.add_argument("--rerun-blocking", action="store_true")
     parser.add_argument("--gpus")
     try:
         ns, unknown = parser.parse_known_args(args)
@@ -51,6 +54,7 @@ def parse(args: Sequence[str], *, default_out: Path | None = None) -> RunOptions
         out=ns.out or default_out or new_run_dir(),
         shard=parse_shard(ns.shard) if ns.shard else None,
         resume=ns.resume,
+        rerun_blocking=ns.rerun_blocking,
         gpus=ns.gpus,
         suite_args=tuple(suite_args),
     )

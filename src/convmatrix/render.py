@@ -13,6 +13,7 @@ from tabulate import tabulate
 FORMATS = ("text", "markdown", "html", "json", "junit")
 TABLE_STYLE = {"text": "simple", "markdown": "github", "html": "html"}
 MESSAGE_WIDTH = 90
+SLOWER = 1.5  # a cell this many times slower than the control (geometric mean) is called out
 HEADINGS: dict[str, Callable[[str], str]] = {
     "text": lambda t: t,
     "markdown": lambda t: f"## {t}",
@@ -53,6 +54,8 @@ def summary(cell: dict[str, Any]) -> str:
         parts.append("(signature in warnings only)")
     if cell["stack_mismatch"]:
         parts.append("STACK MISMATCH")
+    if (cell.get("slowdown") or 0) >= SLOWER:
+        parts.append(f"SLOWER ×{cell['slowdown']:.1f}")
     return f"{parts[0]}: {', '.join(parts[1:])}"
 
 
@@ -115,6 +118,34 @@ def notes(report: dict[str, Any]) -> list[str]:
             f"{where}: {len(cases)} passing case(s) warned of a cuDNN failure the run survived "
             f"(warning only, not a failure): {', '.join(cases)}"
         )
+    return lines + case_notes(report) + drift_notes(report)
+
+
+def case_notes(report: dict[str, Any]) -> list[str]:
+    """Where to look for each failing case: its evidence file and its blocking re-run."""
+    lines = []
+    for case in report["cases"]:
+        where = f"{case['cell']}@{case['gpu']} {case['case']}"
+        if case.get("evidence"):
+            lines.append(f"{where}: evidence (first occurrence, 100 lines before): {case['evidence']}")
+        blocking = case.get("blocking")
+        if blocking:
+            first = (blocking["message"] or "").strip().splitlines()[:1]
+            lines.append(f"{where}: under CUDA_LAUNCH_BLOCKING=1: {blocking['outcome']} "
+                         f"{blocking['family'] or ''} {first[0] if first else ''}".rstrip())
+    return lines
+
+
+def drift_notes(report: dict[str, Any]) -> list[str]:
+    """Stacks that got slower than the control, and outputs that changed beyond rounding."""
+    lines = []
+    for cell in report["cells"]:
+        where = f"{cell['cell']}@{cell['gpu']['key']}"
+        if (cell.get("slowdown") or 0) >= SLOWER:
+            lines.append(f"{where}: convolutions ran ×{cell['slowdown']:.2f} the control's time (geometric mean)")
+        if cell.get("fingerprint_changed"):
+            lines.append(f"{where}: {cell['fingerprint_changed']} case(s) computed a different output "
+                         f"fingerprint than the control (numeric drift within tolerance)")
     return lines
 
 

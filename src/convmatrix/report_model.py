@@ -6,7 +6,7 @@ from collections import Counter
 from typing import Any
 
 from convmatrix import classify, compare
-from convmatrix.results import CellResult
+from convmatrix.results import Case, CellResult
 
 REPORT_SCHEMA = 1
 
@@ -48,9 +48,21 @@ def case_rows(result: CellResult, control: CellResult | None, control_id: str | 
                 "warnings": list(case.warnings),
                 "control_outcome": base.outcome if base else None,
                 "delta": None if result.cell == control_id or control is None else compare.delta(base, case),
+                "evidence": case.evidence,
+                "blocking": blocking_row(result.blocking.get(name)),
+                "forward_ms": case.forward_ms,
+                "slowdown": compare.slowdown(base, case),
+                "fingerprint_changed": compare.fingerprint_changed(base, case),
             }
         )
     return rows
+
+
+def blocking_row(case: Case | None) -> dict[str, Any] | None:
+    """The CUDA_LAUNCH_BLOCKING=1 re-run of a case, where the harness made one."""
+    if case is None:
+        return None
+    return {"outcome": case.outcome, "family": case.family, "message": case.message}
 
 
 def cell_row(
@@ -72,6 +84,8 @@ def cell_row(
         "signature": any(c["family"] == classify.SIGNATURE for c in cases),
         "warning_signature": any(classify.SIGNATURE in c["warnings"] for c in cases),
         "regressions": deltas.count("regression"),
+        "slowdown": compare.typical_slowdown([c["slowdown"] for c in cases]),
+        "fingerprint_changed": sum(1 for c in cases if c["fingerprint_changed"]),
         "fixed": deltas.count("fixed"),
         "verdict": cell_verdict(result, deltas, control, health),
     }

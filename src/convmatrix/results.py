@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from convmatrix import classify, stackcheck, stacks
 from convmatrix.gpus import CPU_KEY, gpu_key
+from convmatrix.runner import BLOCKING
 
 SCHEMA = 1
 OUTCOMES = {
@@ -31,6 +32,9 @@ class Case:
     message: str | None
     knobs: dict[str, Any]
     warnings: tuple[str, ...]  # families seen in the case's warnings (a passing case keeps them)
+    forward_ms: float | None = None  # device time of the conv (timing.forward_ms), for slowdowns
+    fingerprint: str | None = None  # a digest of the rounded output (fingerprint.sha), for drift
+    evidence: str | None = None  # evidence/<case>.txt beside the results, when the harness saved one
 
 
 @dataclass(kw_only=True)
@@ -46,6 +50,7 @@ class CellResult:
     cases: dict[str, Case] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)  # why the run did not complete cleanly
     stack_mismatch: list[str] = field(default_factory=list)
+    blocking: dict[str, Case] = field(default_factory=dict)  # the CUDA_LAUNCH_BLOCKING=1 re-run
 
     @property
     def completed(self) -> bool:
@@ -120,7 +125,8 @@ def load_dir(directory: Path, errors: list[str]) -> CellResult | None:
         observed=env,
         marked_control=bool(meta.get("control")),
     )
-    result.cases = read_cases(directory / "results.jsonl", errors)
+    result.cases = with_evidence(read_cases(directory / "results.jsonl", errors), directory, meta)
+    result.blocking = read_cases(directory / BLOCKING / "results.jsonl", errors)
     result.problems = completion_problems(meta, env)
     if env:
         result.stack_mismatch = stackcheck.mismatches(meta.get("expected", {}), env)
@@ -194,4 +200,25 @@ def parse_line(line: str, where: str, errors: list[str]) -> Case | None:
         message=message,
         knobs=record.get("knobs") or {},
         warnings=tuple(classify.classify_warnings(warnings)),
+        forward_ms=_number(record.get("timing"), "forward_ms"),
+        fingerprint=_text(record.get("fingerprint"), "sha"),
     )
+
+
+def _number(table: object, key: str) -> float | None:
+    value = table.get(key) if isinstance(table, dict) else None
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _text(table: object, key: str) -> str | None:
+    value = table.get(key) if isinstance(table, dict) else None
+    return value if isinstance(value, str) else None
+
+
+def with_evidence(cases: dict[str, Case], directory: Path, meta: dict[str, Any]) -> dict[str, Case]:
+    """Point each case at the evidence file the harness saved for it (cell.json "evidence")."""
+    saved = meta.get("evidence")
+    if not isinstance(saved, dict):
+        return cases
+    return {name: replace(case, evidence=str(directory / saved[name])) if name in saved else case
+            for name, case in cases.items()}

@@ -16,11 +16,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from convmatrix import stackcheck
+from convmatrix import evidence, stackcheck
 from convmatrix.cells import Cell
 from convmatrix.gpus import CPU_KEY, Gpu
 
 SUITE_DIR = Path(__file__).resolve().parents[2] / "suites"
+BLOCKING = "blocking"  # the sub-directory of a cell's results for its CUDA_LAUNCH_BLOCKING=1 re-run
 PYTEST_EXIT_OK = (0, 1)  # all passed / some cases failed: both are a completed run
 
 
@@ -88,18 +89,23 @@ def write_cell_json(target: Target, *, python: str, control: bool, extra: dict[s
     )
 
 
-def suite_command(target: Target, python: str, suite_args: Sequence[str]) -> list[str]:
+def suite_command(
+    target: Target, python: str, suite_args: Sequence[str], *, results_dir: Path | None = None,
+    select: Sequence[str] = (),
+) -> list[str]:
+    """The suite's command line: all of suites/, or the `select`ed node ids."""
     return [
         python,
         "-m",
         "pytest",
-        str(SUITE_DIR),
+        *(select or [str(SUITE_DIR)]),
         "--results-dir",
-        str(target.results_dir),
+        str(results_dir or target.results_dir),
         "--cell-id",
         target.cell.id,
         "--device",
         "cuda" if target.gpu else "cpu",
+        "-v",  # a line per case in log.txt: names the case a dead process was running
         *suite_args,
     ]
 
@@ -114,22 +120,40 @@ def suite_env(target: Target) -> dict[str, str]:
 
 def run_suite(target: Target, python: str, suite_args: Sequence[str] = ()) -> int:
     """Run the suite, teeing everything it prints into log.txt; returns its exit status."""
-    command = suite_command(target, python, suite_args)
-    with (target.results_dir / "log.txt").open("ab") as log:
+    return tee(suite_command(target, python, suite_args), suite_env(target), target.results_dir / "log.txt")
+
+
+def rerun_blocking(target: Target, python: str, suite_args: Sequence[str] = ()) -> int | None:
+    """Re-run the failing cases with CUDA_LAUNCH_BLOCKING=1 into <results>/blocking/, so that an
+    asynchronous CUDA error is reported at the call that caused it. None: nothing failed."""
+    failing = evidence.failures(target.results_dir / "results.jsonl")
+    select = [str(SUITE_DIR.parent / f.nodeid) for f in failing if f.nodeid]
+    if not select:
+        return None
+    out = target.results_dir / BLOCKING
+    out.mkdir(exist_ok=True)
+    command = suite_command(target, python, suite_args, results_dir=out, select=select)
+    return tee(command, dict(suite_env(target), CUDA_LAUNCH_BLOCKING="1"), out / "log.txt")
+
+
+def tee(command: list[str], env: dict[str, str], log_path: Path) -> int:
+    """Run command, writing everything it prints to log_path and to our stdout; its exit status."""
+    with log_path.open("ab") as log:
         log.write(f"$ {' '.join(command)}\n".encode())
         log.flush()
         try:
-            proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=suite_env(target))
+            proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
         except OSError as exc:
-            log.write(f"convmatrix: cannot start {python}: {exc}\n".encode())
+            log.write(f"convmatrix: cannot start {command[0]}: {exc}\n".encode())
             return 127
-        assert proc.stdout is not None
-        for line in iter(proc.stdout.readline, b""):
-            log.write(line)
-            log.flush()
-            sys.stdout.buffer.write(line)
-            sys.stdout.flush()
-        return proc.wait()
+        with proc:
+            assert proc.stdout is not None
+            for line in iter(proc.stdout.readline, b""):
+                log.write(line)
+                log.flush()
+                sys.stdout.buffer.write(line)
+                sys.stdout.flush()
+        return proc.returncode
 
 
 def finish(target: Target, exit_code: int) -> list[str]:
@@ -145,7 +169,8 @@ def finish(target: Target, exit_code: int) -> list[str]:
     meta = read_json(target.results_dir / "cell.json")
     mismatch = stackcheck.mismatches(meta.get("expected", {}), env) if env else []
     lines += [f"{target.cell.id}: STACK MISMATCH {m}" for m in mismatch]
-    meta.update(exit_code=exit_code, ended=now(), stack_mismatch=mismatch)
+    meta.update(exit_code=exit_code, ended=now(), stack_mismatch=mismatch,
+                evidence=evidence.write(target.results_dir))
     write_json(target.results_dir / "cell.json", meta)
     return lines
 
