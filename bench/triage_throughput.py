@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -81,8 +82,9 @@ def main() -> int:
             result = json.loads(out)
             found = f"family={result['family']} line={result['line']} (expected {fatal}) rank={result['rank']}"
         except (ValueError, KeyError):
-            found = f"no JSON result (is `triage` wired into convmatrix.cli?): {out[:200]!r}"
-        print(f"log: {size:.0f} MB, {fatal} lines")
+            found = f"no JSON result: {out[:200]!r}"
+        prefilter = "ripgrep" if shutil.which("rg") else "grep" if shutil.which("grep") else "none (pure Python)"
+        print(f"log: {size:.0f} MB, {fatal} lines; triage prefilter: {prefilter}")
         print(f"grep -F:          {grep_s:6.2f} s  {size / grep_s:8.0f} MB/s")
         print(f"convmatrix triage: {ours_s:6.2f} s  {size / ours_s:8.0f} MB/s  {found}")
         print(f"ratio ours/grep:  {grep_s / ours_s:.3f}")

@@ -118,7 +118,7 @@ def notes(report: dict[str, Any]) -> list[str]:
             f"{where}: {len(cases)} passing case(s) warned of a cuDNN failure the run survived "
             f"(warning only, not a failure): {', '.join(cases)}"
         )
-    return lines + case_notes(report) + drift_notes(report)
+    return lines + cause_notes(report) + case_notes(report) + drift_notes(report)
 
 
 def case_notes(report: dict[str, Any]) -> list[str]:
@@ -133,6 +133,18 @@ def case_notes(report: dict[str, Any]) -> list[str]:
             first = (blocking["message"] or "").strip().splitlines()[:1]
             lines.append(f"{where}: under CUDA_LAUNCH_BLOCKING=1: {blocking['outcome']} "
                          f"{blocking['family'] or ''} {first[0] if first else ''}".rstrip())
+    return lines
+
+
+def cause_notes(report: dict[str, Any]) -> list[str]:
+    """triage's first cause in each failing cell's log.txt."""
+    lines = []
+    for cell in report["cells"]:
+        cause = cell.get("first_cause")
+        if cause:
+            rank = f" (rank {cause['rank']})" if cause["rank"] is not None else ""
+            lines.append(f"{cell['cell']}@{cell['gpu']['key']}: first failure in the log: {cause['family']} "
+                         f"at {cause['log']}:{cause['line']}{rank}")
     return lines
 
 

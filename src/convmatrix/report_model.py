@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from convmatrix import classify, compare
-from convmatrix.results import Case, CellResult
+from convmatrix import classify, compare, triage
+from convmatrix.results import FAILING, Case, CellResult
 
 REPORT_SCHEMA = 1
 
@@ -83,6 +83,7 @@ def cell_row(
         "counts": dict(sorted(counts.items())),
         "signature": any(c["family"] == classify.SIGNATURE for c in cases),
         "warning_signature": any(classify.SIGNATURE in c["warnings"] for c in cases),
+        "first_cause": first_cause(result, cases),
         "regressions": deltas.count("regression"),
         "slowdown": compare.typical_slowdown([c["slowdown"] for c in cases]),
         "fingerprint_changed": sum(1 for c in cases if c["fingerprint_changed"]),
@@ -105,6 +106,17 @@ def cell_verdict(
         # It never ran cases, or it ran another stack than requested: nothing to compare.
         return "invalid"
     return compare.verdict(deltas)
+
+
+def first_cause(result: CellResult, cases: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """What triage makes of a failing cell's log.txt: the first failure, its line and rank."""
+    log = result.path / "log.txt"
+    if not any(c["outcome"] in FAILING for c in cases) or not log.is_file():
+        return None
+    found = triage.scan_path(str(log), context=0)
+    if found["family"] is None:
+        return None
+    return {"log": str(log), **{k: found[k] for k in ("family", "line", "rank", "fatal")}}
 
 
 def observed(env: dict[str, Any]) -> dict[str, Any]:

@@ -31,10 +31,13 @@ _LOOKAHEAD = 12
 
 # Every marker of every family in classify carries one of these (case-sensitive, on raw bytes).
 FAMILY_NEEDLES: tuple[bytes, ...] = (
-    b"cud",  # cuda, cudnn, cudaError..., libcudnn
-    b"CUD",  # CUDA, CUDNN_STATUS_
-    b"cuD",  # cuDNN
-    b"CuD",  # CuDNN
+    b"CUDA",  # CUDA error: ..., CUDA out of memory, CUDA_ERROR_...
+    b"CUDNN",  # CUDNN_STATUS_*, CUDNN_BACKEND_*
+    b"cuDNN",
+    b"CuDNN",
+    b"cudnn",  # libcudnn*, cudnnException, [cudnn_frontend]
+    b"cudaError",  # cudaErrorIllegalAddress, ...
+    b"cuda runtime error",  # torch < 1.0
     b"NVIDIA",
     b"nvidia",
     b"nable to find",  # GET was unable to find an engine / Unable to find a valid cuDNN algorithm
@@ -44,6 +47,8 @@ FAMILY_NEEDLES: tuple[bytes, ...] = (
     b"supports this GPU",
     b"PyTorch installation",
 )
+# Not plain "cuda": it is in every "cuda:0" of a healthy log, and each such line would be
+# classified (with its neighbours, for broken identifiers) for nothing.
 # Consequences of the first cause; searched only once a cause was found.
 COLLATERAL_NEEDLES: tuple[bytes, ...] = (
     b"Watchdog caught",
@@ -385,10 +390,16 @@ def _grep_needles() -> list[str]:
 
 def _scan_with_grep(path: str, context: int) -> dict[str, Any] | None:
     """Triage a plain file with grep as the prefilter (several times faster); None if grep failed."""
-    grep = shutil.which("grep")
-    if grep is None or os.environ.get("CONVMATRIX_TRIAGE_GREP", "1") == "0":
+    if os.environ.get("CONVMATRIX_TRIAGE_GREP", "1") == "0":
         return None
-    cmd = [grep, "-a", "-n", "-b", "-F", *_grep_needles(), "--", path]
+    # ripgrep's SIMD multi-literal search keeps its speed with many needles; GNU grep's does not.
+    rg, grep = shutil.which("rg"), shutil.which("grep")
+    if rg is not None:
+        cmd = [rg, "--no-config", "--no-heading", "--no-mmap", "-a", "-n", "-b", "-F", *_grep_needles(), "--", path]
+    elif grep is not None:
+        cmd = [grep, "-a", "-n", "-b", "-F", *_grep_needles(), "--", path]
+    else:
+        return None
     env = {**os.environ, "LC_ALL": "C"}
     with open(path, "rb") as handle:
         scanner = _SeekScanner(context, handle)
