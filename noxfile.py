@@ -65,6 +65,40 @@ def baremetal(session: nox.Session) -> None:
     lanes.fan_out(session, MATRIX, ["baremetal"])
 
 
+def _container_cell(cell):  # one nox session per container cell, like baremetal
+    def run(session: nox.Session) -> None:
+        install_harness(session)
+        session.run("python", "-m", "convmatrix.container_lane", cell.id, *session.posargs,
+                    env={"CONVMATRIX_MATRIX": MATRIX_FILE})
+
+    run.__doc__ = f"The suite in a container on {cell.base}: torch {cell.torch}+{cell.cuda}, cuDNN {cell.cudnn}."
+    return nox.session(run, name=cell.id, reuse_venv=True)
+
+
+for _cell in MATRIX.lane("container"):
+    _container_cell(_cell)
+
+
+@nox.session(**TOOLS)
+def container(session: nox.Session) -> None:
+    """Every container cell of the matrix; each builds its image first when it is missing."""
+    lanes.fan_out(session, MATRIX, ["container"])
+
+
+@nox.session(reuse_venv=True)
+def build(session: nox.Session) -> None:
+    """Build the images the matrix's container cells need (-- --dry-run: say what and why)."""
+    install_harness(session)
+    session.run("convmatrix", "build", "-m", MATRIX_FILE, *session.posargs)
+
+
+@nox.session(name="base-image", reuse_venv=True)
+def base_image(session: nox.Session) -> None:
+    """A local convmatrix/base:bookworm (Debian bookworm + python3) from Debian packages, no registry."""
+    install_harness(session)
+    session.run("python", "-m", "convmatrix.base_image", *session.posargs)
+
+
 @nox.session(reuse_venv=True)
 def report(session: nox.Session) -> None:
     """The report over the latest run (or the RESULTS given): text here, json/markdown/junit beside it."""

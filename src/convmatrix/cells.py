@@ -19,6 +19,7 @@ class Cell:
     python: str = ""
     base: str = ""
     base_in_id: bool = False  # set when base is a matrix axis, so ids stay unique
+    flavour: str = ""  # container cells: "wheel" (torch from wheels) or "system" (the base's own torch)
 
     @property
     def id(self) -> str:
@@ -31,12 +32,14 @@ class Cell:
         """The axis values, for matching include/exclude/control tables and for cell.json."""
         data = asdict(self)
         del data["base_in_id"]
+        if not self.flavour:
+            del data["flavour"]
         return data
 
     def expected_cudnn(self) -> str:
         """The cuDNN version this cell should load: the override, or the wheel's pin ("" = unknown)."""
-        if self.cuda == "cpu" or self.lane == "host":
-            return ""
+        if self.cuda == "cpu" or self.lane == "host" or self.flavour == "system":
+            return ""  # a system image's cuDNN is whatever its base carries
         if self.cudnn != "bundled":
             return self.cudnn
         release = stacks.load().release(self.torch)

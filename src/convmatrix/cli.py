@@ -28,6 +28,11 @@ def parser() -> argparse.ArgumentParser:
         "-m", "--matrix", default=None, help=f"matrix file (default: $CONVMATRIX_MATRIX or {DEFAULT_MATRIX})"
     )
     m.add_argument("--format", choices=("table", "json"), default="table")
+    b = sub.add_parser("build", help="build the images the matrix's container cells need")
+    b.add_argument("-m", "--matrix", default=None, help="matrix file (default as for `matrix`)")
+    b.add_argument("--cell", action="append", default=[], metavar="GLOB", help="only cells whose id matches")
+    b.add_argument("--dry-run", action="store_true", help="say what would be built and why; build nothing")
+    b.add_argument("--wheelhouse", type=Path, help="install from these wheels only (overrides the matrix)")
     r = sub.add_parser("report", help="compare results with the control and report")
     r.add_argument("results", nargs="+", help="run directories or cell results directories")
     r.add_argument("--control", help="the control cell id (default: the cell the matrix marked)")
@@ -100,6 +105,14 @@ def render_matrix(m: matrix.Matrix, fmt: str) -> str:
     return "\n".join(out) + "\n"
 
 
+def cmd_build(args: argparse.Namespace) -> int:
+    from convmatrix import container_lane  # needs the docker SDK; the other commands do not
+
+    container_lane.build_all(matrix.load(args.matrix or default_matrix()), args.cell, dry_run=args.dry_run,
+                             wheelhouse=args.wheelhouse.resolve() if args.wheelhouse else None)
+    return 0
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     loaded = results.load(args.results)
     if not loaded.results:
@@ -156,4 +169,4 @@ def exit_code(report: dict[str, Any], errors: list[str], fail_on: str) -> int:
     return 0
 
 
-COMMANDS = {"matrix": cmd_matrix, "report": cmd_report, "triage": triage_cli.run}
+COMMANDS = {"matrix": cmd_matrix, "build": cmd_build, "report": cmd_report, "triage": triage_cli.run}

@@ -156,6 +156,23 @@ def python_available(version: str) -> bool:
     return found.returncode == 0
 
 
+@functools.cache
+def docker_problem() -> str | None:
+    """Why containers cannot run here (no client, or no engine answering), or None."""
+    docker = shutil.which("docker")
+    if docker is None:
+        return "no docker client on this machine"
+    try:
+        answer = subprocess.run([docker, "info", "--format", "{{.ServerVersion}}"], capture_output=True,
+                                text=True, timeout=60, check=False)
+    except subprocess.TimeoutExpired:
+        return "the docker engine did not answer within 60 s"
+    if answer.returncode != 0:
+        last = (answer.stderr.strip().splitlines() or ["?"])[-1]
+        return f"the docker engine is not reachable ({last})"
+    return None
+
+
 # --- whole runs ---------------------------------------------------------------------------
 
 
@@ -186,7 +203,7 @@ def unrunnable(cell: Cell) -> str | None:
     if cell.lane == "host":
         return host_problem(host_python())
     if cell.lane == "container":
-        return "the container lane is not available in this version of convmatrix"
+        return docker_problem()
     if not python_available(cell.python):
         return f"no Python {cell.python} on this machine (`uv python find {cell.python}` found none)"
     return None

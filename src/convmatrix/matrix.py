@@ -14,7 +14,8 @@ from convmatrix.errors import BadInput
 from convmatrix.prune import impossible
 
 TOP_KEYS = {"name", "description", "wheelhouse", "axes", "include", "exclude", "control", "container"}
-CONTAINER_KEYS = {"base"}
+CONTAINER_KEYS = {"base", "flavour"}
+FLAVOURS = ("wheel", "system")
 CELL_AXES = ("lane", "torch", "cuda", "cudnn", "python")
 
 
@@ -59,6 +60,7 @@ def load(path: str | Path) -> Matrix:
 class _Parser:
     def __init__(self, path: Path) -> None:
         self.path = path
+        self.flavour = "wheel"
 
     def fail(self, where: str, message: str) -> BadInput:
         return BadInput(f"{self.path}: {where}: {message}")
@@ -71,6 +73,9 @@ class _Parser:
         container = self.table(raw, "container")
         self.keys(container, CONTAINER_KEYS, "[container]")
         default_base = self.value("base", container["base"], "[container].base") if "base" in container else ""
+        self.flavour = container.get("flavour", "wheel")
+        if self.flavour not in FLAVOURS:
+            raise self.fail("[container].flavour", f"{self.flavour!r} is not one of {', '.join(FLAVOURS)}")
         axes = self.axes(self.table(raw, "axes"))
         base_is_axis = "base" in axes
         cells, pruned = self.expand(axes, default_base, base_is_axis)
@@ -146,7 +151,8 @@ class _Parser:
             combos = itertools.product(axes["torch"], axes["cuda"], axes["cudnn"], axes["python"], bases)
             for torch, cuda, cudnn, python, base in combos:
                 cell = Cell(lane=lane, torch=torch, cuda=cuda, cudnn=cudnn, python=python,
-                            base=base, base_in_id=base_is_axis and lane == "container")
+                            base=base, base_in_id=base_is_axis and lane == "container",
+                            flavour=self.flavour if lane == "container" else "")
                 self.keep_or_prune(cell, cells, pruned)
         return cells, pruned
 
@@ -216,7 +222,8 @@ class _Parser:
             filled["base"] = self.bases(lane, {}, default_base, where)[0]
         if lane != "container":
             filled.pop("base", None)
-        return Cell(**filled, base_in_id=base_is_axis and lane == "container")
+        return Cell(**filled, base_in_id=base_is_axis and lane == "container",
+                    flavour=self.flavour if lane == "container" else "")
 
     def control(self, raw: dict[str, Any], cells: list[Cell], pruned: list[Pruned]) -> Cell | None:
         if "control" not in raw:

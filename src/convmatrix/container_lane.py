@@ -1,0 +1,146 @@
+"""The container lane: build what a matrix's container cells need, and run the suite in them.
+
+`python -m convmatrix.container_lane CELL_ID [run options]` is what each `nox -s <container
+cell>` session runs (in a venv with the docker SDK); `convmatrix build` calls build_all.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from convmatrix import containers, images, lanes, options, runner
+from convmatrix.cells import Cell
+from convmatrix.errors import BadInput
+from convmatrix.matrix import Matrix, load
+
+SYSTEM_CA = Path("/etc/ssl/certs/ca-certificates.crt")
+
+
+def secrets() -> images.Secrets:
+    """The CA bundle a TLS-intercepting proxy needs (default: the system's, which carries it)
+    and an optional pip.conf with index credentials; both go in as BuildKit secrets."""
+    ca = os.environ.get("CONVMATRIX_CA_BUNDLE") or (str(SYSTEM_CA) if SYSTEM_CA.exists() else "")
+    pipconf = os.environ.get("CONVMATRIX_PIP_CONF", "")
+    for name, value in (("CONVMATRIX_CA_BUNDLE", ca), ("CONVMATRIX_PIP_CONF", pipconf)):
+        if value and not Path(value).is_file():
+            raise BadInput(f"${name}: {value}: no such file")
+    return images.Secrets(ca=Path(ca) if ca else None, pipconf=Path(pipconf) if pipconf else None)
+
+
+def plans(engine: Any, matrix: Matrix, cells: Sequence[Cell], wheelhouse: Path | None) -> list[images.Plan]:
+    bases = {c.base for c in cells}
+    inputs = images.read_inputs(wheelhouse, {b: containers.image_id(engine, b) for b in bases})
+    return [images.plan(c, c.flavour or "wheel", inputs) for c in cells]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Todo:
+    plan: images.Plan
+    reason: str | None  # why it must be built; None: up to date
+
+
+def todo(engine: Any, plan_list: list[images.Plan]) -> list[Todo]:
+    built = containers.built_digests(engine)
+    out = []
+    for p in plan_list:
+        if p.digest in built:
+            out.append(Todo(plan=p, reason=None))
+        elif not containers.image_id(engine, p.cell.base):
+            out.append(Todo(plan=p, reason=f"not built; base {p.cell.base} is not here (docker pull it, "
+                                           f"or `nox -s base-image` for convmatrix/base:bookworm)"))
+        else:
+            out.append(Todo(plan=p, reason="not built for these inputs (new cell, or its Dockerfile, build "
+                                           "arguments, wheelhouse or base changed)"))
+    return out
+
+
+def select(matrix: Matrix, globs: Sequence[str]) -> list[Cell]:
+    cells = [c for c in matrix.lane("container") if not globs or any(fnmatch.fnmatch(c.id, g) for g in globs)]
+    if globs and not cells:
+        raise BadInput(f"{matrix.path}: no container cell matches {' '.join(globs)}")
+    return cells
+
+
+def build_all(matrix: Matrix, globs: Sequence[str] = (), *, dry_run: bool = False,
+              wheelhouse: Path | None = None, log: Callable[[str], None] = print) -> list[Todo]:
+    """Build every missing image of the selected container cells; returns what was (to be) built."""
+    engine = containers.client()
+    work = todo(engine, plans(engine, matrix, select(matrix, globs), wheelhouse or matrix.wheelhouse))
+    for item in work:
+        state = "up to date" if item.reason is None else f"{'would build' if dry_run else 'building'}: {item.reason}"
+        log(f"{item.plan.cell.id} -> {item.plan.tag}: {state}")
+    if not dry_run:
+        for item in work:
+            if item.reason is not None:
+                images.build(item.plan, secrets(), log)
+    return work
+
+
+def run_cell(matrix: Matrix, cell: Cell, opts: options.RunOptions, *, log: Callable[[str], None] = print) -> int:
+    """Build the cell's image if needed, then run the suite in it on each target; 0 when it ran."""
+    planned = lanes.targets(cell, opts)
+    options.mark_latest(opts.out)
+    try:
+        engine = containers.client()
+        (item,) = todo(engine, plans(engine, matrix, [cell], matrix.wheelhouse))
+        if item.reason is not None:
+            log(f"{cell.id}: building {item.plan.tag}: {item.reason}")
+            images.build(item.plan, secrets(), log)
+        image = containers.describe(engine, item.plan)
+    except BadInput as exc:
+        for target in planned:
+            lanes.record_setup_failure(target, str(exc), matrix)
+        raise
+    for target in planned:
+        if opts.resume and runner.is_complete(target.results_dir):
+            continue
+        run_target(engine, matrix, target, image, opts, log)
+    return 0
+
+
+def run_target(engine: Any, matrix: Matrix, target: runner.Target, image: dict[str, str],
+               opts: options.RunOptions, log: Callable[[str], None]) -> None:
+    runner.write_cell_json(target, python="/opt/cell/bin/python", control=target.cell == matrix.control,
+                           extra={"matrix": str(matrix.path), **image})
+    spec = containers.RunSpec(
+        image=image["image_id"] or image["image"],
+        command=["python", "-m", "pytest", containers.SUITE_MOUNT, "--results-dir", containers.RESULTS_MOUNT,
+                 "--cell-id", target.cell.id, "--device", "cuda" if target.gpu else "cpu", "-v",
+                 *opts.suite_args],
+        results_dir=target.results_dir,
+        suite_dir=runner.SUITE_DIR,
+        gpu_index=target.gpu.index if target.gpu else None,
+        environment={"CONVMATRIX_LANE": "container", "CONVMATRIX_IMAGE_ID": image["image_id"]},
+    )
+    try:
+        outcome = containers.run(engine, spec, target.results_dir / "log.txt")
+    except BadInput as exc:
+        lanes.record_setup_failure(target, str(exc), matrix)
+        raise
+    if outcome.oom_killed:
+        log(f"{target.cell.id}: the container was killed for lack of memory (OOM)")
+    for line in runner.finish(target, outcome.exit_code):
+        log(line)
+    log(f"{target.cell.id}: results in {target.results_dir}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    try:
+        if not args:
+            raise BadInput("usage: python -m convmatrix.container_lane CELL_ID [run options]")
+        matrix = load(os.environ.get("CONVMATRIX_MATRIX") or "matrix/default.toml")
+        return run_cell(matrix, matrix.cell(args[0]), options.parse(args[1:]))
+    except BadInput as exc:
+        print(f"convmatrix: {exc}", file=sys.stderr)
+        return exc.exit_code
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

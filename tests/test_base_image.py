@@ -1,0 +1,99 @@
+"""The local base image: mirror parsing and error lines (fast), a real debootstrap + import (slow)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from convmatrix import base_image
+from convmatrix.errors import BadInput
+
+DOCKER = "/usr/bin/docker"
+
+# The shape of Debian's own /etc/apt/sources.list.d/debian.sources, security stanza first so that
+# the parser must pick by suite, not by position.
+SOURCES = """\
+Types: deb
+# http://snapshot.debian.org/archive/debian-security/20250520T000000Z
+URIs: http://security.example/debian-security
+Suites: bookworm-security
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+
+Types: deb-src
+URIs: http://src.example/debian
+Suites: bookworm
+
+Types: deb
+URIs: http://mirror.example/debian/
+ http://second.example/debian
+Suites: bookworm bookworm-updates
+Components: main
+"""
+
+
+def test_mirror_is_the_first_deb_uri_serving_bookworm() -> None:
+    assert base_image.parse_mirror(SOURCES) == "http://mirror.example/debian"
+
+
+def test_disabled_or_missing_bookworm_stanza_gives_none() -> None:
+    assert base_image.parse_mirror(SOURCES.replace("Suites: bookworm bookworm-updates", "Suites: trixie")) is None
+    disabled = SOURCES.replace("Components: main\n", "Components: main\nEnabled: no\n")
+    assert base_image.parse_mirror(disabled) is None
+
+
+def test_apt_mirror_defaults_to_deb_debian_org(tmp_path: Path) -> None:
+    assert base_image.apt_mirror(tmp_path / "missing.sources") == base_image.DEFAULT_MIRROR
+    (tmp_path / "empty.sources").write_text("")
+    assert base_image.apt_mirror(tmp_path / "empty.sources") == base_image.DEFAULT_MIRROR
+
+
+def test_missing_debootstrap_is_one_line_naming_the_fix(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    monkeypatch.setattr(base_image.shutil, "which", lambda _name: None)
+    monkeypatch.setattr(base_image, "DEBOOTSTRAP_SBIN", tmp_path / "no-debootstrap")
+    with pytest.raises(BadInput, match=r"^debootstrap not found: install it \(apt-get install debootstrap"):
+        base_image.ensure(force=True, docker="/nonexistent/docker")
+    # The CLI: one line on stderr, BadInput's exit code, no traceback.
+    assert base_image.main(["--force"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("convmatrix: debootstrap not found")
+
+
+def test_unreachable_docker_is_bad_input() -> None:
+    with pytest.raises(BadInput, match="docker CLI not found"):
+        base_image.image_id("/nonexistent/docker", base_image.TAG)
+
+
+def _daemon_answers() -> bool:
+    if not Path(DOCKER).exists():
+        return False
+    return subprocess.run([DOCKER, "info"], capture_output=True, check=False).returncode == 0
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not _daemon_answers(), reason=f"no Docker daemon answers `{DOCKER} info` (start it: .ci/docker-up)")
+@pytest.mark.skipif(shutil.which("debootstrap") is None, reason="debootstrap missing (install it: .ci/docker-up)")
+def test_real_base_image_runs_python_311_and_is_cached() -> None:
+    # Builds on a clean machine (minutes), finds the cached image on the next run.
+    first = base_image.ensure(docker=DOCKER)
+    assert first.startswith("sha256:")
+    run = subprocess.run(
+        [DOCKER, "run", "--rm", "--network", "none", base_image.TAG, "python3", "-c",
+         "import venv, sys; print(sys.version)"],
+        capture_output=True, text=True, check=True, timeout=120,
+    )
+    assert run.stdout.startswith("3.11.")
+    started = time.monotonic()
+    assert base_image.ensure(docker=DOCKER) == first
+    assert time.monotonic() - started < 2
+    label = subprocess.run(
+        [DOCKER, "image", "inspect", "--format", '{{index .Config.Labels "convmatrix.base"}}', first],
+        capture_output=True, text=True, check=True,
+    )
+    assert label.stdout.strip() == "bookworm"
