@@ -62,7 +62,7 @@ for _cell in MATRIX.lane("baremetal"):
 @nox.session(**TOOLS)
 def baremetal(session: nox.Session) -> None:
     """Every baremetal cell of the matrix, one venv each."""
-    lanes.fan_out(session, MATRIX, ["baremetal"])
+    lanes.fan_out(session, MATRIX, ["baremetal"], strict=True)
 
 
 def _container_cell(cell):  # one nox session per container cell, like baremetal
@@ -82,7 +82,7 @@ for _cell in MATRIX.lane("container"):
 @nox.session(**TOOLS)
 def container(session: nox.Session) -> None:
     """Every container cell of the matrix; each builds its image first when it is missing."""
-    lanes.fan_out(session, MATRIX, ["container"])
+    lanes.fan_out(session, MATRIX, ["container"], strict=True)
 
 
 @nox.session(reuse_venv=True)

@@ -64,3 +64,29 @@ def write_result(
     if cell is not None:
         (directory / "cell.json").write_text(json.dumps({"schema": 1, "cell": cell_id, "exit_code": 0, **cell}))
     return directory
+
+
+def docker_answers() -> str | None:
+    """Why no Docker engine answers here, or None when one does."""
+    import subprocess
+
+    from convmatrix.images import docker_cli
+
+    try:
+        done = subprocess.run([docker_cli(), "info"], capture_output=True, text=True, timeout=60, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return str(exc)
+    return None if done.returncode == 0 else (done.stderr.strip().splitlines() or ["docker info failed"])[-1]
+
+
+@pytest.fixture(scope="session")
+def docker_engine() -> None:
+    """Real-engine tests: skipped where no engine answers, but failed in CI, which starts one
+    (.ci/docker-up), so that a broken engine set-up can never pass as skipped tests."""
+    import os
+
+    problem = docker_answers()
+    if problem and os.environ.get("CI"):
+        pytest.fail(f"CI must have a Docker engine (.ci/docker-up): {problem}")
+    if problem:
+        pytest.skip(f"no Docker engine answers here ({problem}); start one with .ci/docker-up")

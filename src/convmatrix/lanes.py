@@ -37,9 +37,9 @@ def reports_bad_input(step: Callable[..., None]) -> Callable[..., None]:
     """A session step that ends on bad input with its one line, not a traceback."""
 
     @functools.wraps(step)
-    def run(session: Session, *args: Any) -> None:
+    def run(session: Session, *args: Any, **kwargs: Any) -> None:
         try:
-            step(session, *args)
+            step(session, *args, **kwargs)
         except BadInput as exc:
             session.error(f"convmatrix: {exc}")
 
@@ -184,19 +184,31 @@ def forward(session: Session, out: Path) -> list[str]:
 
 
 @reports_bad_input
-def fan_out(session: Session, matrix: Matrix, lanes: Sequence[str]) -> None:
-    """Queue every runnable cell of these lanes as its own nox session; say why others are not."""
+def fan_out(session: Session, matrix: Matrix, lanes: Sequence[str], *, strict: bool = False) -> None:
+    """Queue every runnable cell of these lanes as its own nox session; say why others are not.
+
+    strict (a lane asked for by name): a cell that cannot run here is recorded as an
+    infrastructure failure in the run, so the report shows it, and the session fails.
+    """
     opts = options.parse(session.posargs)
     options.mark_latest(opts.out)
     args = forward(session, opts.out)
+    failed = []
     for cell in matrix.cells:
         if cell.lane not in lanes:
             continue
         reason = unrunnable(cell)
-        if reason:
-            session.warn(f"{cell.id}: not run here: {reason}")
-        else:
+        if reason is None:
             session.notify("host" if cell.lane == "host" else cell.id, args)
+            continue
+        session.warn(f"{cell.id}: not run here: {reason}")
+        if strict:
+            failed.append(reason)
+            for target in targets(cell, opts):
+                if not runner.is_complete(target.results_dir):  # never overwrite a finished result
+                    record_setup_failure(target, f"not run: {reason}", matrix)
+    if failed:
+        session.error(f"convmatrix: {len(failed)} cell(s) could not run here: {failed[0]}")
 
 
 def unrunnable(cell: Cell) -> str | None:
