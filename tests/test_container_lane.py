@@ -12,8 +12,8 @@ import uuid
 from pathlib import Path
 
 import pytest
-from conftest import REPO
 
+from conftest import REPO
 from convmatrix import base_image
 from convmatrix.images import docker_cli
 
