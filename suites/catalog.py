@@ -8,6 +8,7 @@ renaming a case breaks comparisons with older runs, so change ids only on purpos
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass
 from typing import Any, Tuple, Union
 
@@ -27,6 +28,34 @@ AUTOCAST_DTYPES = (None, "float16", "bfloat16")
 MEMORY_FORMATS = {"contiguous": None, "channels_last": 2, "channels_last_3d": 3}
 # Non-contiguous input layouts: same values, other strides.
 LAYOUTS = (None, "permuted", "sliced", "transposed")
+# Trigger families: the known ways a convolution reaches a cuDNN failure. A trigger case names
+# its family and the public reports it comes from (sources).
+TRIGGERS = {
+    "int32_split_batch": "a tensor past 2^31 elements that PyTorch can split along the batch",
+    "int32_no_split": "a tensor past 2^31 elements that no batch split helps (batch 1, depthwise)",
+    "large_3d": "a large 3D convolution, with and without backward",
+    "large_transposed_3d": "a large transposed 3D convolution, with and without backward",
+    "non_contiguous": "a permuted, transposed or sliced (oddly strided) input",
+    "channels_last_odd": "channels_last with channel counts not multiples of 8, and with groups",
+    "half_pre_sm80": "fp16 and bf16 on GPUs below compute capability 8.0",
+    "dilation_deterministic": "a dilated convolution under cudnn.deterministic",
+    "tall_wide": "a very tall or very wide input",
+    "pointwise_extreme": "1x1 convolutions at spatial or channel extremes",
+    "backward_input_weight": "backward to input and to weight",
+    "autocast": "fp16 and bf16 autocast",
+    "tf32": "TF32 on and off (torch.backends.cudnn.allow_tf32)",
+    "cudnn_benchmark": "cudnn.benchmark on and off: the algorithm picker paths",
+}
+# Workloads: real layer shapes with random weights, marked `model`.
+WORKLOADS = {
+    "sd_unet": "Stable Diffusion 1.5 / SDXL UNet conv blocks",
+    "vae_decoder": "the SD VAE decoder convs at 512^2 up to 2048^2 output (the huge-activation decode)",
+    "video_temporal": "video diffusion temporal conv3d (AnimateDiff / SVD)",
+    "whisper_frontend": "the Whisper conv1d audio front end (80 mel bins, k3, stride 1 then 2)",
+    "patch_embed": "ViT / CLIP patch embedding (kernel = stride = 14, 16, 32)",
+    "stylegan_transposed": "StyleGAN2 modulated upsampling: transposed conv grouped by batch",
+}
+_ON_OFF = {True: "on", False: "off"}
 _SHORT_DTYPE = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}
 
 
@@ -61,6 +90,16 @@ class Case:
     memory_format: str = "contiguous"
     layout: str | None = None
     backward: bool = False
+    output_padding: Size = 0  # transposed ops only
+    # Settings the case forces while it runs (None: the run's global setting), restored after.
+    benchmark: bool | None = None  # torch.backends.cudnn.benchmark
+    deterministic: bool | None = None  # torch.backends.cudnn.deterministic
+    tf32: bool | None = None  # torch.backends.cudnn.allow_tf32
+    gpu_only: bool = False  # the case means something on CUDA only (skipped on CPU, with the reason)
+    trigger: str | None = None  # a TRIGGERS family
+    workload: str | None = None  # a WORKLOADS name
+    sources: tuple[str, ...] = ()  # public reports and PRs (URLs) the case comes from
+    tag: str | None = None  # a readable suffix telling apart cases whose other id parts agree
 
     def __post_init__(self) -> None:
         problems = self._problems()
@@ -88,13 +127,34 @@ class Case:
             problems.append("a layout tweak applies to contiguous inputs only")
         if self.layout == "transposed" and (self.n < 2 or self.c_in < 2):
             problems.append("a transposed layout needs n >= 2 and c_in >= 2")
+        if self.trigger is not None and self.trigger not in TRIGGERS:
+            problems.append(f"unknown trigger family {self.trigger}")
+        if self.trigger is not None and not self.sources:
+            problems.append("a trigger case names its public sources")
+        if self.workload is not None and self.workload not in WORKLOADS:
+            problems.append(f"unknown workload {self.workload}")
+        if not all(url.startswith("https://") for url in self.sources):
+            problems.append("sources are https URLs")
+        if not _is_default(self.output_padding, 0) and not self.transposed:
+            problems.append("output_padding applies to transposed ops only")
+        if self.tag is not None and not re.fullmatch(r"[a-z0-9_]+", self.tag):
+            problems.append("a tag is lower-case letters, digits and underscores")
         if self.c_in % self.groups or self.c_out % self.groups:
             problems.append("channels must divide by groups")
-        for name in ("size", "kernel", "stride", "padding", "dilation"):
+        for name in ("size", "kernel", "stride", "padding", "dilation", "output_padding"):
             value = getattr(self, name)
             if not isinstance(value, int) and len(value) != self.spatial_dims:
                 problems.append(name + " has the wrong rank")
         return problems
+
+    @property
+    def needs_gpu(self) -> bool:
+        """TF32 and the sub-sm80 dtype cases mean nothing on a CPU."""
+        return self.gpu_only or self.tf32 is not None
+
+    @property
+    def depthwise(self) -> bool:
+        return self.groups == self.c_in and self.groups > 1
 
     @property
     def spatial_dims(self) -> int:
@@ -122,7 +182,7 @@ class Case:
             parts.append("autocast_" + _SHORT_DTYPE[self.autocast])
         parts.append("k" + _fmt(self.kernel))
         for prefix, value, default in (("s", self.stride, 1), ("p", self.padding, 0),
-                                       ("d", self.dilation, 1)):
+                                       ("d", self.dilation, 1), ("op", self.output_padding, 0)):
             if not _is_default(value, default):
                 parts.append(prefix + _fmt(value))
         if self.groups == self.c_in and self.groups > 1:
@@ -135,6 +195,12 @@ class Case:
             parts.append(self.layout)
         if self.backward:
             parts.append("bwd")
+        for name, value in (("bench", self.benchmark), ("det", self.deterministic),
+                            ("tf32", self.tf32)):
+            if value is not None:
+                parts.append(f"{name}_{_ON_OFF[value]}")
+        if self.tag:
+            parts.append(self.tag)
         return "-".join(parts)
 
     def params(self) -> dict[str, Any]:
@@ -145,7 +211,7 @@ class Case:
         }
 
 
-CASES: tuple[Case, ...] = (
+BASE_CASES: tuple[Case, ...] = (
     # conv1d
     Case("conv1d", 2, 8, 16, 32, 3, padding=1, source="baseline 1d conv, fp32"),
     Case("conv1d", 2, 8, 8, 33, 5, stride=2, dilation=2, dtype="float16",
@@ -210,6 +276,217 @@ CASES: tuple[Case, ...] = (
     Case("conv_transpose3d", 2, 4, 4, (4, 4, 4), 2, stride=2, dtype="float16",
          memory_format="channels_last_3d", source="fp16 channels_last_3d 3d transposed conv"),
 )
+
+PT_ISSUE = "https://github.com/pytorch/pytorch/issues/"
+PT_PULL = "https://github.com/pytorch/pytorch/pull/"
+
+
+def _trigger(family: str, sources: tuple[str, ...], *cases: Case) -> tuple[Case, ...]:
+    return tuple(dataclasses.replace(case, trigger=family, sources=sources) for case in cases)
+
+
+def _workload(name: str, *cases: Case, sources: tuple[str, ...] = ()) -> tuple[Case, ...]:
+    return tuple(dataclasses.replace(case, workload=name, sources=sources) for case in cases)
+
+
+# Every known trigger family, in the shapes of the public reports (full size on a GPU; scaled
+# down on CPU, see sizing.py). `source` says which report a shape is taken from.
+TRIGGER_CASES: tuple[Case, ...] = (
+    *_trigger("int32_split_batch",
+              (PT_ISSUE + "11065", PT_ISSUE + "22496", PT_PULL + "31379", PT_PULL + "31510"),
+              Case("conv2d", 1024, 3, 64, (224, 224), 3, padding=1, tag="n1024",
+                   source="1024x3x224x224 into 64 channels: 3.3e9 output elements (pytorch#11065)"),
+              Case("conv2d", 64, 64, 64, (512, 1040), 3, padding=1, dtype="float16",
+                   backward=True, tag="n64",
+                   source="fp16 activations of 2.2e9 elements with backward (split per pytorch#31510)")),
+    *_trigger("int32_no_split",
+              (PT_ISSUE + "152816", PT_PULL + "153101", PT_PULL + "134890", PT_PULL + "31383"),
+              Case("conv2d", 1, 2, 2, (32800, 32800), 3, padding=1, groups=2, tag="n1",
+                   source="depthwise, batch 1, 2.15e9 elements: the test of pytorch#153101"),
+              Case("conv2d", 1, 64, 64, (6000, 6000), 3, padding=1, dtype="float16", tag="n1",
+                   source="dense batch-1 conv of 2.3e9 elements (cuDNN 9.3+ only, pytorch#134890)")),
+    *_trigger("large_3d", (PT_ISSUE + "32035", PT_ISSUE + "22496", PT_ISSUE + "4107"),
+              Case("conv3d", 1, 1, 1, (256, 256, 256), 3, padding=2, dilation=2, backward=True,
+                   tag="vol256", source="the dilated 1x1x256^3 conv3d whose backward failed (pytorch#32035)"),
+              Case("conv3d", 2, 64, 64, (32, 256, 256), 3, padding=1, dtype="float16",
+                   tag="large", source="a 3D conv of 2.7e8 elements per tensor, forward only"),
+              Case("conv3d", 1, 32, 32, (48, 128, 128), 3, padding=1, dtype="float16",
+                   backward=True, tag="large", source="a large fp16 3D conv with backward")),
+    *_trigger("large_transposed_3d", (PT_ISSUE + "4344", PT_ISSUE + "1664"),
+              Case("conv_transpose3d", 1, 8, 1, (128, 512, 512), 4, stride=2, padding=1,
+                   tag="large", source="ConvTranspose3d(8, 1, 4, 2, 1) on 1x8x128x512x512 (pytorch#4344)"),
+              Case("conv_transpose3d", 1, 16, 8, (64, 128, 128), 3, stride=2, padding=1,
+                   output_padding=1, dtype="float16", backward=True, tag="large",
+                   source="a large fp16 transposed 3D conv with backward")),
+    *_trigger("non_contiguous",
+              (PT_ISSUE + "136812", "https://github.com/loeweX/Greedy_InfoMax/issues/3"),
+              Case("conv1d", 2, 64, 64, 32, 4, padding=3, groups=64, dtype="float16",
+                   layout="permuted", backward=True,
+                   source="depthwise causal conv1d on a permuted (B, L, D) input (pytorch#136812)"),
+              Case("conv2d", 4, 16, 32, (24, 40), 3, padding=1, dtype="float16", layout="permuted",
+                   source="an input permuted without .contiguous() (Greedy_InfoMax#3)"),
+              Case("conv2d", 4, 8, 16, (16, 16), 3, stride=2, dtype="bfloat16", layout="transposed",
+                   backward=True, source="bf16 input with N and C swapped in memory, with backward"),
+              Case("conv3d", 2, 4, 8, (6, 6, 10), 3, padding=1, dtype="float16", layout="sliced",
+                   source="fp16 3D input sliced along its last dimension")),
+    *_trigger("channels_last_odd", (PT_ISSUE + "34736", PT_ISSUE + "37725"),
+              Case("conv2d", 8, 3, 64, (64, 64), 7, stride=2, padding=3, dtype="float16",
+                   memory_format="channels_last", backward=True, tag="c3",
+                   source="fp16 channels_last stem on 3 channels (SqueezeNet on Volta, pytorch#34736)"),
+              Case("conv2d", 4, 12, 20, (20, 20), 3, padding=1, dtype="float16",
+                   memory_format="channels_last", tag="c12_20",
+                   source="fp16 channels_last with 12 and 20 channels"),
+              Case("conv2d", 4, 30, 30, (16, 16), 3, padding=1, groups=3, dtype="float16",
+                   memory_format="channels_last", backward=True, tag="c30",
+                   source="grouped fp16 channels_last, 10 channels per group"),
+              Case("conv2d", 8, 32, 32, (256, 512), 5, padding=4, dilation=2, groups=32,
+                   memory_format="channels_last", tag="c32",
+                   source="dilated depthwise channels_last from pytorch#37725"),
+              Case("conv2d", 2, 6, 10, (15, 15), 3, padding=1, dtype="bfloat16",
+                   memory_format="channels_last", tag="c6_10",
+                   source="bf16 channels_last with 6 and 10 channels")),
+    *_trigger("half_pre_sm80", (PT_ISSUE + "88571", PT_PULL + "81139", PT_ISSUE + "58861",
+                                PT_ISSUE + "57921"),
+              Case("conv2d", 8, 3, 3, (10, 10), 5, dtype="bfloat16", gpu_only=True, tag="sm80",
+                   source="bf16 Conv2d(3, 3, 5) (pytorch#88571): cuDNN runs bf16 on sm80+ only"),
+              Case("conv2d", 16, 256, 256, (128, 128), 3, padding=1, dtype="float16",
+                   backward=True, benchmark=True, gpu_only=True, tag="sm80",
+                   source="fp16 backward on a Quadro RTX 8000 (pytorch#57921)"),
+              Case("conv3d", 2, 16, 16, (8, 16, 16), 3, padding=1, dtype="bfloat16",
+                   backward=True, gpu_only=True, tag="sm80",
+                   source="bf16 3D conv with backward on a pre-Ampere GPU")),
+    *_trigger("dilation_deterministic",
+              ("https://github.com/chainer/chainer/issues/3874", PT_PULL + "2893",
+               PT_ISSUE + "967", PT_ISSUE + "4107"),
+              Case("conv2d", 2, 3, 2, (4, 3), 3, padding=2, dilation=2, deterministic=True,
+                   backward=True, source="dilated backward in deterministic mode (chainer#3874)"),
+              Case("conv2d", 1, 1, 1, (512, 512), 3, padding=2, dilation=2, deterministic=True,
+                   backward=True, tag="n1", source="a 1-channel dilated conv (pytorch#4107)"),
+              Case("conv1d", 4, 32, 32, 1000, 3, padding=4, dilation=4, dtype="float16",
+                   deterministic=True, backward=True, source="dilated fp16 conv1d (pytorch#967)")),
+    *_trigger("tall_wide", (PT_ISSUE + "31336",
+                            "https://github.com/fumiama/Retrieval-based-Voice-Conversion-WebUI/issues/105"),
+              Case("conv2d", 1, 8, 8, (262144, 4), 3, padding=1, dtype="float16", tag="tall",
+                   source="a 262144 x 4 input"),
+              Case("conv2d", 1, 32, 32, (8, 300000), 3, padding=1, dtype="float16", tag="wide",
+                   source="an 8 x 300000 input"),
+              Case("conv1d", 1, 192, 192, 960000, 5, padding=2, dtype="float16", tag="long",
+                   source="a conv1d over 10 minutes of audio frames (RVC#105)")),
+    *_trigger("pointwise_extreme", (PT_ISSUE + "77844", PT_ISSUE + "8934"),
+              Case("conv2d", 4, 16384, 262144, (1, 1), 1, backward=True, tag="wide_channels",
+                   source="1x1 conv from 16384 to 262144 channels on 1x1 inputs (pytorch#77844)"),
+              Case("conv2d", 64, 2048, 256, (1, 1), 1, dtype="float16", tag="spatial_1x1",
+                   source="1x1 conv on Nx2048x1x1 features (pytorch#8934)")),
+    *_trigger("backward_input_weight", ("https://github.com/soumith/cudnn.torch/issues/384",
+                                        PT_ISSUE + "32035", PT_ISSUE + "57921"),
+              Case("conv2d", 1, 3, 64, (2615, 2816), 3, padding=1, backward=True, tag="large",
+                   source="cudnnConvolutionBackwardData on 1x3x2615x2816 (cudnn.torch#384)"),
+              Case("conv2d", 8, 32, 32, (33, 33), 3, stride=2, padding=1, groups=4,
+                   dtype="float16", backward=True, tag="odd", source="grouped strided fp16 backward"),
+              Case("conv_transpose2d", 2, 16, 8, (16, 16), 4, stride=2, padding=1,
+                   dtype="bfloat16", backward=True, source="bf16 transposed conv backward")),
+    *_trigger("autocast", ("https://github.com/gungui98/Pytorch-Depthwise-Conv3d/issues/3",
+                           PT_PULL + "81139"),
+              Case("conv2d", 4, 32, 64, (32, 32), 3, padding=1, autocast="float16",
+                   memory_format="channels_last", backward=True, tag="amp",
+                   source="fp16 autocast training step in channels_last"),
+              Case("conv3d", 2, 8, 16, (8, 16, 16), 3, padding=1, autocast="bfloat16",
+                   backward=True, source="bf16 autocast 3D conv with backward"),
+              Case("conv1d", 4, 80, 128, 200, 3, padding=1, autocast="bfloat16",
+                   source="bf16 autocast conv1d")),
+    *_trigger("tf32", (PT_ISSUE + "107514", PT_ISSUE + "54980",
+                       "https://github.com/liuxz1011/TodyNet/issues/12"),
+              Case("conv2d", 16, 27, 18, (256, 45), (1, 3), padding=(0, 1), tf32=True,
+                   source="the (1, 3) conv of TodyNet#12, whose repro sets allow_tf32"),
+              Case("conv2d", 16, 27, 18, (256, 45), (1, 3), padding=(0, 1), tf32=False,
+                   source="the same conv with TF32 off (pytorch#107514)"),
+              Case("conv3d", 2, 16, 16, (8, 16, 16), 3, padding=1, backward=True, tf32=True,
+                   source="a 3D conv with TF32 on (pytorch#54980)")),
+    *_trigger("cudnn_benchmark", (PT_ISSUE + "1664", PT_ISSUE + "31336"),
+              Case("conv_transpose3d", 1, 32, 1, (192, 256, 512), 3, stride=2, padding=1,
+                   output_padding=1, benchmark=False,
+                   source="ConvTranspose3d(32, 1, 3, 2, 1, 1) of pytorch#1664, heuristics"),
+              Case("conv_transpose3d", 1, 32, 1, (192, 256, 512), 3, stride=2, padding=1,
+                   output_padding=1, benchmark=True,
+                   source="the same with cudnn.benchmark, the workaround of pytorch#1664"),
+              Case("conv2d", 1, 16, 32, (70000, 100), 3, benchmark=False, tag="tall",
+                   source="1x16x70000x100 where cudnnGet picked an unusable algorithm (pytorch#31336)"),
+              Case("conv2d", 1, 16, 32, (70000, 100), 3, benchmark=True, tag="tall",
+                   source="the same shape through cudnnFind (pytorch#31336)"),
+              Case("conv2d", 8, 24, 40, (28, 28), 3, padding=1, dtype="float16",
+                   memory_format="channels_last", benchmark=True,
+                   source="a small fp16 channels_last conv through cudnnFind")),
+)
+
+_F16 = "float16"
+# Real layer shapes, random weights, nothing downloaded.
+WORKLOAD_CASES: tuple[Case, ...] = (
+    *_workload("sd_unet",
+               Case("conv2d", 2, 4, 320, (64, 64), 3, padding=1, dtype=_F16, tag="sd15_conv_in",
+                    source="SD 1.5 UNet conv_in, 512^2 image, CFG batch 2"),
+               Case("conv2d", 2, 320, 320, (64, 64), 3, padding=1, dtype=_F16,
+                    memory_format="channels_last", tag="sd15_res_320",
+                    source="SD 1.5 ResNet block conv at 64^2 latents, channels_last"),
+               Case("conv2d", 2, 640, 640, (32, 32), 3, stride=2, padding=1, dtype=_F16,
+                    tag="sd15_down_640", source="SD 1.5 downsampler conv"),
+               Case("conv2d", 2, 1280, 1280, (8, 8), 3, padding=1, dtype=_F16, tag="sd15_mid_1280",
+                    source="SD 1.5 mid block conv"),
+               Case("conv2d", 2, 4, 320, (128, 128), 3, padding=1, dtype=_F16, tag="sdxl_conv_in",
+                    source="SDXL UNet conv_in, 1024^2 image"),
+               Case("conv2d", 2, 1280, 1280, (32, 32), 3, padding=1, dtype="bfloat16",
+                    backward=True, tag="sdxl_res_1280", source="SDXL ResNet block conv, bf16 training"),
+               Case("conv2d", 2, 320, 4, (128, 128), 3, padding=1, dtype=_F16, tag="sdxl_conv_out",
+                    source="SDXL UNet conv_out")),
+    *_workload("vae_decoder",
+               Case("conv2d", 1, 512, 512, (64, 64), 3, padding=1, dtype=_F16, tag="mid_512",
+                    source="VAE decoder mid block conv, 512^2 output"),
+               Case("conv2d", 1, 128, 128, (512, 512), 3, padding=1, dtype=_F16, tag="out512_128",
+                    source="VAE decoder last up block conv at 512^2"),
+               Case("conv2d", 1, 128, 128, (1024, 1024), 3, padding=1, dtype=_F16,
+                    tag="out1024_128", source="VAE decoder last up block conv at 1024^2"),
+               Case("conv2d", 1, 256, 256, (1024, 1024), 3, padding=1, dtype=_F16,
+                    tag="out2048_256", source="VAE decoder 256-channel up block for a 2048^2 output"),
+               Case("conv2d", 1, 128, 128, (2048, 2048), 3, padding=1, dtype=_F16,
+                    tag="out2048_128", source="VAE decoder last up block conv at 2048^2"),
+               Case("conv2d", 1, 128, 3, (2048, 2048), 3, padding=1, dtype=_F16,
+                    tag="out2048_conv_out", source="VAE decoder conv_out at 2048^2"),
+               sources=("https://github.com/microsoft/onnxruntime/issues/15715",)),
+    *_workload("video_temporal",
+               Case("conv3d", 2, 320, 320, (16, 64, 64), (3, 1, 1), padding=(1, 0, 0), dtype=_F16,
+                    tag="animatediff_320", source="temporal conv over 16 frames of 64^2 latents"),
+               Case("conv3d", 1, 512, 512, (14, 72, 128), 3, padding=1, dtype=_F16,
+                    tag="svd_decoder_512", source="SVD-style 3D decoder conv, 14 frames"),
+               Case("conv3d", 1, 128, 128, (14, 576, 1024), (3, 1, 1), padding=(1, 0, 0),
+                    dtype=_F16, tag="svd_decoder_128",
+                    source="temporal decoder conv over 14 frames at 576x1024")),
+    *_workload("whisper_frontend",
+               Case("conv1d", 1, 80, 384, 3000, 3, padding=1, dtype=_F16, tag="tiny_conv1",
+                    source="Whisper tiny conv1: 80 mel bins to 384, 30 s of audio"),
+               Case("conv1d", 1, 384, 384, 3000, 3, stride=2, padding=1, dtype=_F16,
+                    tag="tiny_conv2", source="Whisper tiny conv2, stride 2"),
+               Case("conv1d", 1, 80, 512, 3000, 3, padding=1, dtype=_F16, tag="base_conv1",
+                    source="Whisper base conv1: 80 mel bins to 512"),
+               Case("conv1d", 1, 512, 512, 3000, 3, stride=2, padding=1, dtype=_F16,
+                    tag="base_conv2", source="Whisper base conv2, stride 2")),
+    *_workload("patch_embed",
+               Case("conv2d", 8, 3, 768, (224, 224), 16, stride=16, dtype=_F16, tag="vit_b16",
+                    source="ViT-B/16 patch embedding"),
+               Case("conv2d", 8, 3, 1024, (224, 224), 14, stride=14, dtype=_F16, tag="clip_l14",
+                    source="CLIP ViT-L/14 patch embedding"),
+               Case("conv2d", 8, 3, 768, (224, 224), 32, stride=32, dtype=_F16, tag="vit_b32",
+                    source="ViT-B/32 patch embedding"),
+               Case("conv2d", 8, 3, 1024, (336, 336), 14, stride=14, dtype="bfloat16",
+                    tag="clip_l14_336", source="CLIP ViT-L/14 at 336^2, bf16")),
+    *_workload("stylegan_transposed",
+               Case("conv_transpose2d", 1, 4 * 512, 4 * 512, (32, 32), 3, stride=2, groups=4,
+                    backward=True, tag="b4_512ch",
+                    source="StyleGAN2 modulated upsampling conv, batch 4 as groups, 512 channels"),
+               Case("conv_transpose2d", 1, 4 * 64, 4 * 32, (256, 256), 3, stride=2, groups=4,
+                    dtype=_F16, tag="b4_64ch", source="StyleGAN2 upsampling at 512^2 output, fp16"),
+               sources=("https://github.com/rosinality/stylegan2-pytorch/issues/30",)),
+)
+
+CASES: tuple[Case, ...] = BASE_CASES + TRIGGER_CASES + WORKLOAD_CASES
 
 
 def _check_unique(cases: tuple[Case, ...]) -> None:

@@ -3,12 +3,15 @@
 The suite needs only pytest and torch, so that it runs inside any image without the harness.
 With --results-dir it writes env.json (the observed stack) and results.jsonl (one line per
 case, appended as each case ends) there; README.md beside this file gives the schema.
+Isolation of cases (--isolate, --case-timeout, --gpu-per-worker) lives in isolation.py.
 """
 
 from __future__ import annotations
 
 import configparser
+import contextlib
 import datetime
+import importlib.util
 import json
 import math
 import os
@@ -28,6 +31,23 @@ import torch
 
 SCHEMA = 1
 SUITE_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+def _load_isolation() -> Any:
+    """isolation.py beside this file, loaded by path under a name of its own: whatever pytest's
+    rootdir and import mode (which decide whether suites/ is on sys.path) and whatever else is
+    called `isolation` on the path."""
+    name = "convmatrix_suite_isolation"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, os.path.join(SUITE_DIR, "isolation.py"))
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module  # dataclasses look their module up while it loads
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+isolation = _load_isolation()
 SUITE_INI = os.path.join(SUITE_DIR, "pytest.ini")
 NUMERIC_KEY = "convmatrix_numeric"
 FACTS_KEY = "convmatrix_facts"
@@ -49,6 +69,7 @@ class Settings:
     worker: str
     results_dir: str | None
     cell_id: str | None
+    isolation: Any  # isolation.Options
 
 
 SETTINGS = pytest.StashKey[Settings]()
@@ -69,6 +90,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="remedy knob: run every case's input and weight in channels_last memory format")
     group.addoption("--pad-channels", type=int, default=0, metavar="N",
                     help="remedy knob: zero-pad channel counts up to a multiple of N (8: the tensor-core remedy)")
+    isolation.addoptions(group)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    # Before xdist's own tryfirst hook: this conftest registers after the xdist plugin, and among
+    # tryfirst implementations the later-registered runs first. In a worker: pin its GPU before
+    # anything (pytest_configure's torch.cuda.is_available() among them) initialises CUDA.
+    isolation.prepare(config)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -80,12 +110,33 @@ def pytest_configure(config: pytest.Config) -> None:
     # Warn-once warnings (cuDNN plan failures among them) would otherwise land only on
     # whichever case ran first in the process; each case should carry its own.
     torch.set_warn_always(True)
+    in_worker = isolation.is_worker(config)
+    has_xdist = config.pluginmanager.hasplugin("xdist")
+    watchdog = None
+    if in_worker and settings.isolation.case_timeout > 0:
+        watchdog = isolation.Watchdog(settings.isolation.case_timeout, settings.worker)
     if settings.results_dir is None:
+        if watchdog is not None:
+            config.pluginmanager.register(isolation.Guard(watchdog), "convmatrix_guard")
+        elif settings.isolation.gpu_per_worker and has_xdist and not in_worker:
+            config.pluginmanager.register(isolation.GpuSlots(lambda worker, facts: None),
+                                          "convmatrix_gpu_slots")
         return
     os.makedirs(settings.results_dir, exist_ok=True)
-    config.pluginmanager.register(CaseRecorder(settings), "convmatrix_recorder")
-    if not hasattr(config, "workerinput"):  # xdist workers leave env.json to the controller
-        config.pluginmanager.register(EnvWriter(settings), "convmatrix_env")
+    config.pluginmanager.register(CaseRecorder(settings, watchdog), "convmatrix_recorder")
+    if not in_worker:  # xdist workers leave env.json to the controller
+        env_writer = EnvWriter(settings)
+        config.pluginmanager.register(env_writer, "convmatrix_env")
+        if settings.isolation.gpu_per_worker and has_xdist:
+            config.pluginmanager.register(isolation.GpuSlots(env_writer.assign_worker),
+                                          "convmatrix_gpu_slots")
+        # pytest_handlecrashitem came with xdist 2.2.1; before it, the markers of crashed
+        # workers stay and the harness writes their `crashed` lines at the end.
+        if settings.isolation.isolate and hasattr(config.hook, "pytest_handlecrashitem"):
+            config.pluginmanager.register(
+                isolation.CrashHandler(settings.results_dir, settings.isolation.case_timeout,
+                                       CrashLines(settings).write),
+                "convmatrix_crashes")
 
 
 def _adopt_suite_ini(config: pytest.Config) -> None:
@@ -120,7 +171,7 @@ def _settings(config: pytest.Config) -> Settings:
     }
     if knobs["pad_channels"] < 0:
         raise pytest.UsageError("--pad-channels takes a non-negative multiple, e.g. 8")
-    return Settings(knobs, _worker(config), results_dir, cell_id)
+    return Settings(knobs, _worker(config), results_dir, cell_id, isolation.options_of(config))
 
 
 def _resolve_device(requested: str) -> str:
@@ -250,6 +301,8 @@ def observe_env(settings: Settings) -> dict[str, Any]:
         "ended": None,
         "knobs": dict(settings.knobs),
         "argv": list(sys.argv),
+        # how the cases were isolated; workers: each xdist worker's slot and CUDA_VISIBLE_DEVICES
+        "isolation": dict(settings.isolation.as_json(), workers={}),
     }
 
 
@@ -359,13 +412,19 @@ class CaseRecorder:
     which it ignores, so registering it there too is harmless.
     """
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, watchdog: Any = None) -> None:
         self.settings = settings
         assert settings.results_dir is not None
         self.results_path = os.path.join(settings.results_dir, "results.jsonl")
         self.marker_path = os.path.join(settings.results_dir, f"running-{settings.worker}.json")
         self.phases: dict[str, list[Phase]] = {}
         self.warnings: dict[str, list[dict[str, Any]]] = {}
+        self.clocks: dict[str, tuple[str, float]] = {}
+        # In an isolated worker: the case timeout, and leaving after a sticky CUDA error.
+        self.watchdog = watchdog
+        if watchdog is not None:
+            watchdog.on_timeout = self._timed_out
+        self.leave_on_sticky = settings.isolation.isolate and settings.worker != "main"
 
     # tryfirst makes this the outermost wrapper, outside pytest's warnings plugin, which
     # reports a case's warnings only as its own wrapper ends.
@@ -375,13 +434,34 @@ class CaseRecorder:
         started, clock = now(), time.monotonic()
         self.phases[item.nodeid] = []
         self.warnings[item.nodeid] = []
+        self.clocks[item.nodeid] = (started, clock)
         write_json_atomic(self.marker_path, {"case": case_id(item), "nodeid": suite_nodeid(item),
                                              "pid": os.getpid(), "started": started})
+        if self.watchdog is not None:
+            self.watchdog.arm(item)
         outcome = yield
+        if self.watchdog is not None:
+            self.watchdog.disarm()  # from here on the case's own line is the only one
+        self.clocks.pop(item.nodeid, None)
         # An interrupted case (Ctrl-C, pytest.exit) has no honest outcome: its marker stays.
         if outcome.excinfo is None:
             record = self._record(item, started, time.monotonic() - clock)
             append_line(self.results_path, encode_record(record))
+            os.remove(self.marker_path)
+            if (self.leave_on_sticky and record["status"] in ("failed", "error")
+                    and isolation.is_sticky(record["message"])):
+                isolation.leave(isolation.STICKY_EXIT_CODE,
+                                f"{item.nodeid} hit a sticky CUDA error; worker {self.settings.worker} "
+                                "leaves so that the next case gets a fresh CUDA context",
+                                isolation.stderr_copy())
+
+    def _timed_out(self, item: pytest.Item) -> None:
+        """The watchdog's thread, as the case runs past its timeout: its line, then it leaves."""
+        started, clock = self.clocks.get(item.nodeid, (now(), time.monotonic()))
+        timeout = Phase("timeout", None, isolation.timeout_message(self.settings.isolation.case_timeout))
+        record = self._record(item, started, time.monotonic() - clock, timeout)
+        append_line(self.results_path, encode_record(record))
+        with contextlib.suppress(OSError):
             os.remove(self.marker_path)
 
     @pytest.hookimpl(hookwrapper=True)
@@ -395,8 +475,10 @@ class CaseRecorder:
         if when == "runtest" and nodeid in self.warnings:
             self.warnings[nodeid].append(warning_entry(warning_message))
 
-    def _record(self, item: pytest.Item, started: str, duration: float) -> dict[str, Any]:
-        phase = combine(self.phases.pop(item.nodeid))
+    def _record(self, item: pytest.Item, started: str, duration: float,
+                outcome: Phase | None = None) -> dict[str, Any]:
+        phases = self.phases.pop(item.nodeid, [])
+        phase = combine(phases) if outcome is None else outcome
         knobs = self.settings.knobs
         return {
             "schema": SCHEMA,
@@ -409,7 +491,7 @@ class CaseRecorder:
             "status": phase.status,
             "exc_type": phase.exc_type,
             "message": _truncate(phase.message, MESSAGE_LIMIT),
-            "warnings": bounded_warnings(self.warnings.pop(item.nodeid)),
+            "warnings": bounded_warnings(self.warnings.pop(item.nodeid, [])),
             "numeric": numeric_of(item),
             **facts_of(item),
             "duration_s": round(duration, 6),
@@ -462,6 +544,42 @@ class EnvWriter:
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         write_json_atomic(self.path, self.env)
 
+    def assign_worker(self, worker: str, facts: dict[str, Any]) -> None:
+        """An xdist worker's slot and GPU, as the controller hands them out."""
+        self.env["isolation"]["workers"][worker] = facts
+        write_json_atomic(self.path, self.env)
+
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         self.env["ended"] = now()
         write_json_atomic(self.path, self.env)
+
+
+class CrashLines:
+    """The line the xdist controller writes for a case whose worker died before writing it."""
+
+    def __init__(self, settings: Settings) -> None:
+        assert settings.results_dir is not None
+        self.settings = settings
+        self.results_path = os.path.join(settings.results_dir, "results.jsonl")
+
+    def write(self, marker: dict[str, Any], status: str, message: str, worker: str) -> None:
+        knobs = self.settings.knobs
+        record = {
+            "schema": SCHEMA,
+            "cell_id": self.settings.cell_id,
+            "case": marker["case"],
+            "nodeid": marker.get("nodeid"),
+            "params": {},
+            "knobs": dict(knobs),
+            "device": knobs["device"],
+            "status": status,
+            "exc_type": None,
+            "message": message,
+            "warnings": [],
+            "numeric": None,
+            "duration_s": None,
+            "worker": worker,
+            "started": marker.get("started"),
+            "ended": now(),
+        }
+        append_line(self.results_path, encode_record(record))

@@ -3,20 +3,33 @@
 The device side calls torch.nn.functional.<op>, looked up at call time, so that a plugin that
 patches it reaches the suite; the reference calls torch.<op>, the same kernel entry point
 left alone by such patches, so an injected fault never leaks into the reference.
+
+On CPU a case too big for a quick run runs as its scaled-down variant (sizing.scaled); on CUDA a
+case skips when free memory cannot hold it (sizing.need_mb). A case whose full float64
+reference would cost too much is checked on a slice (sizing.sliced): a block of output positions
+of the last batch entry (and the last output channels when groups == 1), computed from the
+matching input window; for backward such a case back-propagates a gradient that is zero outside
+that block, so grad_input (on the window) and grad_weight are exact from the slice too.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import dataclasses
+import hashlib
 import math
 import re
+import time
 import zlib
 from dataclasses import dataclass
-from typing import Callable, Dict
+from typing import Any, Callable, Dict, Iterator, Tuple
 
 import pytest
 import torch
+import torch.nn.functional as F
 
+import sizing
 from catalog import CASES, Case
 
 TORCH_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
@@ -24,17 +37,26 @@ MEMORY_FORMATS = {"channels_last": torch.channels_last, "channels_last_3d": torc
 # (rtol, atol per square root of the reduction size), by the precision a conv computes in.
 # Inputs are rounded to that precision before the reference sees them, so what is left is
 # accumulation and output rounding. tf32: cuDNN runs float32 convs in TF32 by default on
-# Ampere and newer, so float32 on CUDA is held to that.
+# Ampere and newer, so float32 on CUDA is held to that (unless the case turns TF32 off).
 TOLERANCES = {
     "float32": (1e-4, 1e-5),
     "tf32": (1e-2, 5e-3),
     "float16": (1e-2, 1e-3),
     "bfloat16": (5e-2, 1e-2),
 }
+# Significant digits the output is rounded to before it is hashed, by precision.
+FINGERPRINT_DIGITS = {"float32": 5, "tf32": 3, "float16": 3, "bfloat16": 2}
+FINGERPRINT_CHUNK = 1 << 24
+SHA_LIMIT = 1 << 26  # beyond this many output elements, the hash covers an evenly strided sample
+# Tensors larger than this are filled by repeating one seeded block (generated on the CPU, so
+# the values are the same on every device and stack) instead of drawing every element.
+TILE_LIMIT = 1 << 24
+TILE_BLOCK = 1_000_003  # a prime, so the repetition does not line up with rows
 # A CPU build of torch may lack a reduced-precision kernel; on CUDA the same text is a failure.
 MISSING_CPU_KERNEL = re.compile(r"not implemented for '(?:Half|BFloat16)'")
 
 Tensors = Dict[str, torch.Tensor]
+Index = Tuple[Any, ...]
 
 
 @dataclass(frozen=True)
@@ -62,96 +84,359 @@ class Check:
                 f"exceeds atol={self.atol:.3g} rtol={self.rtol:.3g}")
 
 
+@dataclass(frozen=True)
+class Expected:
+    """A reference tensor, the part of the device tensor it covers, and its reduction size."""
+
+    ref: torch.Tensor
+    index: Index
+    reduction: int
+
+
+@dataclass(frozen=True)
+class Remedy:
+    """The remedy knobs of the run: --channels-last and --pad-channels."""
+
+    channels_last: bool
+    pad_channels: int
+
+
 def _param(case: Case) -> object:
-    marks = [pytest.mark.backward] if case.backward else []
+    marks = []
+    if case.backward:
+        marks.append(pytest.mark.backward)
+    if sizing.is_large(case):
+        marks.append(pytest.mark.large)
+    if case.workload is not None:
+        marks.append(pytest.mark.model)
+    if case.needs_gpu:
+        marks.append(pytest.mark.gpu)
     return pytest.param(case, id=case.id, marks=marks)
 
 
 @pytest.mark.parametrize("case", [_param(case) for case in CASES])
-def test_conv(case: Case, device: str, record_numeric: Callable[[dict[str, float]], None]) -> None:
+def test_conv(case: Case, device: str, request: pytest.FixtureRequest,
+              record_numeric: Callable[[dict[str, float]], None],
+              record_facts: Callable[..., None]) -> None:
+    record_facts(need_mb=sizing.need_mb(case), trigger=case.trigger, sources=list(case.sources),
+                 scaled=False, timing=None, fingerprint=None)
+    if device == "cpu" and case.needs_gpu:
+        pytest.skip("the case needs CUDA: " + ("it sets TF32" if case.tf32 is not None
+                                               else "it is about cuDNN's dtype support by GPU"))
+    if device == "cuda":
+        free, _total = torch.cuda.mem_get_info()
+        if sizing.need_bytes(case) > free:
+            pytest.skip(f"the case needs {sizing.need_mb(case)} MiB, the GPU has "
+                        f"{free // sizing.MIB} MiB free")
+    run = sizing.scaled(case) if device == "cpu" else case
+    record_facts(scaled=run is not case)
+    remedy = Remedy(request.config.getoption("channels_last") == "on",
+                    request.config.getoption("pad_channels"))
     generator = torch.Generator().manual_seed(zlib.crc32(case.id.encode("utf-8")))
-    inputs = make_inputs(case, generator)
-    expected, grad_out = reference(case, inputs, generator)
-    try:
-        got = run_on_device(case, inputs, grad_out, device)
-    except RuntimeError as exc:
-        if device == "cpu" and MISSING_CPU_KERNEL.search(str(exc)):
-            pytest.skip(f"this torch has no CPU kernel for the case's dtype: {exc}")
-        raise
-    shapes = (inputs["input"].shape, expected["output"].shape)
-    checks = [compare(case, device, name, got[name], ref, reduction_size(case, name, *shapes))
-              for name, ref in expected.items()]
+    with forced_settings(case):
+        inputs = make_inputs(run, generator, device)
+        expected, grad_out = reference(run, inputs, generator, sizing.sliced(case), device)
+        try:
+            got, timing, computed = run_on_device(run, inputs, grad_out, device, remedy)
+        except RuntimeError as exc:
+            if device == "cpu" and MISSING_CPU_KERNEL.search(str(exc)):
+                pytest.skip(f"this torch has no CPU kernel for the case's dtype: {exc}")
+            raise
+    record_facts(timing=timing,
+                 fingerprint=fingerprint(got["output"], precision(run, device), computed))
+    checks = [compare(run, device, name, got[name][want.index], want.ref, want.reduction)
+              for name, want in expected.items()]
     record_numeric(max(checks, key=_badness).numeric())
     failing = [check.describe() for check in checks if not check.ok]
     if failing:
         # The prefix is how a classifier tells a wrong answer from a test bug.
-        raise AssertionError(f"numeric mismatch: {'; '.join(failing)} ({precision(case, device)})")
+        raise AssertionError(f"numeric mismatch: {'; '.join(failing)} ({precision(run, device)})")
 
 
-def make_inputs(case: Case, generator: torch.Generator) -> Tensors:
-    """Seeded CPU inputs in the case's input dtype (so already rounded to it)."""
-    groups_in = case.c_in // case.groups
-    groups_out = case.c_out // case.groups
-    kernel = case.expand(case.kernel)
-    shapes = {
-        "input": (case.n, case.c_in, *case.expand(case.size)),
-        "weight": ((case.c_in, groups_out, *kernel) if case.transposed
-                   else (case.c_out, groups_in, *kernel)),
-        "bias": (case.c_out,),
-    }
+@contextlib.contextmanager
+def forced_settings(case: Case) -> Iterator[None]:
+    """The cuDNN settings the case forces, the run's global ones restored afterwards."""
+    cudnn = torch.backends.cudnn
+    saved = (cudnn.benchmark, cudnn.deterministic, cudnn.allow_tf32)
+    try:
+        if case.benchmark is not None:
+            cudnn.benchmark = case.benchmark
+        if case.deterministic is not None:
+            cudnn.deterministic = case.deterministic
+        if case.tf32 is not None:
+            cudnn.allow_tf32 = case.tf32
+        yield
+    finally:
+        cudnn.benchmark, cudnn.deterministic, cudnn.allow_tf32 = saved
+
+
+# --- inputs and reference ---------------------------------------------------------------------
+
+def seeded(shape: tuple[int, ...], generator: torch.Generator, dtype: torch.dtype,
+           device: str) -> torch.Tensor:
+    """Seeded values rounded to dtype; a huge tensor repeats one seeded block, built on device."""
+    count = sizing.numel(shape)
+    if count <= TILE_LIMIT:
+        return torch.randn(shape, generator=generator).to(dtype).to(device)
+    block = torch.randn(TILE_BLOCK, generator=generator).to(dtype).to(device)
+    return block.repeat(-(-count // TILE_BLOCK))[:count].view(shape)
+
+
+def make_inputs(case: Case, generator: torch.Generator, device: str = "cpu") -> Tensors:
+    """Seeded inputs in the case's input dtype (so already rounded to it): on the CPU, except
+    for tensors too big to build there, which are built on the device."""
+    found = sizing.shapes(case)
     dtype = TORCH_DTYPES[case.dtype]
-    return {name: torch.randn(shape, generator=generator).to(dtype)
-            for name, shape in shapes.items()}
+    return {name: seeded(found[name], generator, dtype, device if sizing.numel(found[name]) > TILE_LIMIT
+                         else "cpu")
+            for name in ("input", "weight", "bias")}
 
 
 def convolve(fn: Callable[..., torch.Tensor], case: Case, x: torch.Tensor, weight: torch.Tensor,
-             bias: torch.Tensor) -> torch.Tensor:
-    return fn(x, weight, bias, stride=case.expand(case.stride), padding=case.expand(case.padding),
-              dilation=case.expand(case.dilation), groups=case.groups)
+             bias: torch.Tensor | None, padding: Any = None,
+             groups: int | None = None) -> torch.Tensor:
+    extra = {"output_padding": case.expand(case.output_padding)} if case.transposed else {}
+    return fn(x, weight, bias, stride=case.expand(case.stride),
+              padding=case.expand(case.padding) if padding is None else padding,
+              dilation=case.expand(case.dilation),
+              groups=case.groups if groups is None else groups, **extra)
 
 
-def reference(case: Case, inputs: Tensors,
-              generator: torch.Generator) -> tuple[Tensors, torch.Tensor | None]:
-    """float64 results from the inputs as the device computes with them (autocast rounds)."""
+def reference(case: Case, inputs: Tensors, generator: torch.Generator, sliced: bool,
+              device: str) -> tuple[dict[str, Expected], torch.Tensor | None]:
+    """float64 results from the inputs as the device computes with them (autocast rounds),
+    and the gradient of the output that the device run back-propagates."""
+    if sliced:
+        return sliced_reference(case, inputs, generator, device)
     compute = TORCH_DTYPES[case.compute_dtype]
-    x, weight, bias = (inputs[name].to(compute).double().requires_grad_(case.backward)
+    x, weight, bias = (inputs[name].cpu().to(compute).double().requires_grad_(case.backward)
                        for name in ("input", "weight", "bias"))
     out = convolve(getattr(torch, case.op), case, x, weight, bias)
-    expected = {"output": out.detach()}
+    found = sizing.shapes(case)
+    expected = {"output": Expected(out.detach(), (), reduction_size(case, "output"))}
     if not case.backward:
         return expected, None
     grad_out = torch.randn(out.shape, generator=generator).to(compute)
     out.backward(grad_out.double())
-    expected.update(grad_input=x.grad, grad_weight=weight.grad)
+    grad_weight_sum = case.n * max(sizing.numel(found["input"][2:]), sizing.numel(found["output"][2:]))
+    expected.update(grad_input=Expected(x.grad, (), reduction_size(case, "grad_input")),
+                    grad_weight=Expected(weight.grad, (), grad_weight_sum))
     return expected, grad_out
 
 
-def run_on_device(case: Case, inputs: Tensors, grad_out: torch.Tensor | None,
-                  device: str) -> Tensors:
-    x = place_input(case, inputs["input"].to(device))
-    weight = inputs["weight"].to(device)
+def sliced_reference(case: Case, inputs: Tensors, generator: torch.Generator,
+                     device: str) -> tuple[dict[str, Expected], torch.Tensor | None]:
+    """The reference on a block of output positions of the last batch entry (and the last
+    output channels when groups == 1), from the input window those positions read."""
+    compute = TORCH_DTYPES[case.compute_dtype]
+    out_size = sizing.output_size(case)
+    last = case.n - 1
+    co = slice(max(0, case.c_out - sizing.SLICE_CHANNELS), case.c_out) if case.groups == 1 \
+        else slice(0, case.c_out)
+    blocks: list[slice] = []
+    windows: list[slice] = []
+    pads: list[tuple[int, int]] = []  # zero padding of the window (non-transposed only)
+    offsets: list[int] = []  # where the block starts in the window's output (transposed only)
+    for o, length, k, s, p, d in zip(out_size, case.expand(case.size), case.expand(case.kernel),
+                                     case.expand(case.stride), case.expand(case.padding),
+                                     case.expand(case.dilation)):
+        o0, o1 = max(0, o - sizing.SLICE_POSITIONS), o - 1
+        blocks.append(slice(o0, o1 + 1))
+        if case.transposed:
+            lo = max(0, -(-(o0 + p - d * (k - 1)) // s))
+            hi = min(length - 1, (o1 + p) // s)
+            windows.append(slice(lo, hi + 1))
+            offsets.append(o0 + p - lo * s)
+        else:
+            lo, hi = o0 * s - p, o1 * s - p + d * (k - 1)
+            windows.append(slice(max(lo, 0), min(hi, length - 1) + 1))
+            pads.append((max(lo, 0) - lo, hi - min(hi, length - 1)))
+    window_index = (slice(last, last + 1), slice(None), *windows)
+    weight_index = ((slice(None), co) if case.transposed else (co,)) if case.groups == 1 else ()
+    x = inputs["input"][window_index].cpu().to(compute).double().requires_grad_(case.backward)
+    weight = inputs["weight"][weight_index].cpu().to(compute).double().requires_grad_(case.backward)
+    bias = inputs["bias"][co].cpu().to(compute).double()
+    zeros = (0,) * case.spatial_dims
+    if case.transposed:
+        # No output padding: the window's output is cut to the block instead.
+        window_case = dataclasses.replace(case, output_padding=0)
+        full = convolve(getattr(torch, case.op), window_case, x, weight, None, padding=zeros)
+        want = [b.stop - b.start for b in blocks]
+        short = [max(0, off + n - size) for off, n, size in zip(offsets, want, full.shape[2:])]
+        flat_pads = [amount for extra in reversed(short) for amount in (0, extra)]
+        full = F.pad(full, flat_pads)
+        out = full[(slice(None), slice(None), *[slice(off, off + n) for off, n in zip(offsets, want)])]
+    else:
+        flat_pads = [amount for pair in reversed(pads) for amount in pair]
+        out = convolve(getattr(torch, case.op), case, F.pad(x, flat_pads), weight, None,
+                       padding=zeros)
+    out = out + bias.view(1, -1, *([1] * case.spatial_dims))
+    out_index = (slice(last, last + 1), co, *blocks)
+    expected = {"output": Expected(out.detach(), out_index, reduction_size(case, "output"))}
+    if not case.backward:
+        return expected, None
+    block_grad = torch.randn(out.shape, generator=generator).to(compute)
+    out.backward(block_grad.double())
+    grad_out = torch.zeros(sizing.shapes(case)["output"], dtype=compute, device=device)
+    grad_out[out_index] = block_grad.to(device)
+    expected.update(
+        grad_input=Expected(x.grad, window_index, reduction_size(case, "grad_input")),
+        grad_weight=Expected(weight.grad, weight_index, sizing.numel(out.shape[2:])))
+    return expected, grad_out
+
+
+# --- the device run -----------------------------------------------------------------------------
+
+def pad_plan(case: Case, multiple: int) -> tuple[int, int, int, int, int] | None:
+    """(groups, in per group, out per group, in per group padded, out per group padded) for
+    --pad-channels, and the new group count first; None when nothing needs padding.
+
+    groups == 1: C_in and C_out up to the multiple. Depthwise: more (zero) groups, so that it
+    stays depthwise. Other groups: each group's channels padded alike, so that the totals are
+    multiples (each group keeps its own channels first, zeros after)."""
+    if multiple <= 1:
+        return None
+    in_g, out_g = case.c_in // case.groups, case.c_out // case.groups
+    if case.depthwise:
+        groups = -(-case.groups // multiple) * multiple
+        plan = (groups, in_g, out_g, in_g, out_g)
+    else:
+        step = multiple // math.gcd(multiple, case.groups)
+        plan = (case.groups, in_g, out_g, -(-in_g // step) * step, -(-out_g // step) * step)
+    groups, _, _, new_in, new_out = plan
+    if (groups, new_in, new_out) == (case.groups, in_g, out_g):
+        return None
+    return plan
+
+
+def pad_dim(t: torch.Tensor, dim: int, groups: int, per: int, new_groups: int,
+            new_per: int) -> torch.Tensor:
+    """Dimension dim seen as (groups, per), zero-padded to (new_groups, new_per)."""
+    shape = t.shape
+    t = t.reshape(*shape[:dim], groups, per, *shape[dim + 1:])
+    pads = [0, 0] * (t.dim() - dim - 2) + [0, new_per - per, 0, new_groups - groups]
+    t = F.pad(t, pads)
+    return t.reshape(*shape[:dim], new_groups * new_per, *shape[dim + 1:])
+
+
+def unpad_dim(t: torch.Tensor, dim: int, new_groups: int, new_per: int, groups: int,
+              per: int) -> torch.Tensor:
+    t = t.unflatten(dim, (new_groups, new_per))
+    index = (slice(None),) * dim + (slice(0, groups), slice(0, per))
+    return t[index].flatten(dim, dim + 1)
+
+
+def memory_format_for(case: Case, remedy: Remedy, rank: int) -> torch.memory_format | None:
+    """The memory format input and weight go in: the case's, or channels_last by the knob."""
     if case.memory_format != "contiguous":
-        weight = weight.contiguous(memory_format=MEMORY_FORMATS[case.memory_format])
-    weight = weight.detach().requires_grad_(case.backward)  # a leaf of its own, even on CPU
+        return MEMORY_FORMATS[case.memory_format]
+    if remedy.channels_last and rank == 4:
+        return torch.channels_last
+    if remedy.channels_last and rank == 5:
+        return torch.channels_last_3d
+    return None  # conv1d inputs stay as they are
+
+
+def run_on_device(case: Case, inputs: Tensors, grad_out: torch.Tensor | None, device: str,
+                  remedy: Remedy) -> tuple[Tensors, dict[str, Any], dict[str, Any]]:
+    x_leaf = inputs["input"].to(device).detach().requires_grad_(case.backward)
+    w_leaf = inputs["weight"].to(device).detach().requires_grad_(case.backward)
     bias = inputs["bias"].to(device)
-    with autocast(case, device):
-        out = convolve(getattr(torch.nn.functional, case.op), case, x, weight, bias)
+    plan = pad_plan(case, remedy.pad_channels)
+    x, weight = x_leaf, w_leaf
+    groups = case.groups
+    if plan is not None:
+        groups, in_g, out_g, new_in, new_out = plan
+        x = pad_dim(x, 1, case.groups, in_g, groups, new_in)
+        if case.transposed:
+            weight = pad_dim(pad_dim(weight, 0, case.groups, in_g, groups, new_in), 1, 1, out_g, 1,
+                             new_out)
+        else:
+            weight = pad_dim(pad_dim(weight, 0, case.groups, out_g, groups, new_out), 1, 1, in_g,
+                             1, new_in)
+        bias = pad_dim(bias, 0, case.groups, out_g, groups, new_out)
+    input_format = memory_format_for(case, remedy, x.dim())
+    x = place_input(case, x, input_format)
+    fmt = memory_format_for(case, remedy, weight.dim())
+    if fmt is not None:
+        weight = weight.contiguous(memory_format=fmt)
+    fn = getattr(torch.nn.functional, case.op)
+
+    def forward() -> torch.Tensor:
+        with autocast(case, device):
+            return convolve(fn, case, x, weight, bias, groups=groups)
+
+    def backward(out: torch.Tensor) -> None:
+        assert grad_out is not None
+        grad = grad_out.to(device=device, dtype=out.dtype)
+        if plan is not None:  # the padded output channels get zero gradient
+            grad = pad_dim(grad, 1, case.groups, plan[2], plan[0], plan[4])
+        out.backward(grad)
+
+    if device == "cuda":  # a warm-up call, excluded from the timing (benchmark mode searches here)
+        warm = forward()
+        if grad_out is not None:
+            backward(warm)
+            x_leaf.grad = w_leaf.grad = None
+        del warm
+        torch.cuda.synchronize()
+    clock = Clock(device)
+    with clock.measure("forward_ms"):
+        out = forward()
     check_autocast(case, device, out)
-    got = {"output": out.detach()}
     if grad_out is not None:
-        out.backward(grad_out.to(device=device, dtype=out.dtype))
-        got.update(grad_input=x.grad, grad_weight=weight.grad)
+        with clock.measure("backward_ms"):
+            backward(out)
     if device == "cuda":
         # Kernel errors surface asynchronously: make them surface here, in the device run.
         torch.cuda.synchronize()
-    return got
+    computed = {"shape": list(out.shape), "groups": groups,
+                "memory_format": layout_name(x, input_format), "padded": plan is not None}
+    if plan is not None:
+        out = unpad_dim(out, 1, plan[0], plan[4], case.groups, plan[2])
+    got = {"output": out.detach()}
+    if grad_out is not None:
+        got.update(grad_input=x_leaf.grad, grad_weight=w_leaf.grad)
+    return got, clock.timing(case.backward), computed
 
 
-def place_input(case: Case, x: torch.Tensor) -> torch.Tensor:
-    """The input in the case's memory format or non-contiguous layout, as a leaf tensor."""
-    if case.memory_format != "contiguous":
-        x = x.contiguous(memory_format=MEMORY_FORMATS[case.memory_format])
-    elif case.layout == "permuted":  # last two dims swapped in memory, as after a permute
+def layout_name(x: torch.Tensor, fmt: torch.memory_format | None) -> str:
+    """The memory format the input was put in, else whether it is contiguous or strided."""
+    if fmt is not None:
+        return {torch.channels_last: "channels_last", torch.channels_last_3d: "channels_last_3d"}[fmt]
+    return "contiguous" if x.is_contiguous() else "strided"
+
+
+class Clock:
+    """Milliseconds of device work: CUDA events on cuda, perf_counter on cpu."""
+
+    def __init__(self, device: str) -> None:
+        self.device = device
+        self.ms: dict[str, float] = {}
+
+    @contextlib.contextmanager
+    def measure(self, name: str) -> Iterator[None]:
+        if self.device == "cuda":
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            yield
+            end.record()
+            end.synchronize()
+            self.ms[name] = round(start.elapsed_time(end), 4)
+        else:
+            begin = time.perf_counter()
+            yield
+            self.ms[name] = round((time.perf_counter() - begin) * 1000, 4)
+
+    def timing(self, backward: bool) -> dict[str, Any]:
+        return {"forward_ms": self.ms.get("forward_ms"),
+                "backward_ms": self.ms.get("backward_ms") if backward else None}
+
+
+def place_input(case: Case, x: torch.Tensor, fmt: torch.memory_format | None) -> torch.Tensor:
+    """The input in the case's non-contiguous layout, then in the memory format (the case's or
+    the --channels-last knob's); differentiable, so gradients reach the original tensor."""
+    if case.layout == "permuted":  # last two dims swapped in memory, as after a permute
         x = x.transpose(-1, -2).contiguous().transpose(-1, -2)
     elif case.layout == "sliced":  # every other element of a buffer twice as wide
         buffer = x.new_zeros((*x.shape[:-1], 2 * x.shape[-1]))
@@ -159,7 +444,48 @@ def place_input(case: Case, x: torch.Tensor) -> torch.Tensor:
         x = buffer[..., ::2]
     elif case.layout == "transposed":  # N and C swapped in memory
         x = x.transpose(0, 1).contiguous().transpose(0, 1)
-    return x.detach().requires_grad_(case.backward)
+    if fmt is not None:
+        x = x.contiguous(memory_format=fmt)
+    return x
+
+
+# --- numerics ----------------------------------------------------------------------------------
+
+def fingerprint(out: torch.Tensor, precision_name: str, computed: dict[str, Any]) -> dict[str, Any]:
+    """What the device computed, in a few numbers that a report can set against the control's.
+
+    sum, abs_sum, l2: float64 sums over the whole output (drift shows as a relative change);
+    sha: the first 16 hex digits of the sha256 of the output in logical (NCHW) order, each value
+    rounded to `digits` significant digits and written as little-endian float64 (equal hashes:
+    the same numbers to that precision; a value near a rounding edge can flip it, so a changed
+    hash alone is no error); over more than SHA_LIMIT elements it hashes every `sha_stride`-th
+    element; computed: the conv as the device ran it (output shape and groups after
+    --pad-channels, the input's memory format, whether padding applied)."""
+    digits = FINGERPRINT_DIGITS[precision_name]
+    flat = out.detach().contiguous().view(-1)
+    stride = -(-flat.numel() // SHA_LIMIT) if flat.numel() > SHA_LIMIT else 1
+    digest = hashlib.sha256()
+    total = absolute = squares = 0.0
+    for start in range(0, flat.numel(), FINGERPRINT_CHUNK):
+        chunk = flat[start:start + FINGERPRINT_CHUNK].double()
+        total += float(chunk.sum())
+        absolute += float(chunk.abs().sum())
+        squares += float((chunk * chunk).sum())
+    sample = flat[::stride]
+    for start in range(0, sample.numel(), FINGERPRINT_CHUNK):
+        chunk = sample[start:start + FINGERPRINT_CHUNK].double()
+        rounded = round_significant(chunk, digits).cpu().contiguous()
+        digest.update(ctypes.string_at(rounded.data_ptr(), rounded.numel() * rounded.element_size()))
+    return {"sum": total, "abs_sum": absolute, "l2": math.sqrt(squares),
+            "sha": digest.hexdigest()[:16], "digits": digits, "sha_stride": stride,
+            "numel": flat.numel(), "computed": computed}
+
+
+def round_significant(values: torch.Tensor, digits: int) -> torch.Tensor:
+    magnitude = torch.floor(torch.log10(values.abs().clamp_min(1e-300)))
+    scale = torch.pow(10.0, digits - 1 - magnitude)
+    rounded = torch.round(values * scale) / scale
+    return torch.where(values == 0, torch.zeros_like(values), rounded) + 0.0  # no -0.0
 
 
 def autocast(case: Case, device: str) -> contextlib.AbstractContextManager:
@@ -179,20 +505,17 @@ def check_autocast(case: Case, device: str, out: torch.Tensor) -> None:
 
 
 def precision(case: Case, device: str) -> str:
-    if case.compute_dtype == "float32" and device != "cpu":
+    if case.compute_dtype == "float32" and device != "cpu" and case.tf32 is not False:
         return "tf32"
     return case.compute_dtype
 
 
-def reduction_size(case: Case, name: str, input_shape: torch.Size, output_shape: torch.Size) -> int:
-    """How many products one element of the named tensor sums (an upper bound)."""
+def reduction_size(case: Case, name: str) -> int:
+    """How many products one element of output or grad_input sums (an upper bound)."""
     kernel = math.prod(case.expand(case.kernel))
     if name == "output":
         return case.c_in // case.groups * kernel
-    if name == "grad_input":
-        return case.c_out // case.groups * kernel
-    # grad_weight sums over the batch and the positions of the larger of input and output.
-    return case.n * max(math.prod(input_shape[2:]), math.prod(output_shape[2:]))
+    return case.c_out // case.groups * kernel
 
 
 def compare(case: Case, device: str, name: str, got: torch.Tensor, ref: torch.Tensor,
@@ -211,4 +534,3 @@ def compare(case: Case, device: str, name: str, got: torch.Tensor, ref: torch.Te
 
 def _badness(check: Check) -> float:
     return math.inf if math.isnan(check.ratio) else check.ratio
-

@@ -7,7 +7,16 @@ in the CONVMATRIX_FAULTS environment variable. Keys map case-id globs to an acti
      "exc_type": "RuntimeError",                               # optional, a builtin exception
      "warn": {"conv1d-*": "Plan failed ..."},                  # warns, then runs the real conv
      "scale": {"conv3d-*": 1.5},                               # the conv's output times factor
-     "kill": {"conv_transpose*": true}}                        # os._exit(137) inside the conv
+     "kill": {"conv_transpose*": true},                        # os._exit(137) inside the conv
+     "abort": {"conv1d-*": true},                              # os.abort(): SIGABRT
+     "segv": {"conv2d-*": true},                               # a read of address 0: SIGSEGV
+     "hang": {"conv3d-*": 3600},                               # sleeps that many seconds (true: an hour)
+     "spin": {"conv3d-*": true},                               # hangs holding the GIL (no thread runs)
+     "sticky": {"conv2d-*": true},                             # raises a sticky CUDA error text
+     "report_env": {"conv1d-*": "CUDA_VISIBLE_DEVICES"}}       # warns NAME=value of that variable
+
+`sticky` raises RuntimeError with an illegal-memory-access message (or the string given): on
+a CPU it only simulates the text, which is what the suite goes by.
 
 While a matching case runs, every torch.nn.functional conv function is replaced by one that
 applies the case's actions, so the fault happens where a real one would: in the conv call.
@@ -17,9 +26,12 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import ctypes
 import fnmatch
 import json
 import os
+import re
+import time
 import warnings
 from collections.abc import Callable, Generator, Iterator
 from typing import Any
@@ -29,8 +41,14 @@ import torch
 
 CONV_FUNCTIONS = ("conv1d", "conv2d", "conv3d",
                   "conv_transpose1d", "conv_transpose2d", "conv_transpose3d")
-ACTIONS = ("kill", "raise", "warn", "scale")
+ACTIONS = ("kill", "abort", "segv", "hang", "spin", "sticky", "raise", "warn", "report_env", "scale")
 KILLED_EXIT_CODE = 137  # what a SIGKILLed process reports through a shell
+HANG_SECONDS = 3600.0
+STICKY_MESSAGE = (
+    "CUDA error: an illegal memory access was encountered\n"
+    "CUDA kernel errors might be asynchronously reported at some other API call, so the "
+    "stacktrace below might be incorrect.\nFor debugging consider passing CUDA_LAUNCH_BLOCKING=1\n"
+    "Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.\n")
 
 
 def load_spec() -> dict[str, Any]:
@@ -54,7 +72,7 @@ def exception_class(spec: dict[str, Any]) -> type:
 
 
 def actions_for(spec: dict[str, Any], case_id: str) -> list[tuple[str, Any]]:
-    """The actions whose glob matches the case, in the order kill, raise, warn, scale."""
+    """The actions whose glob matches the case, in the order of ACTIONS."""
     return [(kind, value)
             for kind in ACTIONS
             for pattern, value in spec.get(kind, {}).items()
@@ -68,6 +86,19 @@ def faulty(real: Callable[..., torch.Tensor], actions: list[tuple[str, Any]],
         for kind, value in actions:
             if kind == "kill":
                 os._exit(KILLED_EXIT_CODE)
+            if kind == "abort":
+                os.abort()
+            if kind == "segv":
+                ctypes.string_at(0)  # reads address 0: a real SIGSEGV
+            if kind == "hang":
+                time.sleep(HANG_SECONDS if value is True else float(value))
+            if kind == "spin":
+                # Catastrophic backtracking: the regex engine never lets go of the GIL.
+                re.match(r"(a+)+$", "a" * 64 + "b")
+            if kind == "sticky":
+                raise RuntimeError(STICKY_MESSAGE if value is True else str(value))
+            if kind == "report_env":
+                warnings.warn(f"{value}={os.environ.get(value)}", UserWarning, stacklevel=2)
             if kind == "raise":
                 raise exc_type(value)
             if kind == "warn":

@@ -1,0 +1,388 @@
+"""Case isolation for the suite: --isolate, --case-timeout and --gpu-per-worker.
+
+Stdlib and pytest only (no torch), so that the project's tests can load it on their own.
+
+With --isolate (turned on by --case-timeout > 0) the cases run in pytest-xdist workers (one,
+unless -n says more) and a case that kills its worker costs that case alone: xdist starts a
+fresh worker for the rest. Who writes which results line:
+
+- the worker writes every line it can: a case's own outcome, and `timeout` from its watchdog
+  (a timer thread) before it leaves with os._exit; after a case whose message is a sticky CUDA
+  error (the context is unusable afterwards) it writes the line and then leaves too;
+- the controller writes `crashed` (or `timeout`, when the case had outrun its time) for a case
+  whose worker died without writing its line (SIGSEGV, SIGABRT, os._exit, a hang that held the
+  GIL past the watchdog's grace); it learns of it through xdist's pytest_handlecrashitem and
+  the worker's running-<worker>.json marker, which it then removes.
+
+The controller also gives each worker a GPU slot (the lowest slot no live worker holds, so a
+replacement takes over its predecessor's) and, with --gpu-per-worker on, the worker sets
+CUDA_VISIBLE_DEVICES to the GPU of that slot, an entry of the outer CUDA_VISIBLE_DEVICES (or
+of `nvidia-smi -L` when that is unset), before anything initialises CUDA.
+"""
+
+from __future__ import annotations
+
+import datetime
+import faulthandler
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Sequence
+
+import pytest
+
+# Messages of CUDA errors after which the context is unusable ("sticky"): every later CUDA call
+# in the process fails too, so the worker must go. Matched anywhere in the message, any case.
+STICKY_CUDA_ERRORS = (
+    "an illegal memory access was encountered",
+    "an illegal instruction was encountered",
+    "misaligned address",
+    "invalid program counter",
+    "unspecified launch failure",
+    "device-side assert triggered",
+    "hardware stack error",
+    "uncorrectable ECC error",
+    "the launch timed out and was terminated",
+    "operation not permitted when stream is capturing",
+    "operation failed due to a previous error during capture",
+)
+STICKY = re.compile("|".join(re.escape(text) for text in STICKY_CUDA_ERRORS), re.IGNORECASE)
+# xdist's default restart limit (4 per worker) would end an isolated run after a few crashes;
+# each crash costs one case, so allow far more (the user's --max-worker-restart still wins).
+MAX_WORKER_RESTART = 1000
+TIMEOUT_EXIT_CODE = 124  # the worker's exit status after its watchdog fired
+STICKY_EXIT_CODE = 75  # the worker's exit status after a sticky CUDA error
+GPU_INPUT_KEY = "convmatrix_cuda_visible_devices"  # in an xdist workerinput
+
+
+@dataclass(frozen=True)
+class Options:
+    isolate: bool
+    case_timeout: float  # 0: no timeout
+    gpu_per_worker: bool
+
+    def as_json(self) -> dict[str, Any]:
+        return {"isolate": self.isolate, "case_timeout": self.case_timeout,
+                "gpu_per_worker": self.gpu_per_worker}
+
+
+def addoptions(group: Any) -> None:
+    group.addoption("--case-timeout", type=float, default=0.0, metavar="SECONDS",
+                    help="record a case that runs longer as `timeout` and go on with the rest "
+                         "in a fresh worker (0, the default: no timeout); turns on --isolate")
+    group.addoption("--isolate", action="store_true", default=False,
+                    help="run the cases in pytest-xdist workers (-n 1 unless -n says more) so that "
+                         "a case that crashes, hangs or poisons the CUDA context costs that case alone")
+    group.addoption("--gpu-per-worker", choices=("on", "off"), default="on",
+                    help="under xdist, give each worker one GPU of the outer CUDA_VISIBLE_DEVICES "
+                         "(by worker slot modulo the GPU count)")
+
+
+def options_of(config: pytest.Config) -> Options:
+    timeout = config.getoption("case_timeout")
+    if timeout < 0 or timeout != timeout:
+        raise pytest.UsageError(f"--case-timeout takes a number of seconds >= 0, not {timeout}")
+    return Options(isolate=bool(config.getoption("isolate")) or timeout > 0,
+                   case_timeout=float(timeout),
+                   gpu_per_worker=config.getoption("gpu_per_worker") == "on")
+
+
+def is_worker(config: pytest.Config) -> bool:
+    return hasattr(config, "workerinput")
+
+
+def prepare(config: pytest.Config) -> None:
+    """pytest_cmdline_main, tryfirst: before xdist's own (conftests register after plugins,
+    and among tryfirst hooks the later-registered runs first) turns -n into workers."""
+    options = options_of(config)
+    if is_worker(config):
+        pin_worker_gpu(config.workerinput, os.environ)  # type: ignore[attr-defined]
+        return
+    if not options.isolate:
+        return
+    if not config.pluginmanager.hasplugin("xdist") or not hasattr(config.option, "numprocesses"):
+        raise pytest.UsageError(
+            "--isolate (which --case-timeout turns on) needs pytest-xdist: "
+            "install it (pip install pytest-xdist) and do not disable it with -p no:xdist")
+    if not config.option.numprocesses:  # no -n, or -n 0
+        config.option.numprocesses = 1
+    if getattr(config.option, "maxworkerrestart", None) is None:
+        config.option.maxworkerrestart = str(MAX_WORKER_RESTART)
+
+
+# --- one GPU per worker --------------------------------------------------------------------
+
+def outer_gpus(environ: Mapping[str, str], count_gpus: Callable[[], int]) -> list[str]:
+    """The GPUs the run may use: the entries of CUDA_VISIBLE_DEVICES (indices, UUIDs or MIG
+    ids, kept as written) when it is set, even to nothing; else 0..count_gpus()-1."""
+    listed = environ.get("CUDA_VISIBLE_DEVICES")
+    if listed is not None:
+        return [entry.strip() for entry in listed.split(",") if entry.strip()]
+    return [str(index) for index in range(count_gpus())]
+
+
+def gpu_for_slot(slot: int, gpus: Sequence[str]) -> str | None:
+    """The CUDA_VISIBLE_DEVICES of the worker in `slot`: one GPU, round-robin; None without GPUs."""
+    if slot < 0:
+        raise ValueError(f"a worker slot is >= 0, not {slot}")
+    return gpus[slot % len(gpus)] if gpus else None
+
+
+def smi_gpu_count() -> int:
+    """How many GPUs `nvidia-smi -L` lists (0 without it); unlike torch.cuda.device_count(),
+    this never initialises CUDA in the asking process."""
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return 0
+    try:
+        done = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return 0
+    if done.returncode != 0:
+        return 0
+    return sum(1 for line in done.stdout.splitlines() if line.startswith("GPU "))
+
+
+def lowest_free_slot(taken: Sequence[int]) -> int:
+    slot = 0
+    while slot in taken:
+        slot += 1
+    return slot
+
+
+def pin_worker_gpu(workerinput: Mapping[str, Any], environ: Any) -> str | None:
+    """In a worker, before CUDA initialises: take the GPU the controller gave this worker."""
+    device = workerinput.get(GPU_INPUT_KEY)
+    if device is not None:
+        environ["CUDA_VISIBLE_DEVICES"] = device
+    return device
+
+
+class GpuSlots:
+    """xdist controller plugin: a slot per live worker, and the GPU of that slot."""
+
+    def __init__(self, on_assign: Callable[[str, dict[str, Any]], None],
+                 environ: Mapping[str, str] = os.environ,
+                 count_gpus: Callable[[], int] = smi_gpu_count) -> None:
+        self.on_assign = on_assign
+        self.environ = environ
+        self.count_gpus = count_gpus
+        self.gpus: list[str] | None = None
+        self.slots: dict[str, int] = {}
+
+    def pytest_configure_node(self, node: Any) -> None:
+        if self.gpus is None:
+            self.gpus = outer_gpus(self.environ, self.count_gpus)
+        worker = str(node.workerinput["workerid"])
+        slot = lowest_free_slot(list(self.slots.values()))
+        self.slots[worker] = slot
+        device = gpu_for_slot(slot, self.gpus)
+        node.workerinput[GPU_INPUT_KEY] = device
+        self.on_assign(worker, {"slot": slot, "cuda_visible_devices": device})
+
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        workerinput = getattr(node, "workerinput", None) or {}
+        self.slots.pop(str(workerinput.get("workerid")), None)
+
+
+# --- the worker's watchdog -----------------------------------------------------------------
+
+_STDERR: list[Any] = []
+
+
+def stderr_copy() -> Any:
+    """A file on the real stderr, for notes written just before the worker leaves (pytest
+    redirects fd 2 while a case runs); it ends up in the run's log. Take it at configure time,
+    while pytest's capture is suspended."""
+    if not _STDERR:
+        try:
+            _STDERR.append(os.fdopen(os.dup(sys.__stderr__.fileno()), "w"))
+        except (AttributeError, OSError, ValueError):
+            _STDERR.append(None)
+    return _STDERR[0]
+
+
+def leave(code: int, note: str, stream: Any, traceback: bool = False) -> None:
+    """Ends the worker now, without running anything more in it (os._exit)."""
+    if stream is not None:
+        try:
+            stream.write(f"\nconvmatrix: {note}\n")
+            stream.flush()
+            if traceback:
+                faulthandler.dump_traceback(file=stream, all_threads=True)
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)
+
+
+class Watchdog:
+    """Ends a case that runs past the timeout: the callback writes its `timeout` line, then the
+    worker leaves (xdist starts a fresh one for the rest). A timer thread does it; should the
+    case hold the GIL so that the timer cannot run, faulthandler ends the worker after a grace
+    period and the controller writes the line instead."""
+
+    def __init__(self, timeout: float, worker: str) -> None:
+        self.timeout = timeout
+        self.worker = worker
+        self.grace = min(10.0, max(2.0, timeout))
+        self.stream = stderr_copy()
+        self.lock = threading.Lock()
+        self.generation = 0
+        self.timer: threading.Timer | None = None
+        self.on_timeout: Callable[[pytest.Item], None] | None = None
+
+    def arm(self, item: pytest.Item) -> None:
+        with self.lock:
+            self.generation += 1
+            timer = threading.Timer(self.timeout, self._fire, args=(self.generation, item))
+            timer.daemon = True
+            self.timer = timer
+        if self.stream is not None:
+            faulthandler.dump_traceback_later(self.timeout + self.grace, exit=True, file=self.stream)
+        timer.start()
+
+    def disarm(self) -> None:
+        """Idempotent; once it returns, the timer of the case can no longer fire. Blocks for
+        good when the timer already fired (the worker is on its way out)."""
+        with self.lock:
+            self.generation += 1
+            if self.timer is not None:
+                self.timer.cancel()
+                self.timer = None
+        faulthandler.cancel_dump_traceback_later()
+
+    def _fire(self, generation: int, item: pytest.Item) -> None:
+        with self.lock:
+            if generation != self.generation:
+                return  # the case ended meanwhile
+            try:
+                if self.on_timeout is not None:
+                    self.on_timeout(item)
+            finally:
+                leave(TIMEOUT_EXIT_CODE,
+                      f"{item.nodeid} ran past its {self.timeout:g} s timeout; worker {self.worker} "
+                      "leaves (where it was follows)", self.stream, traceback=True)
+
+
+
+class Guard:
+    """The watchdog around each case, for a run that records nothing (no --results-dir); the
+    recorder arms and disarms it itself otherwise."""
+
+    def __init__(self, watchdog: Watchdog) -> None:
+        self.watchdog = watchdog
+
+    @pytest.hookimpl(hookwrapper=True, tryfirst=True)
+    def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> Any:
+        self.watchdog.arm(item)
+        try:
+            yield
+        finally:
+            self.watchdog.disarm()
+
+
+def timeout_message(timeout: float) -> str:
+    return f"the case ran past its {timeout:g} s timeout"
+
+
+def is_sticky(message: str | None) -> bool:
+    """Whether the text names a CUDA error after which the process's CUDA context is unusable."""
+    return bool(message) and STICKY.search(message) is not None  # type: ignore[arg-type]
+
+
+# --- the controller's side -----------------------------------------------------------------
+
+def _utc(text: str | None) -> datetime.datetime | None:
+    try:
+        return datetime.datetime.fromisoformat(text) if text else None
+    except ValueError:
+        return None
+
+
+def _exit_of(node: Any) -> str | None:
+    """How the worker process ended, when execnet lets us see it (best effort)."""
+    popen = getattr(getattr(getattr(node, "gateway", None), "_io", None), "popen", None)
+    if popen is None:
+        return None
+    try:
+        code = popen.wait(timeout=5)
+    except Exception:
+        return None
+    if code is None:
+        return None
+    if code < 0:
+        import signal
+        try:
+            return f"signal {-code}, {signal.Signals(-code).name}"
+        except ValueError:
+            return f"signal {-code}"
+    return f"exit code {code}"
+
+
+class CrashHandler:
+    """xdist controller plugin: the line of a case whose worker died before writing it."""
+
+    def __init__(self, results_dir: str, timeout: float,
+                 write: Callable[[dict[str, Any], str, str, str], None]) -> None:
+        self.results_dir = results_dir
+        self.timeout = timeout
+        self.write = write  # (marker, status, message, worker)
+
+    def marker_path(self, worker: str) -> str:
+        return os.path.join(self.results_dir, f"running-{worker}.json")
+
+    def pytest_handlecrashitem(self, crashitem: str, report: Any, sched: Any) -> None:
+        node = getattr(report, "node", None)
+        worker = str(getattr(getattr(node, "gateway", None), "id", "?"))
+        path = self.marker_path(worker)
+        marker = _read_json(path)
+        if marker is None or not marker.get("case"):
+            # The worker wrote this case's line (timeout, or a sticky CUDA error) and then left.
+            report.longrepr = (f"worker {worker} left after {crashitem} (its line in results.jsonl "
+                               "says why); a fresh worker runs the rest")
+            return
+        how = _exit_of(node)
+        status, message = self.judge(marker, how, worker)
+        self.write(marker, status, message, worker)
+        os.remove(path)
+        report.longrepr = f"{message} ({marker['case']})"
+
+    def judge(self, marker: dict[str, Any], how: str | None, worker: str) -> tuple[str, str]:
+        started = _utc(marker.get("started"))
+        ran = (datetime.datetime.now(datetime.timezone.utc) - started).total_seconds() if started else 0
+        if self.timeout > 0 and ran >= self.timeout:
+            return "timeout", (f"{timeout_message(self.timeout)} (the worker {worker} did not answer "
+                               f"its watchdog and was ended{', ' + how if how else ''})")
+        return "crashed", (f"the worker process {worker} died ({how or 'cause unknown'}) while "
+                           "this case ran; a fresh worker ran the rest")
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        """Markers that xdist never reported as a crash (a worker lost at shutdown)."""
+        try:
+            names = sorted(os.listdir(self.results_dir))
+        except OSError:
+            return
+        for name in names:
+            if name.startswith("running-gw") and name.endswith(".json"):
+                path = os.path.join(self.results_dir, name)
+                marker = _read_json(path)
+                worker = name[len("running-"):-len(".json")]
+                if marker and marker.get("case"):
+                    status, message = self.judge(marker, None, worker)
+                    self.write(marker, status, message, worker)
+                os.remove(path)
+
+
+def _read_json(path: str) -> dict[str, Any] | None:
+    try:
+        with open(path) as handle:
+            data = json.load(handle)
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None

@@ -1,0 +1,127 @@
+"""How big a case is, and the scaled-down variant the CPU runs in its place.
+
+Like catalog.py, this module imports neither torch nor pytest.
+
+- need_mb: the bytes of input, weight, bias and output (and, for backward cases, their
+  gradients) in the case's dtype (plus the autocast copies), times WORKSPACE_FACTOR plus
+  WORKSPACE_MB for cuDNN's workspace, in MiB. On CUDA a case skips when free memory is less.
+- A case the CPU cannot run quickly (need_mb or multiply-adds over CPU_BUDGET_MB, CPU_BUDGET_MACS)
+  runs as scaled(case): same op, dtype, autocast, layout, memory format, groups structure
+  (depthwise stays depthwise), kernel, stride, padding, dilation and forced settings, with
+  batch, channels and spatial extents cut down.
+- sliced(case): whether the float64 CPU reference covers only a slice of the output (a block of
+  output positions of one batch entry, and a few output channels), because the full reference
+  would cost too much. A scaled case keeps the slicing of its full-size case.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+from catalog import Case
+
+BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
+WORKSPACE_FACTOR = 1.25
+WORKSPACE_MB = 256
+LARGE_MB = 1024  # the `large` marker: the full-size case needs more than this
+CPU_BUDGET_MB = 32
+CPU_BUDGET_MACS = 20_000_000
+REFERENCE_BUDGET_MACS = 200_000_000  # a float64 CPU reference beyond this runs on a slice
+REFERENCE_BUDGET_ELEMENTS = 1 << 25
+SLICE_POSITIONS = 4  # output positions per spatial dimension in a slice
+SLICE_CHANNELS = 16  # output channels in a slice (groups == 1 only)
+MIB = 1 << 20
+
+
+def output_size(case: Case) -> tuple[int, ...]:
+    sizes = zip(case.expand(case.size), case.expand(case.kernel), case.expand(case.stride),
+                case.expand(case.padding), case.expand(case.dilation),
+                case.expand(case.output_padding))
+    if case.transposed:
+        return tuple((i - 1) * s - 2 * p + d * (k - 1) + op + 1 for i, k, s, p, d, op in sizes)
+    return tuple((i + 2 * p - d * (k - 1) - 1) // s + 1 for i, k, s, p, d, _ in sizes)
+
+
+def shapes(case: Case) -> dict[str, tuple[int, ...]]:
+    kernel = case.expand(case.kernel)
+    weight = ((case.c_in, case.c_out // case.groups, *kernel) if case.transposed
+              else (case.c_out, case.c_in // case.groups, *kernel))
+    return {
+        "input": (case.n, case.c_in, *case.expand(case.size)),
+        "weight": weight,
+        "bias": (case.c_out,),
+        "output": (case.n, case.c_out, *output_size(case)),
+    }
+
+
+def numel(shape: tuple[int, ...]) -> int:
+    return math.prod(shape)
+
+
+def macs(case: Case) -> int:
+    """Multiply-adds of the forward pass."""
+    kernel = math.prod(case.expand(case.kernel))
+    found = shapes(case)
+    if case.transposed:
+        return numel(found["input"]) * (case.c_out // case.groups) * kernel
+    return numel(found["output"]) * (case.c_in // case.groups) * kernel
+
+
+def need_bytes(case: Case) -> int:
+    found = shapes(case)
+    elements = sum(numel(shape) for shape in found.values())
+    size = elements * BYTES[case.dtype]
+    if case.autocast:  # the casted copies of input, weight and bias
+        size += (elements - numel(found["output"])) * BYTES[case.autocast]
+    if case.backward:  # grad_output, grad_input, grad_weight
+        size *= 2
+    return int(size * WORKSPACE_FACTOR) + WORKSPACE_MB * MIB
+
+
+def need_mb(case: Case) -> int:
+    return -(-need_bytes(case) // MIB)
+
+
+def is_large(case: Case) -> bool:
+    return need_mb(case) > LARGE_MB
+
+
+def fits_cpu(case: Case) -> bool:
+    return (need_bytes(case) - WORKSPACE_MB * MIB <= CPU_BUDGET_MB * MIB
+            and macs(case) * (3 if case.backward else 1) <= CPU_BUDGET_MACS)
+
+
+def sliced(case: Case) -> bool:
+    """Whether the reference of the full-size case covers a slice only."""
+    found = shapes(case)
+    biggest = max(numel(found[name]) for name in ("input", "weight", "output"))
+    return macs(case) > REFERENCE_BUDGET_MACS or biggest > REFERENCE_BUDGET_ELEMENTS
+
+
+def _channels(count: int, cap: int) -> int:
+    """Fewer channels, keeping the remainder modulo 8 (a count not a multiple of 8 stays so)."""
+    return count if count <= cap + count % 8 else cap + count % 8
+
+
+def scaled(case: Case) -> Case:
+    """The small variant of a case for the CPU; the case itself when it already fits."""
+    if fits_cpu(case):
+        return case
+    if case.depthwise:
+        groups = min(case.groups, 8 + case.groups % 8)
+        c_in, c_out = groups, case.c_out // case.c_in * groups
+    else:
+        groups = min(case.groups, 4)
+        c_in = groups * _channels(case.c_in // case.groups, 8)
+        c_out = groups * _channels(case.c_out // case.groups, 8)
+    size = []
+    for i, k, d in zip(case.expand(case.size), case.expand(case.kernel), case.expand(case.dilation)):
+        extent = d * (k - 1) + 1
+        size.append(min(i, max(12 if case.spatial_dims < 3 else 6, 2 * extent)))
+    n = min(case.n, 2)
+    small = dataclasses.replace(case, n=n, c_in=c_in, c_out=c_out, groups=groups,
+                                size=size[0] if isinstance(case.size, int) else tuple(size))
+    if case.layout == "transposed" and (small.n < 2 or small.c_in < 2):
+        small = dataclasses.replace(small, n=2)
+    return small

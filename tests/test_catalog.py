@@ -1,0 +1,444 @@
+"""The suite's catalog: trigger families with sources, workloads, sizing, scaled CPU variants,
+remedy knobs, fingerprints and timing; pure checks on suites/catalog.py and suites/sizing.py,
+unit checks of the suite's reference slicing, and real CPU runs of the suite in a subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import REPO
+
+SUITES = REPO / "suites"
+sys.path.insert(0, str(SUITES))  # catalog.py, sizing.py and test_conv.py import each other by name
+
+import catalog  # noqa: E402
+import sizing  # noqa: E402
+
+# Case ids are the key of a result across stacks: renaming one is a decision, made here too.
+EXPECTED_IDS = (
+    "conv1d-fp32-k3-p1",
+    "conv1d-fp16-k5-s2-d2",
+    "conv1d-bf16-k7-p3-dw",
+    "conv1d-fp32-k3-permuted-bwd",
+    "conv1d-fp32-autocast_fp16-k3-p1",
+    "conv2d-fp32-k3-p1",
+    "conv2d-fp16-k3-s2-channels_last",
+    "conv2d-bf16-k3-p1-channels_last-bwd",
+    "conv2d-fp32-k3-p1-g4-bwd",
+    "conv2d-fp16-k3-p1-dw-channels_last",
+    "conv2d-fp32-k3-p2-d2",
+    "conv2d-fp32-k3-p1-sliced",
+    "conv2d-fp32-k3-transposed",
+    "conv2d-fp32-autocast_fp16-k3-p1-bwd",
+    "conv2d-fp32-autocast_bf16-k1-channels_last",
+    "conv2d-fp16-k7-s2-p3-bwd",
+    "conv2d-bf16-k5-p4-d2-dw",
+    "conv2d-fp32-k1x7-p0x3",
+    "conv3d-fp32-k3-p1",
+    "conv3d-fp16-k3-p1-channels_last_3d",
+    "conv3d-bf16-k3-s2-bwd",
+    "conv3d-fp32-autocast_bf16-k3-p1-g2",
+    "conv_transpose1d-fp32-k3-s2",
+    "conv_transpose1d-fp16-k4-s2-p1",
+    "conv_transpose2d-fp32-k4-s2-p1-bwd",
+    "conv_transpose2d-fp16-k2-s2-channels_last",
+    "conv_transpose2d-bf16-k3-p1-g2",
+    "conv_transpose2d-fp32-autocast_fp16-k4-s2-p1-bwd",
+    "conv_transpose3d-fp32-k3-s2",
+    "conv_transpose3d-fp16-k2-s2-channels_last_3d",
+    "conv2d-fp32-k3-p1-n1024",
+    "conv2d-fp16-k3-p1-bwd-n64",
+    "conv2d-fp32-k3-p1-dw-n1",
+    "conv2d-fp16-k3-p1-n1",
+    "conv3d-fp32-k3-p2-d2-bwd-vol256",
+    "conv3d-fp16-k3-p1-large",
+    "conv3d-fp16-k3-p1-bwd-large",
+    "conv_transpose3d-fp32-k4-s2-p1-large",
+    "conv_transpose3d-fp16-k3-s2-p1-op1-bwd-large",
+    "conv1d-fp16-k4-p3-dw-permuted-bwd",
+    "conv2d-fp16-k3-p1-permuted",
+    "conv2d-bf16-k3-s2-transposed-bwd",
+    "conv3d-fp16-k3-p1-sliced",
+    "conv2d-fp16-k7-s2-p3-channels_last-bwd-c3",
+    "conv2d-fp16-k3-p1-channels_last-c12_20",
+    "conv2d-fp16-k3-p1-g3-channels_last-bwd-c30",
+    "conv2d-fp32-k5-p4-d2-dw-channels_last-c32",
+    "conv2d-bf16-k3-p1-channels_last-c6_10",
+    "conv2d-bf16-k5-sm80",
+    "conv2d-fp16-k3-p1-bwd-bench_on-sm80",
+    "conv3d-bf16-k3-p1-bwd-sm80",
+    "conv2d-fp32-k3-p2-d2-bwd-det_on",
+    "conv2d-fp32-k3-p2-d2-bwd-det_on-n1",
+    "conv1d-fp16-k3-p4-d4-bwd-det_on",
+    "conv2d-fp16-k3-p1-tall",
+    "conv2d-fp16-k3-p1-wide",
+    "conv1d-fp16-k5-p2-long",
+    "conv2d-fp32-k1-bwd-wide_channels",
+    "conv2d-fp16-k1-spatial_1x1",
+    "conv2d-fp32-k3-p1-bwd-large",
+    "conv2d-fp16-k3-s2-p1-g4-bwd-odd",
+    "conv_transpose2d-bf16-k4-s2-p1-bwd",
+    "conv2d-fp32-autocast_fp16-k3-p1-channels_last-bwd-amp",
+    "conv3d-fp32-autocast_bf16-k3-p1-bwd",
+    "conv1d-fp32-autocast_bf16-k3-p1",
+    "conv2d-fp32-k1x3-p0x1-tf32_on",
+    "conv2d-fp32-k1x3-p0x1-tf32_off",
+    "conv3d-fp32-k3-p1-bwd-tf32_on",
+    "conv_transpose3d-fp32-k3-s2-p1-op1-bench_off",
+    "conv_transpose3d-fp32-k3-s2-p1-op1-bench_on",
+    "conv2d-fp32-k3-bench_off-tall",
+    "conv2d-fp32-k3-bench_on-tall",
+    "conv2d-fp16-k3-p1-channels_last-bench_on",
+    "conv2d-fp16-k3-p1-sd15_conv_in",
+    "conv2d-fp16-k3-p1-channels_last-sd15_res_320",
+    "conv2d-fp16-k3-s2-p1-sd15_down_640",
+    "conv2d-fp16-k3-p1-sd15_mid_1280",
+    "conv2d-fp16-k3-p1-sdxl_conv_in",
+    "conv2d-bf16-k3-p1-bwd-sdxl_res_1280",
+    "conv2d-fp16-k3-p1-sdxl_conv_out",
+    "conv2d-fp16-k3-p1-mid_512",
+    "conv2d-fp16-k3-p1-out512_128",
+    "conv2d-fp16-k3-p1-out1024_128",
+    "conv2d-fp16-k3-p1-out2048_256",
+    "conv2d-fp16-k3-p1-out2048_128",
+    "conv2d-fp16-k3-p1-out2048_conv_out",
+    "conv3d-fp16-k3x1x1-p1x0x0-animatediff_320",
+    "conv3d-fp16-k3-p1-svd_decoder_512",
+    "conv3d-fp16-k3x1x1-p1x0x0-svd_decoder_128",
+    "conv1d-fp16-k3-p1-tiny_conv1",
+    "conv1d-fp16-k3-s2-p1-tiny_conv2",
+    "conv1d-fp16-k3-p1-base_conv1",
+    "conv1d-fp16-k3-s2-p1-base_conv2",
+    "conv2d-fp16-k16-s16-vit_b16",
+    "conv2d-fp16-k14-s14-clip_l14",
+    "conv2d-fp16-k32-s32-vit_b32",
+    "conv2d-bf16-k14-s14-clip_l14_336",
+    "conv_transpose2d-fp32-k3-s2-g4-bwd-b4_512ch",
+    "conv_transpose2d-fp16-k3-s2-g4-b4_64ch",
+)
+TRIGGER_FAMILIES = {
+    "int32_split_batch", "int32_no_split", "large_3d", "large_transposed_3d", "non_contiguous",
+    "channels_last_odd", "half_pre_sm80", "dilation_deterministic", "tall_wide",
+    "pointwise_extreme", "backward_input_weight", "autocast", "tf32", "cudnn_benchmark",
+}
+WORKLOADS = {"sd_unet", "vae_decoder", "video_temporal", "whisper_frontend", "patch_embed",
+             "stylegan_transposed"}
+FACT_KEYS = {"timing", "fingerprint", "need_mb", "scaled", "trigger", "sources"}
+CPU_RUN_LIMIT_S = 120
+
+
+@dataclass
+class Run:
+    returncode: int
+    output: str
+    results_dir: Path
+    wall_s: float
+
+    def records(self) -> list[dict[str, Any]]:
+        lines = (self.results_dir / "results.jsonl").read_text().splitlines()
+        return [json.loads(line) for line in lines]
+
+    def by_case(self) -> dict[str, dict[str, Any]]:
+        return {record["case"]: record for record in self.records()}
+
+
+def run_suite(results_dir: Path, *args: str) -> Run:
+    """python -m pytest suites/ on the CPU, as the harness runs it, from the repository root."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("PYTEST_")}
+    command = [sys.executable, "-m", "pytest", "suites/", "--results-dir", str(results_dir),
+               "--cell-id", "catalog-cell", "--device", "cpu", *args]
+    begin = time.monotonic()
+    done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True,
+                          timeout=600, check=False)
+    return Run(done.returncode, done.stdout + done.stderr, results_dir, time.monotonic() - begin)
+
+
+def collect(*args: str) -> list[str]:
+    """The case ids pytest collects from the suite (with -m EXPR, say)."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("PYTEST_")}
+    done = subprocess.run([sys.executable, "-m", "pytest", "suites/", "--collect-only", "-q", *args],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode in (0, 5), done.stdout + done.stderr  # 5: nothing selected
+    return re.findall(r"::test_conv\[(.+)\]$", done.stdout, flags=re.MULTILINE)
+
+
+@pytest.fixture(scope="module")
+def default_run(tmp_path_factory: pytest.TempPathFactory) -> Run:
+    run = run_suite(tmp_path_factory.mktemp("default") / "results")
+    assert run.returncode == 0, run.output
+    return run
+
+
+# --- the catalog as data ---------------------------------------------------------------------
+
+def test_ids_are_unique_stable_and_collected_in_order() -> None:
+    ids = [case.id for case in catalog.CASES]
+    assert len(set(ids)) == len(ids)
+    assert tuple(ids) == EXPECTED_IDS
+    assert collect() == ids  # the parametrize id is the case id
+
+
+def test_every_trigger_family_has_cases_with_public_sources() -> None:
+    by_family: dict[str, list[catalog.Case]] = {}
+    for case in catalog.CASES:
+        if case.trigger is not None:
+            by_family.setdefault(case.trigger, []).append(case)
+    assert set(by_family) == TRIGGER_FAMILIES == set(catalog.TRIGGERS)
+    for family, cases in by_family.items():
+        for case in cases:
+            assert case.sources, case.id
+            for url in case.sources:
+                assert re.fullmatch(r"https://github\.com/[\w.-]+/[\w.-]+/(issues|pull)/\d+", url), url
+        print(f"{family}: {len(cases)} cases, sources {sorted({u for c in cases for u in c.sources})}")
+
+
+def test_trigger_families_cover_what_they_name() -> None:
+    cases = {family: [c for c in catalog.CASES if c.trigger == family] for family in TRIGGER_FAMILIES}
+    limit = 2**31
+
+    def elements(case: catalog.Case) -> int:
+        return max(sizing.numel(shape) for shape in sizing.shapes(case).values())
+
+    assert any(elements(c) > limit and c.n > 1 for c in cases["int32_split_batch"])
+    assert any(elements(c) > limit and c.n == 1 and c.depthwise for c in cases["int32_no_split"])
+    assert {c.backward for c in cases["large_3d"]} == {True, False}
+    assert {c.backward for c in cases["large_transposed_3d"]} == {True, False}
+    assert {c.layout for c in cases["non_contiguous"]} == {"permuted", "transposed", "sliced"}
+    odd = cases["channels_last_odd"]
+    assert all(c.memory_format == "channels_last" for c in odd)
+    assert any(c.c_in % 8 and c.groups == 1 for c in odd) and any(c.groups > 1 for c in odd)
+    assert {c.dtype for c in cases["half_pre_sm80"]} == {"float16", "bfloat16"}
+    assert all(c.needs_gpu for c in cases["half_pre_sm80"] + cases["tf32"])
+    assert all(c.deterministic and c.dilation != 1 for c in cases["dilation_deterministic"])
+    assert {c.tf32 for c in cases["tf32"]} == {True, False}
+    assert {c.benchmark for c in cases["cudnn_benchmark"]} == {True, False}
+    assert {c.autocast for c in cases["autocast"]} == {"float16", "bfloat16"}
+    assert all(c.backward for c in cases["backward_input_weight"])
+    assert all(sizing.is_large(c) for c in cases["int32_split_batch"] + cases["int32_no_split"])
+
+
+def test_every_workload_is_there_and_marked_model() -> None:
+    workloads = {case.workload for case in catalog.CASES} - {None}
+    assert workloads == WORKLOADS == set(catalog.WORKLOADS)
+    expected = [case.id for case in catalog.CASES if case.workload is not None]
+    assert collect("-m", "model") == expected
+    vae = [c for c in catalog.CASES if c.workload == "vae_decoder"]
+    assert {512, 2048} <= {max(sizing.output_size(c)) for c in vae}
+    patch = [c for c in catalog.CASES if c.workload == "patch_embed"]
+    assert {c.kernel for c in patch} == {c.stride for c in patch} == {14, 16, 32}
+
+
+def test_markers_follow_sizing_and_fields() -> None:
+    assert collect("-m", "large") == [c.id for c in catalog.CASES if sizing.need_mb(c) > 1024]
+    assert collect("-m", "gpu") == [c.id for c in catalog.CASES if c.needs_gpu]
+    assert collect("-m", "backward") == [c.id for c in catalog.CASES if c.backward]
+    assert len(collect("-m", "large")) >= 10
+
+
+def test_need_mb_counts_tensors_grads_and_workspace() -> None:
+    case = catalog.Case("conv2d", 2, 8, 16, (10, 10), 3, padding=1, source="x")
+    elements = 2 * 8 * 100 + 16 * 8 * 9 + 16 + 2 * 16 * 100
+    assert sizing.need_bytes(case) == int(elements * 4 * 1.25) + 256 * 2**20
+    backward = catalog.Case("conv2d", 2, 8, 16, (10, 10), 3, padding=1, backward=True, source="x")
+    assert sizing.need_bytes(backward) == int(elements * 4 * 2 * 1.25) + 256 * 2**20
+    big = next(c for c in catalog.CASES if c.id == "conv2d-fp16-k3-p1-out2048_128")
+    assert 2048 < sizing.need_mb(big) < 4096  # two 1 GiB fp16 activations, plus margins
+
+
+def test_scaled_variants_keep_the_case_and_fit_the_cpu() -> None:
+    for case in catalog.CASES:
+        small = sizing.scaled(case)
+        assert sizing.fits_cpu(small), case.id
+        if small is case:
+            continue
+        for field in ("op", "dtype", "autocast", "memory_format", "layout", "backward", "kernel",
+                      "stride", "padding", "dilation", "output_padding", "benchmark",
+                      "deterministic", "tf32", "trigger", "workload"):
+            assert getattr(small, field) == getattr(case, field), (case.id, field)
+        assert small.depthwise == case.depthwise, case.id
+        assert (small.groups > 1) == (case.groups > 1), case.id
+        assert (small.c_in % 8 == 0) == (case.c_in % 8 == 0), case.id
+        assert all(o >= 1 for o in sizing.output_size(small)), case.id
+    assert all(sizing.scaled(c) is not c for c in catalog.CASES if sizing.is_large(c))
+
+
+# --- the reference on a slice ----------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def suite(pytestconfig: pytest.Config) -> Any:
+    """suites/test_conv.py as a module; its parametrize marks are the suite's own markers,
+    which the project's strict-markers config must know before the import applies them."""
+    for marker in ("backward", "gpu", "large", "model"):
+        pytestconfig.addinivalue_line("markers", f"{marker}: a marker of the conv suite")
+    import test_conv
+
+    return test_conv
+
+
+@pytest.mark.parametrize("case", [
+    catalog.Case("conv2d", 3, 6, 20, (11, 9), 3, stride=2, padding=2, dilation=2, backward=True,
+                 source="strided, dilated, padded"),
+    catalog.Case("conv2d", 2, 6, 6, (9, 9), 5, padding=4, dilation=2, groups=6, backward=True,
+                 source="depthwise"),
+    catalog.Case("conv3d", 2, 4, 18, (5, 6, 7), (3, 1, 1), padding=(1, 0, 0), groups=2,
+                 backward=True, source="grouped temporal"),
+    catalog.Case("conv_transpose3d", 2, 4, 18, (4, 5, 3), 3, stride=2, padding=1,
+                 output_padding=1, backward=True, source="transposed with output padding"),
+    catalog.Case("conv_transpose2d", 1, 8, 4, (6, 6), 3, stride=2, groups=4, backward=True,
+                 source="grouped transposed, no padding"),
+    catalog.Case("conv1d", 2, 8, 24, 30, 14, stride=14, backward=True,
+                 source="patch-embedding-like"),
+], ids=lambda case: case.id)
+def test_sliced_reference_matches_the_full_one(suite: Any, case: catalog.Case) -> None:
+    import torch
+
+    inputs = suite.make_inputs(case, torch.Generator().manual_seed(1))
+    full, _ = suite.reference(case, inputs, torch.Generator().manual_seed(2), False, "cpu")
+    part, grad_out = suite.sliced_reference(case, inputs, torch.Generator().manual_seed(2), "cpu")
+    assert torch.allclose(full["output"].ref[part["output"].index], part["output"].ref)
+    assert part["output"].ref.numel() < full["output"].ref.numel()
+    # The device run back-propagates grad_out, zero outside the block: the full reference
+    # with that same gradient must agree with the slice's gradients.
+    x, weight, bias = (inputs[name].double().requires_grad_() for name in ("input", "weight", "bias"))
+    out = suite.convolve(getattr(torch, case.op), case, x, weight, bias)
+    out.backward(grad_out.double())
+    assert torch.allclose(x.grad[part["grad_input"].index], part["grad_input"].ref)
+    assert torch.allclose(weight.grad[part["grad_weight"].index], part["grad_weight"].ref)
+    outside = x.grad.clone()
+    outside[part["grad_input"].index] = 0
+    assert float(outside.abs().max()) == 0.0  # nothing outside the window got a gradient
+
+
+def test_forced_settings_are_restored(suite: Any) -> None:
+    import torch
+
+    cudnn = torch.backends.cudnn
+    before = (cudnn.benchmark, cudnn.deterministic, cudnn.allow_tf32)
+    case = catalog.Case("conv2d", 1, 1, 1, (4, 4), 3, benchmark=not before[0],
+                        deterministic=not before[1], tf32=not before[2], source="x")
+    with suite.forced_settings(case):
+        assert (cudnn.benchmark, cudnn.deterministic, cudnn.allow_tf32) == tuple(
+            not value for value in before)
+    assert (cudnn.benchmark, cudnn.deterministic, cudnn.allow_tf32) == before
+    with pytest.raises(ValueError, match="boom"), suite.forced_settings(case):
+        raise ValueError("boom")
+    assert (cudnn.benchmark, cudnn.deterministic, cudnn.allow_tf32) == before
+
+
+def test_pad_plan_keeps_depthwise_and_pads_groups_alike(suite: Any) -> None:
+    def plan(c_in: int, c_out: int, groups: int) -> Any:
+        return suite.pad_plan(catalog.Case("conv2d", 1, c_in, c_out, (4, 4), 1, groups=groups,
+                                           source="x"), 8)
+
+    assert plan(3, 20, 1) == (1, 3, 20, 8, 24)
+    assert plan(6, 12, 6) == (8, 1, 2, 1, 2)  # depthwise: more groups, still depthwise
+    assert plan(30, 30, 3) == (3, 10, 10, 16, 16)  # every group padded alike to 48 in all
+    assert plan(16, 16, 1) is None
+    assert plan(16, 16, 16) is None
+
+
+def test_fingerprint_is_stable_and_sees_drift(suite: Any) -> None:
+    import torch
+
+    values = torch.randn(1000, generator=torch.Generator().manual_seed(3)).double()
+    first = suite.fingerprint(values, "float32", {})
+    assert first == suite.fingerprint(values.clone(), "float32", {})
+    assert re.fullmatch(r"[0-9a-f]{16}", first["sha"])
+    assert first["l2"] == pytest.approx(float(values.norm()))
+    drifted = suite.fingerprint(values * 1.01, "float32", {})
+    assert drifted["sha"] != first["sha"] and drifted["l2"] != first["l2"]
+    assert suite.fingerprint(-torch.zeros(4), "float16", {})["sha"] == \
+        suite.fingerprint(torch.zeros(4), "float16", {})["sha"]
+    assert first["sha_stride"] == 1
+    big = torch.arange(suite.SHA_LIMIT + 10, dtype=torch.float32)
+    sampled = suite.fingerprint(big, "float32", {})
+    assert sampled["sha_stride"] == 2 and sampled["numel"] == big.numel()
+    assert sampled["sum"] == pytest.approx(float(big.double().sum()))
+
+
+# --- real CPU runs ---------------------------------------------------------------------------
+
+def test_default_cpu_run_records_facts_on_every_line(default_run: Run) -> None:
+    print(f"default CPU run of the whole suite: {default_run.wall_s:.1f} s wall "
+          f"(limit {CPU_RUN_LIMIT_S} s on 2 cores)")
+    records = default_run.by_case()
+    assert list(records) == list(EXPECTED_IDS)
+    for case in catalog.CASES:
+        record = records[case.id]
+        assert set(record) >= FACT_KEYS, case.id
+        assert record["need_mb"] == sizing.need_mb(case)
+        assert record["trigger"] == case.trigger
+        assert record["sources"] == list(case.sources)
+        if case.needs_gpu:
+            assert record["status"] == "skipped", case.id
+            assert record["message"].startswith("the case needs CUDA"), record
+            continue
+        assert record["status"] == "passed", record
+        assert record["scaled"] is (sizing.scaled(case) is not case)
+        timing = record["timing"]
+        assert timing["forward_ms"] > 0
+        assert (timing["backward_ms"] is not None) is case.backward
+        fingerprint = record["fingerprint"]
+        assert re.fullmatch(r"[0-9a-f]{16}", fingerprint["sha"])
+        assert {"sum", "abs_sum", "l2", "digits", "sha_stride", "numel", "computed"} <= set(fingerprint)
+        assert fingerprint["numel"] == sizing.numel(sizing.shapes(sizing.scaled(case))["output"])
+
+
+def test_large_cases_run_scaled_on_cpu_and_pass(tmp_path: Path) -> None:
+    run = run_suite(tmp_path / "results", "-m", "large")
+    assert run.returncode == 0, run.output
+    records = run.records()
+    assert [r["case"] for r in records] == [c.id for c in catalog.CASES if sizing.is_large(c)]
+    for record in records:
+        assert record["status"] == "passed", record
+        assert record["scaled"] is True
+        assert record["need_mb"] > 1024
+
+
+def test_pad_channels_knob_pads_and_passes(tmp_path: Path, default_run: Run) -> None:
+    run = run_suite(tmp_path / "results", "--pad-channels", "8")
+    assert run.returncode == 0, run.output
+    baseline = default_run.by_case()
+    padded = 0
+    for case_id, record in run.by_case().items():
+        assert record["knobs"]["pad_channels"] == 8
+        if record["status"] == "skipped":
+            continue
+        assert record["status"] == "passed", record
+        computed = record["fingerprint"]["computed"]
+        assert computed["shape"][1] % 8 == 0, record
+        padded += computed["padded"]
+        # Zero channels change nothing: the compared output is the one without the knob.
+        assert record["fingerprint"]["numel"] == baseline[case_id]["fingerprint"]["numel"]
+        assert record["fingerprint"]["l2"] == pytest.approx(
+            baseline[case_id]["fingerprint"]["l2"], rel=1e-2)
+    assert padded >= 20
+
+
+def test_channels_last_knob_converts_and_passes(tmp_path: Path) -> None:
+    run = run_suite(tmp_path / "results", "--channels-last", "on")
+    assert run.returncode == 0, run.output
+    formats = {}
+    for record in run.records():
+        assert record["knobs"]["channels_last"] is True
+        if record["status"] == "skipped":
+            continue
+        assert record["status"] == "passed", record
+        rank = {"conv1d": 3, "conv_transpose1d": 3}.get(record["params"]["op"], 4)
+        fmt = record["fingerprint"]["computed"]["memory_format"]
+        if rank == 3:
+            assert fmt != "channels_last", record
+        else:
+            assert fmt in ("channels_last", "channels_last_3d"), record
+        formats[fmt] = formats.get(fmt, 0) + 1
+    assert formats.get("channels_last", 0) > 20 and formats.get("channels_last_3d", 0) > 5
