@@ -103,10 +103,14 @@ def reuse(tmp: Path) -> None:
         text = "\n".join(lines)
         megabytes = sum(float(m) * (1024 if unit == "GB" else 1 if unit == "MB" else 1 / 1024)
                         for m, unit in re.findall(r"Downloading \S+ \(([\d.]+) (kB|MB|GB)\)", text))
-        torch_step = [ln for ln in lines if "TORCH_ARGS" in ln or "torch==" in ln]
-        cached = any("CACHED" in ln for ln in lines if "FLAVOUR}\" = wheel" in ln)
-        print(f"{cell.id}: {seconds:6.1f} s, pip downloaded {megabytes:7.1f} MB, torch layer cached: {cached}"
-              f" ({len(torch_step)} torch lines)")
+        print(f"{cell.id}: {seconds:6.1f} s, pip downloaded {megabytes:7.1f} MB, "
+              f"torch layer cached: {torch_layer_cached(lines)}")
+
+
+def torch_layer_cached(lines: list[str]) -> bool:
+    """BuildKit's plain progress: "#9 [stage-0 4/6] RUN ... pip-install torch==2.5.1", then "#9 CACHED"."""
+    steps = [ln.split()[0] for ln in lines if ln.startswith("#") and " RUN " in ln and "torch==" in ln]
+    return bool(steps) and f"{steps[0]} CACHED" in lines
 
 
 if __name__ == "__main__":
