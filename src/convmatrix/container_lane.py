@@ -110,9 +110,8 @@ def run_target(engine: Any, matrix: Matrix, target: runner.Target, image: dict[s
                            extra={"matrix": str(matrix.path), **image})
     spec = containers.RunSpec(
         image=image["image_id"] or image["image"],
-        command=["python", "-m", "pytest", containers.SUITE_MOUNT, "--results-dir", containers.RESULTS_MOUNT,
-                 "--cell-id", target.cell.id, "--device", "cuda" if target.gpu else "cpu", "-v",
-                 *opts.suite_args],
+        command=runner.suite_command(target, "python", opts.suite_args, select=[containers.SUITE_MOUNT],
+                                     results_dir=Path(containers.RESULTS_MOUNT)),
         results_dir=target.results_dir,
         suite_dir=runner.SUITE_DIR,
         gpu_index=target.gpu.index if target.gpu else None,

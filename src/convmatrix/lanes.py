@@ -59,7 +59,8 @@ def targets(cell: Cell, opts: options.RunOptions) -> list[runner.Target]:
 
 
 def run_cell(
-    session: Session, matrix: Matrix, python: str, opts: options.RunOptions, planned: list[runner.Target]
+    session: Session, matrix: Matrix, python: str, opts: options.RunOptions, planned: list[runner.Target],
+    *, isolate: bool = True,
 ) -> None:
     options.mark_latest(opts.out)
     for target in planned:
@@ -69,7 +70,7 @@ def run_cell(
         runner.write_cell_json(
             target, python=python, control=target.cell == matrix.control, extra={"matrix": str(matrix.path)}
         )
-        code = runner.run_suite(target, python, opts.suite_args)
+        code = runner.run_suite(target, python, opts.suite_args, isolate=isolate)
         for line in runner.finish(target, code):
             session.warn(line)
         if opts.rerun_blocking and runner.rerun_blocking(target, python, opts.suite_args) is not None:
@@ -106,7 +107,11 @@ def host(session: Session, matrix: Matrix) -> None:
     problem = host_problem(python)
     if problem:
         session.error(problem)
-    run_cell(session, matrix, python, opts, targets(Cell(lane="host"), opts))
+    # The host lane installs nothing: it isolates cases only where pytest-xdist is already there.
+    isolate = subprocess.run([python, "-c", "import xdist"], capture_output=True, check=False).returncode == 0
+    if not isolate:
+        session.warn(f"host lane: {python} has no pytest-xdist, so a crashing or hanging case ends the run")
+    run_cell(session, matrix, python, opts, targets(Cell(lane="host"), opts), isolate=isolate)
 
 
 # --- baremetal ----------------------------------------------------------------------------

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 import json
+import os
 from collections.abc import Callable
 from typing import Any
 from xml.etree import ElementTree as ET
@@ -116,7 +117,8 @@ def notes(report: dict[str, Any]) -> list[str]:
         ]
         lines.append(
             f"{where}: {len(cases)} passing case(s) warned of a cuDNN failure the run survived "
-            f"(warning only, not a failure): {', '.join(cases)}"
+            f"(warning only, not a failure): {', '.join(cases[:5])}"
+            + (f" and {len(cases) - 5} more" if len(cases) > 5 else "")
         )
     return lines + cause_notes(report) + case_notes(report) + drift_notes(report)
 
@@ -124,10 +126,16 @@ def notes(report: dict[str, Any]) -> list[str]:
 def case_notes(report: dict[str, Any]) -> list[str]:
     """Where to look for each failing case: its evidence file and its blocking re-run."""
     lines = []
+    evidence: dict[str, list[str]] = {}
+    for case in report["cases"]:
+        if case.get("evidence"):
+            evidence.setdefault(f"{case['cell']}@{case['gpu']}", []).append(case["evidence"])
+    for where, files in evidence.items():
+        folder = os.path.dirname(files[0])
+        lines.append(f"{where}: evidence for {len(files)} failing case(s), each its first occurrence in the log "
+                     f"with 100 lines before: {folder}/<case>.txt")
     for case in report["cases"]:
         where = f"{case['cell']}@{case['gpu']} {case['case']}"
-        if case.get("evidence"):
-            lines.append(f"{where}: evidence (first occurrence, 100 lines before): {case['evidence']}")
         blocking = case.get("blocking")
         if blocking:
             first = (blocking["message"] or "").strip().splitlines()[:1]

@@ -23,6 +23,7 @@ from convmatrix.gpus import CPU_KEY, Gpu
 SUITE_DIR = Path(__file__).resolve().parents[2] / "suites"
 BLOCKING = "blocking"  # the sub-directory of a cell's results for its CUDA_LAUNCH_BLOCKING=1 re-run
 PYTEST_EXIT_OK = (0, 1)  # all passed / some cases failed: both are a completed run
+CASE_TIMEOUT = 900  # seconds: far above any case's need, so only a hang reaches it
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -91,9 +92,14 @@ def write_cell_json(target: Target, *, python: str, control: bool, extra: dict[s
 
 def suite_command(
     target: Target, python: str, suite_args: Sequence[str], *, results_dir: Path | None = None,
-    select: Sequence[str] = (),
+    select: Sequence[str] = (), isolate: bool = True,
 ) -> list[str]:
-    """The suite's command line: all of suites/, or the `select`ed node ids."""
+    """The suite's command line: all of suites/, or the `select`ed node ids.
+
+    isolate (needs pytest-xdist where the suite runs): a case that crashes, hangs past
+    CASE_TIMEOUT or poisons the CUDA context costs that case alone; the user's own
+    --case-timeout, given later among suite_args, wins.
+    """
     return [
         python,
         "-m",
@@ -106,6 +112,7 @@ def suite_command(
         "--device",
         "cuda" if target.gpu else "cpu",
         "-v",  # a line per case in log.txt: names the case a dead process was running
+        *(["--case-timeout", str(CASE_TIMEOUT)] if isolate else []),
         *suite_args,
     ]
 
@@ -118,9 +125,10 @@ def suite_env(target: Target) -> dict[str, str]:
     return env
 
 
-def run_suite(target: Target, python: str, suite_args: Sequence[str] = ()) -> int:
+def run_suite(target: Target, python: str, suite_args: Sequence[str] = (), *, isolate: bool = True) -> int:
     """Run the suite, teeing everything it prints into log.txt; returns its exit status."""
-    return tee(suite_command(target, python, suite_args), suite_env(target), target.results_dir / "log.txt")
+    command = suite_command(target, python, suite_args, isolate=isolate)
+    return tee(command, suite_env(target), target.results_dir / "log.txt")
 
 
 def rerun_blocking(target: Target, python: str, suite_args: Sequence[str] = ()) -> int | None:
