@@ -13,6 +13,21 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 
 
+def load_suite_module(name: str) -> Any:
+    """suites/<name>.py by its path, as `suite_<name>`: suites/ is not a package, and the
+    harness must not be able to import the suite by accident."""
+    import importlib.util
+    import sys
+
+    spec = importlib.util.spec_from_file_location(f"suite_{name}", REPO / "suites" / f"{name}.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while it loads
+    spec.loader.exec_module(module)
+    return module
+
+
 def pytest_configure(config: pytest.Config) -> None:
     # Strict: any warning in the project's own tests is an error (see pyproject.toml for why here).
     config.addinivalue_line("filterwarnings", "error")

@@ -4,30 +4,17 @@ CUDA error, and unit tests of the GPU-per-worker choice, which needs no GPU."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
-from conftest import REPO
+from conftest import load_suite_module
 from test_suite import CASE_IDS, Run, run_suite
 
-
-def load_isolation() -> Any:
-    spec = importlib.util.spec_from_file_location("suite_isolation", REPO / "suites" / "isolation.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while it loads
-    spec.loader.exec_module(module)
-    return module
-
-
-isolation = load_isolation()
+isolation = load_suite_module("isolation")
 
 # Small float32 cases (they pass on any CPU); the faulted ones are spread among the others so
 # that cases run after each fault.

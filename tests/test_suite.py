@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import re
@@ -15,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from conftest import REPO
+from conftest import REPO, load_suite_module
 
 PLUGINS = REPO / "tests" / "plugins"
 ENV_KEYS = {
@@ -37,18 +36,7 @@ PLAN_FAILED = ("Plan failed with a cudnnException: CUDNN_BACKEND_EXECUTION_PLAN_
                "cudnnFinalize Descriptor Failed cudnn_status: CUDNN_STATUS_NOT_SUPPORTED")
 
 
-def load_catalog() -> Any:
-    """suites/catalog.py, which imports neither torch nor pytest."""
-    spec = importlib.util.spec_from_file_location("suite_catalog", REPO / "suites" / "catalog.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while it loads
-    spec.loader.exec_module(module)
-    return module
-
-
-CATALOG = load_catalog()
+CATALOG = load_suite_module("catalog")
 CASE_IDS = [case.id for case in CATALOG.CASES]
 
 
