@@ -133,5 +133,5 @@ def tests(session: nox.Session) -> None:
 def lint(session: nox.Session) -> None:
     """ruff and mypy, as configured in pyproject.toml."""
     session.install("-e", ".", "ruff", "mypy", "types-tabulate", "nox")
-    session.run("ruff", "check", "src", "tests", "suites", "noxfile.py")
+    session.run("ruff", "check", "src", "tests", "suites", "bench", "noxfile.py")
     session.run("mypy")
