@@ -66,9 +66,9 @@ def noop(tmp: Path) -> None:
     path = tmp / "m.toml"
     path.write_text(NOOP_MATRIX)
     matrix = load(path)
-    engine = containers.client()
-    plans = container_lane.plans(engine, matrix, matrix.lane("container"), None)
-    built = containers.built_digests(engine)
+    with containers.client() as engine:
+        plans = container_lane.plans(engine, matrix, matrix.lane("container"), None)
+        built = containers.built_digests(engine)
     docker = images.docker_cli()
     for p in plans:  # stand-ins: an empty image under the cell's tag, with its hash label
         if p.digest not in built:

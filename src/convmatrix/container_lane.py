@@ -70,8 +70,8 @@ def select(matrix: Matrix, globs: Sequence[str]) -> list[Cell]:
 def build_all(matrix: Matrix, globs: Sequence[str] = (), *, dry_run: bool = False,
               wheelhouse: Path | None = None, log: Callable[[str], None] = print) -> list[Todo]:
     """Build every missing image of the selected container cells; returns what was (to be) built."""
-    engine = containers.client()
-    work = todo(engine, plans(engine, matrix, select(matrix, globs), wheelhouse or matrix.wheelhouse))
+    with containers.client() as engine:
+        work = todo(engine, plans(engine, matrix, select(matrix, globs), wheelhouse or matrix.wheelhouse))
     for item in work:
         state = "up to date" if item.reason is None else f"{'would build' if dry_run else 'building'}: {item.reason}"
         log(f"{item.plan.cell.id} -> {item.plan.tag}: {state}")
@@ -87,21 +87,26 @@ def run_cell(matrix: Matrix, cell: Cell, opts: options.RunOptions, *, log: Calla
     planned = lanes.targets(cell, opts)
     options.mark_latest(opts.out)
     try:
-        engine = containers.client()
-        (item,) = todo(engine, plans(engine, matrix, [cell], matrix.wheelhouse))
-        if item.reason is not None:
-            log(f"{cell.id}: building {item.plan.tag}: {item.reason}")
-            images.build(item.plan, secrets(), log)
-        image = containers.describe(engine, item.plan)
+        with containers.client() as engine:
+            image = ensure_image(engine, matrix, cell, log)
+            for target in planned:
+                if not (opts.resume and runner.is_complete(target.results_dir)):
+                    run_target(engine, matrix, target, image, opts, log)
     except BadInput as exc:
         for target in planned:
-            lanes.record_setup_failure(target, str(exc), matrix)
+            if not runner.is_complete(target.results_dir):  # a finished target keeps its results
+                lanes.record_setup_failure(target, str(exc), matrix)
         raise
-    for target in planned:
-        if opts.resume and runner.is_complete(target.results_dir):
-            continue
-        run_target(engine, matrix, target, image, opts, log)
     return 0
+
+
+def ensure_image(engine: Any, matrix: Matrix, cell: Cell, log: Callable[[str], None]) -> dict[str, str]:
+    """The cell's image, built first when it is missing; what cell.json records of it."""
+    (item,) = todo(engine, plans(engine, matrix, [cell], matrix.wheelhouse))
+    if item.reason is not None:
+        log(f"{cell.id}: building {item.plan.tag}: {item.reason}")
+        images.build(item.plan, secrets(), log)
+    return containers.describe(engine, item.plan)
 
 
 def run_target(engine: Any, matrix: Matrix, target: runner.Target, image: dict[str, str],
@@ -117,11 +122,7 @@ def run_target(engine: Any, matrix: Matrix, target: runner.Target, image: dict[s
         gpu_index=target.gpu.index if target.gpu else None,
         environment={"CONVMATRIX_LANE": "container", "CONVMATRIX_IMAGE_ID": image["image_id"]},
     )
-    try:
-        outcome = containers.run(engine, spec, target.results_dir / "log.txt")
-    except BadInput as exc:
-        lanes.record_setup_failure(target, str(exc), matrix)
-        raise
+    outcome = containers.run(engine, spec, target.results_dir / "log.txt")
     if outcome.oom_killed:
         log(f"{target.cell.id}: the container was killed for lack of memory (OOM)")
     for line in runner.finish(target, outcome.exit_code):

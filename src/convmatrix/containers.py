@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import socket
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,14 +32,39 @@ class EngineError(BadInput):
     failure of the cell, never a finding about its stack."""
 
 
-def client() -> Any:
+def unix_socket_problem() -> str | None:
+    """Why the engine's unix socket does not answer, checked with a socket we close ourselves:
+    the SDK leaks its socket when a connect fails (docker 7.x, UnixHTTPConnection.connect)."""
+    host = os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+    if not host.startswith("unix://"):
+        return None  # tcp/ssh engines: the SDK reports those itself
+    with contextlib.closing(socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)) as probe:
+        probe.settimeout(10)
+        try:
+            probe.connect(host.removeprefix("unix://"))
+        except OSError as exc:
+            return f"{host}: {exc.strerror or exc}"
+    return None
+
+
+@contextlib.contextmanager
+def client() -> Iterator[Any]:
+    """A connection to the engine, closed however the block ends (no socket left to the GC)."""
+    problem = unix_socket_problem()
+    if problem:
+        raise EngineError(f"docker: the engine is not reachable ({problem}); start dockerd or set DOCKER_HOST")
     try:
         engine = docker.from_env(timeout=300)
-        engine.ping()
     except DockerException as exc:
         raise EngineError(f"docker: the engine is not reachable ({first_line(exc)}); start dockerd "
                           "or set DOCKER_HOST") from None
-    return engine
+    with contextlib.closing(engine):
+        try:
+            engine.ping()
+        except DockerException as exc:
+            raise EngineError(f"docker: the engine is not reachable ({first_line(exc)}); start dockerd "
+                              "or set DOCKER_HOST") from None
+        yield engine
 
 
 def first_line(exc: BaseException) -> str:
