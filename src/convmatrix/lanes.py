@@ -73,7 +73,7 @@ def run_cell(
         code = runner.run_suite(target, python, opts.suite_args, isolate=isolate)
         for line in runner.finish(target, code):
             session.warn(line)
-        if opts.rerun_blocking and runner.rerun_blocking(target, python, opts.suite_args) is not None:
+        if opts.rerun_blocking and runner.rerun_blocking(target, python, opts.suite_args, isolate=isolate) is not None:
             session.log(f"{target.cell.id}: failing cases re-run with CUDA_LAUNCH_BLOCKING=1 in {runner.BLOCKING}/")
         session.log(f"{target.cell.id}: results in {target.results_dir}")
 

@@ -131,7 +131,9 @@ def run_suite(target: Target, python: str, suite_args: Sequence[str] = (), *, is
     return tee(command, suite_env(target), target.results_dir / "log.txt")
 
 
-def rerun_blocking(target: Target, python: str, suite_args: Sequence[str] = ()) -> int | None:
+def rerun_blocking(
+    target: Target, python: str, suite_args: Sequence[str] = (), *, isolate: bool = True
+) -> int | None:
     """Re-run the failing cases with CUDA_LAUNCH_BLOCKING=1 into <results>/blocking/, so that an
     asynchronous CUDA error is reported at the call that caused it. None: nothing failed."""
     failing = evidence.failures(target.results_dir / "results.jsonl")
@@ -140,7 +142,7 @@ def rerun_blocking(target: Target, python: str, suite_args: Sequence[str] = ()) 
         return None
     out = target.results_dir / BLOCKING
     out.mkdir(exist_ok=True)
-    command = suite_command(target, python, suite_args, results_dir=out, select=select)
+    command = suite_command(target, python, suite_args, results_dir=out, select=select, isolate=isolate)
     return tee(command, dict(suite_env(target), CUDA_LAUNCH_BLOCKING="1"), out / "log.txt")
 
 
