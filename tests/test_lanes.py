@@ -108,3 +108,11 @@ def test_baremetal_lane_observes_the_requested_cudnn(tmp_path):
     for cell in cells.values():
         assert (Path(cell["path"]) / "log.txt").stat().st_size > 0
         assert json.loads((Path(cell["path"]) / "cell.json").read_text())["exit_code"] == 0
+
+
+def test_the_harness_isolates_cases_unless_told_not_to(tmp_path):
+    target = runner.Target(cell=Cell(lane="host"), gpu=None, out=tmp_path)
+    isolated = runner.suite_command(target, "py", ["--case-timeout", "30"])
+    timeouts = [isolated[i + 1] for i, arg in enumerate(isolated) if arg == "--case-timeout"]
+    assert timeouts == [str(runner.CASE_TIMEOUT), "30"]  # the user's own value comes last and wins
+    assert "--case-timeout" not in runner.suite_command(target, "py", [], isolate=False)
