@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -46,10 +47,11 @@ def test_gpus_option_without_such_gpu_is_bad_input(tmp_path, monkeypatch):
 
 
 def test_crash_accounting_names_the_case_in_flight(tmp_path):
-    directory = tmp_path / "c@cpu"
+    target = runner.Target(cell=Cell(lane="host"), gpu=None, out=tmp_path)
+    directory = target.results_dir
     directory.mkdir()
     (directory / "running-main.json").write_text(json.dumps({"case": "conv2d-x", "nodeid": "n"}))
-    assert runner.record_crashes(directory, -11) == ["conv2d-x"]
+    assert runner.record_crashes(target, -11) == ["conv2d-x"]
     line = json.loads((directory / "results.jsonl").read_text())
     assert line["status"] == "crashed" and "signal 11, SIGSEGV" in line["message"]
     assert not list(directory.glob("running-*"))
@@ -116,3 +118,99 @@ def test_the_harness_isolates_cases_unless_told_not_to(tmp_path):
     timeouts = [isolated[i + 1] for i, arg in enumerate(isolated) if arg == "--case-timeout"]
     assert timeouts == [str(runner.CASE_TIMEOUT), "30"]  # the user's own value comes last and wins
     assert "--case-timeout" not in runner.suite_command(target, "py", [], isolate=False)
+
+
+# --- one result per cell and generation, each case once (issue 8) ------------------------------
+
+STUB_SMI = """#!/bin/sh
+case "$*" in
+  *driver_version*) echo "550.54.15" ;;
+  *) printf '0, NVIDIA H100 80GB HBM3, 9.0, 81559\\n1, NVIDIA H100 80GB HBM3, 9.0, 81559\\n' ;;
+esac
+"""
+
+
+@pytest.fixture
+def two_gpu_runner(tmp_path, monkeypatch):
+    """A runner whose nvidia-smi lists two identical GPUs (the suite itself runs on the CPU)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    smi = bin_dir / "nvidia-smi"
+    smi.write_text(STUB_SMI)
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    return bin_dir
+
+
+def test_identical_gpus_are_one_generation_one_target(tmp_path, two_gpu_runner):
+    (target,) = lanes.targets(Cell(lane="host"), options.parse(["--out", str(tmp_path)]))
+    assert (target.key, target.gpu.index) == ("h100-80gb-hbm3-sm90", 0)
+    every = lanes.targets(Cell(lane="host"), options.parse(["--out", str(tmp_path), "--every-gpu"]))
+    assert [t.key for t in every] == ["h100-80gb-hbm3-sm90-gpu0", "h100-80gb-hbm3-sm90-gpu1"]
+    assert len({t.results_dir for t in every}) == 2
+
+
+def host_lane(out: Path, *args: str, env: dict[str, str] | None = None, **popen: object) -> subprocess.Popen[str]:
+    """`nox -s host` as a user runs it, on the test interpreter (it has torch and xdist)."""
+    command = [sys.executable, "-m", "nox", "-f", str(REPO / "noxfile.py"), "-s", "host", "--",
+               "--out", str(out), *args]
+    full_env = dict(os.environ, CONVMATRIX_PYTHON=sys.executable, **(env or {}))
+    return subprocess.Popen(command, cwd=REPO, env=full_env, text=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, **popen)  # type: ignore[call-overload]
+
+
+def finished(proc: subprocess.Popen[str]) -> str:
+    out, _ = proc.communicate(timeout=600)
+    assert proc.returncode == 0, out[-3000:]
+    return out
+
+
+def case_lines(directory: Path) -> list[str]:
+    return [json.loads(line)["case"] for line in (directory / "results.jsonl").read_text().splitlines()]
+
+
+@pytest.mark.slow
+def test_a_two_gpu_runner_writes_one_directory_per_generation_each_case_once(tmp_path, two_gpu_runner):
+    out = tmp_path / "run"
+    finished(host_lane(out, "--", "--device", "cpu", "-k", "conv1d-fp32"))
+    (directory,) = out.iterdir()
+    assert directory.name == "host@h100-80gb-hbm3-sm90"
+    cases = case_lines(directory)
+    assert cases and len(cases) == len(set(cases))
+
+
+@pytest.mark.slow
+def test_a_rerun_with_another_selection_replaces_the_cell(tmp_path):
+    out = tmp_path / "run"
+    finished(host_lane(out, "--", "-k", "conv1d-fp32"))
+    finished(host_lane(out, "--", "-k", "conv2d-fp32-k3-p1"))
+    cases = case_lines(out / "host@cpu")
+    assert cases and all(c.startswith("conv2d-fp32-k3-p1") for c in cases) and len(cases) == len(set(cases))
+    assert (out / "host@cpu" / "log.txt").read_text().count("$ ") == 1  # one run's log, not two
+
+
+@pytest.mark.slow
+def test_kill_9_then_resume_records_every_case_exactly_once(tmp_path):
+    out = tmp_path / "run"
+    selection = ["-k", "conv2d and not large"]
+    faults = tmp_path / "faults.json"
+    faults.write_text(json.dumps({"hang": {"conv2d-fp32-k3-p1-bwd": True}}))
+    env = {"PYTHONPATH": str(REPO / "tests" / "plugins"), "CONVMATRIX_FAULTS": str(faults)}
+    proc = host_lane(out, "--", *selection, "-p", "convmatrix_faults", env=env, start_new_session=True)
+    partial = out / "host@cpu.partial" / "results.jsonl"
+    deadline = time.monotonic() + 600  # a guard against a stuck test, not a measurement
+    try:
+        while not (partial.exists() and partial.read_text().count("\n") >= 3):
+            assert proc.poll() is None and time.monotonic() < deadline, "the lane ended before its third case"
+            time.sleep(0.2)
+    finally:
+        os.killpg(proc.pid, 9)  # the harness, the suite and its workers, all at once
+        proc.communicate()
+    assert not (out / "host@cpu").exists()  # nothing half-done passes for a result
+    finished(host_lane(out, "--resume", "--", *selection))
+    cases = case_lines(out / "host@cpu")
+    assert len(cases) == len(set(cases)) > 3
+    assert not (out / "host@cpu.partial").exists()
+    again = finished(host_lane(out, "--resume", "--", *selection))
+    assert "complete, kept (--resume)" in again
+    assert case_lines(out / "host@cpu") == cases

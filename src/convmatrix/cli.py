@@ -118,16 +118,22 @@ def cmd_report(args: argparse.Namespace) -> int:
     if not loaded.results:
         raise BadInput("; ".join(loaded.errors) or "no results to report")
     control = compare.control_id(loaded.results, args.control)
-    report = report_model.build(loaded.results, control)
+    report = report_model.build(loaded.results, control, loaded.notes)
     if args.baseline:
         add_baseline(report, results.load(args.baseline), loaded.errors)
-    text = render.render(report, args.format)
-    if args.output:
-        args.output.parent.mkdir(parents=True, exist_ok=True)
-        args.output.write_text(text)
-    else:
-        sys.stdout.write(text)
+    write_output(render.render(report, args.format), args.output)
     return exit_code(report, loaded.errors, args.fail_on)
+
+
+def write_output(text: str, output: Path | None) -> None:
+    if output is None:
+        sys.stdout.write(text)
+        return
+    try:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        output.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise BadInput(f"-o {output}: cannot write the report ({exc.strerror or exc})") from None
 
 
 def add_baseline(report: dict[str, Any], baseline: results.Loaded, errors: list[str]) -> None:
@@ -162,6 +168,11 @@ def exit_code(report: dict[str, Any], errors: list[str], fail_on: str) -> int:
             print(f"convmatrix: control unhealthy on {key}: {sick[key]}", file=sys.stderr)
         return 3
     cells = report["cells"]
+    invalid = [f"{c['cell']}@{c['gpu']['key']}" for c in cells if c["verdict"] == "invalid"]
+    if fail_on != "never" and invalid:
+        # Not green: these cells did not run every case they cover, so nothing clears them.
+        print(f"convmatrix: {len(invalid)} cell(s) INVALID: {', '.join(invalid[:5])}", file=sys.stderr)
+        return 1
     if fail_on == "regression" and any(c["verdict"] == "regression" or c.get("baseline_regressions") for c in cells):
         return 1
     if fail_on == "signature" and any(c["signature"] for c in cells):

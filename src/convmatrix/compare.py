@@ -84,8 +84,12 @@ def fingerprint_changed(control: Case | None, case: Case) -> bool | None:
 
 
 def verdict(deltas: list[str]) -> str:
+    """A candidate's verdict from its case deltas: a regression outweighs all; a case the
+    control ran and the candidate did not ("missing") makes it invalid, never ok."""
     if "regression" in deltas:
         return "regression"
+    if "missing" in deltas:
+        return "invalid"
     if "fixed" in deltas:
         return "fixed"
     return "ok"

@@ -61,6 +61,14 @@ def parse_smi(text: str) -> list[Gpu]:
     return gpus
 
 
+def one_per_generation(gpus: list[Gpu]) -> list[Gpu]:
+    """The first GPU of each key: identical GPUs are one generation and give one result."""
+    first: dict[str, Gpu] = {}
+    for gpu in gpus:
+        first.setdefault(gpu.key, gpu)
+    return list(first.values())
+
+
 def select(gpus: list[Gpu], wanted: str | None) -> list[Gpu]:
     """--gpus 0,1: the listed indices; none given: all of them."""
     if not wanted:

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from convmatrix import gpus, install, options, runner
+from convmatrix import gpus, install, options, rundir, runner
 from convmatrix.cells import Cell
 from convmatrix.errors import BadInput
 from convmatrix.matrix import Matrix
@@ -47,15 +47,18 @@ def reports_bad_input(step: Callable[..., None]) -> Callable[..., None]:
 
 
 def targets(cell: Cell, opts: options.RunOptions) -> list[runner.Target]:
-    """One target per selected GPU; the CPU when the runner has none."""
+    """One target per GPU generation among the selected GPUs (identical GPUs give one result per
+    cell, not one each, all into the same directory); one per device with --every-gpu; the CPU
+    when the runner has none."""
     found = gpus.discover()
     chosen = gpus.select(found, opts.gpus)
     if opts.gpus and not chosen:
         listed = ", ".join(str(g.index) for g in found) or "none"
         raise BadInput(f"run options: --gpus {opts.gpus}: no such GPU on this runner (nvidia-smi lists: {listed})")
-    return [runner.Target(cell=cell, gpu=g, out=opts.out) for g in chosen] or [
-        runner.Target(cell=cell, gpu=None, out=opts.out)
-    ]
+    if not chosen:
+        return [runner.Target(cell=cell, gpu=None, out=opts.out)]
+    devices = chosen if opts.every_gpu else gpus.one_per_generation(chosen)
+    return [runner.Target(cell=cell, gpu=g, out=opts.out, per_device=opts.every_gpu) for g in devices]
 
 
 def run_cell(
@@ -64,18 +67,20 @@ def run_cell(
 ) -> None:
     options.mark_latest(opts.out)
     for target in planned:
-        if opts.resume and runner.is_complete(target.results_dir):
-            session.log(f"{target.results_dir}: complete, kept (--resume)")
+        if opts.resume and rundir.is_complete(target.final_dir):
+            session.log(f"{target.final_dir}: complete, kept (--resume)")
             continue
-        runner.write_cell_json(
-            target, python=python, control=target.cell == matrix.control, extra={"matrix": str(matrix.path)}
-        )
-        code = runner.run_suite(target, python, opts.suite_args, isolate=isolate)
-        for line in runner.finish(target, code):
-            session.warn(line)
-        if opts.rerun_blocking and runner.rerun_blocking(target, python, opts.suite_args, isolate=isolate) is not None:
-            session.log(f"{target.cell.id}: failing cases re-run with CUDA_LAUNCH_BLOCKING=1 in {runner.BLOCKING}/")
-        session.log(f"{target.cell.id}: results in {target.results_dir}")
+        with runner.fresh(target) as staged:
+            runner.write_cell_json(
+                staged, python=python, control=target.cell == matrix.control, extra={"matrix": str(matrix.path)}
+            )
+            code = runner.run_suite(staged, python, opts.suite_args, isolate=isolate)
+            for line in runner.finish(staged, code):
+                session.warn(line)
+            if opts.rerun_blocking and runner.rerun_blocking(staged, python, opts.suite_args,
+                                                              isolate=isolate) is not None:
+                session.log(f"{target.cell.id}: failing cases re-run with CUDA_LAUNCH_BLOCKING=1 in {rundir.BLOCKING}/")
+        session.log(f"{target.cell.id}: results in {target.final_dir}")
 
 
 # --- host ---------------------------------------------------------------------------------
@@ -126,7 +131,7 @@ def baremetal(session: Session, cell: Cell, matrix: Matrix) -> None:
     if not options.in_shard(cell.id, all_ids, opts.shard):
         session.skip(f"{cell.id} is not in shard {opts.shard}")
     planned = targets(cell, opts)
-    if opts.resume and all(runner.is_complete(t.results_dir) for t in planned):
+    if opts.resume and all(rundir.is_complete(t.final_dir) for t in planned):
         session.skip(f"{cell.id}: complete, kept (--resume)")
     # uv's own CA roots miss a TLS-intercepting proxy's; the system store has it.
     os.environ.setdefault("UV_NATIVE_TLS", "1")
@@ -141,13 +146,13 @@ def baremetal(session: Session, cell: Cell, matrix: Matrix) -> None:
 
 
 def record_setup_failure(target: runner.Target, reason: str, matrix: Matrix) -> None:
-    """A cell that never reached the suite still gets a results directory, so the report shows it."""
-    runner.write_cell_json(
-        target, python="", control=target.cell == matrix.control, extra={"matrix": str(matrix.path), "error": reason}
-    )
-    with (target.results_dir / "log.txt").open("a") as log:
-        log.write(f"convmatrix: {reason}\n")
-    runner.finish(target, 255)
+    """A cell that never reached the suite still gets a results directory, so the report shows
+    it; it replaces whatever an earlier attempt left, as any rerun does."""
+    with runner.fresh(target) as staged:
+        runner.write_cell_json(staged, python="", control=target.cell == matrix.control,
+                               extra={"matrix": str(matrix.path), "error": reason})
+        (staged.results_dir / rundir.LOG).write_text(f"convmatrix: {reason}\n")
+        runner.finish(staged, 255)
 
 
 def python_available(version: str) -> bool:
@@ -210,7 +215,7 @@ def fan_out(session: Session, matrix: Matrix, lanes: Sequence[str], *, strict: b
         if strict:
             failed.append(reason)
             for target in targets(cell, opts):
-                if not runner.is_complete(target.results_dir):  # never overwrite a finished result
+                if not rundir.is_complete(target.final_dir):  # never overwrite a finished result
                     record_setup_failure(target, f"not run: {reason}", matrix)
     if failed:
         session.error(f"convmatrix: {len(failed)} cell(s) could not run here: {failed[0]}")

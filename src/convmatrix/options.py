@@ -1,5 +1,5 @@
 """Run options given after `--` to the nox lane sessions: --out, --shard, --resume, --gpus,
---rerun-blocking."""
+--every-gpu, --rerun-blocking."""
 
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ class RunOptions:
     resume: bool
     rerun_blocking: bool  # re-run failing cases with CUDA_LAUNCH_BLOCKING=1
     gpus: str | None
+    every_gpu: bool = False  # one run per device instead of one per GPU generation
     suite_args: tuple[str, ...]  # passed to pytest unchanged (after a second `--`)
 
 
@@ -42,6 +43,7 @@ def parse(args: Sequence[str], *, default_out: Path | None = None) -> RunOptions
     parser.add_argument("--resume", action="store_true")
     parser.add_argument("--rerun-blocking", action="store_true")
     parser.add_argument("--gpus")
+    parser.add_argument("--every-gpu", action="store_true")
     try:
         ns, unknown = parser.parse_known_args(args)
     except argparse.ArgumentError as exc:
@@ -56,6 +58,7 @@ def parse(args: Sequence[str], *, default_out: Path | None = None) -> RunOptions
         resume=ns.resume,
         rerun_blocking=ns.rerun_blocking,
         gpus=ns.gpus,
+        every_gpu=ns.every_gpu,
         suite_args=tuple(suite_args),
     )
 

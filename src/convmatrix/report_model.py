@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from typing import Any
 
 from convmatrix import classify, compare, triage
 from convmatrix.results import FAILING, Case, CellResult
 
 REPORT_SCHEMA = 1
+MISSING = "missing"  # the outcome and delta of a case the control ran and a candidate did not
 
 
-def build(results: list[CellResult], control: str | None) -> dict[str, Any]:
+def build(results: list[CellResult], control: str | None, notes: Sequence[str] = ()) -> dict[str, Any]:
     by_gpu = {r.gpu_key: r for r in results if r.cell == control}
     gpu_keys = sorted({r.gpu_key for r in results})
     # Without a control there is nothing to be healthy or not: every verdict is no-control.
@@ -29,6 +31,7 @@ def build(results: list[CellResult], control: str | None) -> dict[str, Any]:
         },
         "cells": cells,
         "cases": cases,
+        "notes": list(notes),  # what the reader should know of the inputs (a duplicate dropped)
     }
 
 
@@ -55,7 +58,20 @@ def case_rows(result: CellResult, control: CellResult | None, control_id: str | 
                 "fingerprint_changed": compare.fingerprint_changed(base, case),
             }
         )
+    if control is not None and result.cell != control_id:
+        rows += [missing_row(result, name, case) for name, case in sorted(control.cases.items())
+                 if name not in result.cases]
     return rows
+
+
+def missing_row(result: CellResult, name: str, control: Case) -> dict[str, Any]:
+    """A case the control ran and this cell did not: never a pass by omission."""
+    return {
+        "cell": result.cell, "gpu": result.gpu_key, "case": name, "knobs": {}, "outcome": MISSING,
+        "family": None, "message": "the control ran this case; this cell has no result for it",
+        "warnings": [], "control_outcome": control.outcome, "delta": MISSING, "evidence": None,
+        "blocking": None, "forward_ms": None, "slowdown": None, "fingerprint_changed": None,
+    }
 
 
 def blocking_row(case: Case | None) -> dict[str, Any] | None:
@@ -95,16 +111,17 @@ def cell_row(
 def cell_verdict(
     result: CellResult, deltas: list[str], control: str | None, health: compare.Health | None
 ) -> str:
-    if control is None or health is None:
-        return "no-control"
     if result.cell == control:
         return "control"
+    if result.problems or not result.cases or result.stack_mismatch:
+        # It did not complete, never ran cases, or ran another stack than requested: whatever it
+        # recorded covers less than it claims, so it can be neither green nor compared.
+        return "invalid"
+    if control is None or health is None:
+        return "no-control"
     if not health.healthy:
         # No verdicts from a sick (or absent) control: say which.
         return "no-control" if health.absent else "invalid"
-    if not result.cases or result.stack_mismatch:
-        # It never ran cases, or it ran another stack than requested: nothing to compare.
-        return "invalid"
     return compare.verdict(deltas)
 
 

@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
+import datetime
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from convmatrix import classify, stackcheck, stacks
+from convmatrix import classify, rundir, stackcheck, stacks
 from convmatrix.gpus import CPU_KEY, gpu_key
-from convmatrix.runner import BLOCKING
+from convmatrix.rundir import records
 
-SCHEMA = 1
+SCHEMA = records.SCHEMA
 OUTCOMES = {
     "passed": "pass",
     "failed": "fail",
@@ -22,6 +23,14 @@ OUTCOMES = {
     "timeout": "timeout",
 }
 FAILING = frozenset({"fail", "crash", "timeout"})
+# cell.json, the harness's own record: field -> JSON types (rundir writes it).
+CELL_FIELDS: dict[str, tuple[type, ...]] = {
+    "schema": (int,), "cell": (str,), "lane": (str,), "requested": (dict,), "expected": (dict,),
+    "control": (bool,), "gpu_key": (str,), "gpu": (dict, type(None)), "python": (str,),
+    "started": (str,), "ended": (str,), "exit_code": (int, type(None)), "error": (str, type(None)),
+    "evidence": (dict,), "matrix": (str,),
+}
+EPOCH = datetime.datetime.min.replace(tzinfo=datetime.UTC)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -51,6 +60,7 @@ class CellResult:
     problems: list[str] = field(default_factory=list)  # why the run did not complete cleanly
     stack_mismatch: list[str] = field(default_factory=list)
     blocking: dict[str, Case] = field(default_factory=dict)  # the CUDA_LAUNCH_BLOCKING=1 re-run
+    ended: datetime.datetime = EPOCH  # when the run ended (EPOCH: it did not), to pick the newest
 
     @property
     def completed(self) -> bool:
@@ -64,10 +74,12 @@ class CellResult:
 class Loaded:
     results: list[CellResult] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)  # bad input: one line each, file and field
+    notes: list[str] = field(default_factory=list)  # what the loader decided for the reader (duplicates)
 
 
 def load(paths: Iterable[str | Path]) -> Loaded:
     loaded = Loaded()
+    found: list[CellResult] = []
     for raw in paths:
         path = Path(raw)
         dirs = result_dirs(path)
@@ -76,8 +88,30 @@ def load(paths: Iterable[str | Path]) -> Loaded:
         for directory in dirs:
             result = load_dir(directory, loaded.errors)
             if result is not None:
-                loaded.results.append(result)
+                found.append(result)
+    loaded.results = newest_per_cell(found, loaded.notes)
     return loaded
+
+
+def newest_per_cell(found: list[CellResult], notes: list[str]) -> list[CellResult]:
+    """One result per cell@gpu: the one that ended last; the others are named in the notes
+    (the same run given twice, or two runners' copies of one cell)."""
+    groups: dict[tuple[str, str], list[CellResult]] = {}
+    for result in found:
+        groups.setdefault((result.cell, result.gpu_key), []).append(result)
+    kept = []
+    for (cell, key), group in groups.items():
+        newest = max(group, key=lambda r: r.ended)  # max keeps the first of equals: the order given
+        kept.append(newest)
+        for other in group:
+            if other is not newest:
+                notes.append(f"{cell}@{key}: two results; kept {newest.path} (ended {stamp(newest)}), "
+                             f"dropped {other.path} (ended {stamp(other)})")
+    return kept
+
+
+def stamp(result: CellResult) -> str:
+    return "never" if result.ended == EPOCH else result.ended.isoformat(timespec="seconds")
 
 
 def result_dirs(path: Path) -> list[Path]:
@@ -85,36 +119,49 @@ def result_dirs(path: Path) -> list[Path]:
         return []
     if is_result_dir(path):
         return [path]
-    return sorted(p for p in path.iterdir() if p.is_dir() and is_result_dir(p))
+    return sorted(p for p in path.iterdir() if p.is_dir() and is_result_dir(p) and not superseded(p))
+
+
+def superseded(path: Path) -> bool:
+    """A partial directory beside the result it was to replace (a rerun killed with the
+    harness): the earlier result stands. One with nothing beside it is an interrupted cell."""
+    return path.name.endswith(".old") or (rundir.is_staging(path) and rundir.final_dir(path).exists())
 
 
 def is_result_dir(path: Path) -> bool:
-    return any((path / name).exists() for name in ("env.json", "results.jsonl", "cell.json"))
+    return any((path / name).exists() for name in (rundir.ENV_JSON, rundir.RESULTS, rundir.CELL_JSON))
 
 
-def read_object(path: Path, errors: list[str]) -> dict[str, Any]:
+def read_record(path: Path, errors: list[str], check: Callable[[dict[str, Any]], list[str]]) -> dict[str, Any] | None:
+    """cell.json or env.json checked field by field: {} when absent, None (with one line per
+    problem in errors) when unusable."""
     if not path.exists():
         return {}
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        errors.append(f"{path}: unreadable JSON ({exc})")
-        return {}
-    if not isinstance(data, dict):
-        errors.append(f"{path}: not a JSON object")
-        return {}
-    return data
+    before = len(errors)
+    data = rundir.load_object(path, errors)
+    if len(errors) > before:
+        return None
+    if data.get("schema") != SCHEMA:
+        errors.append(f"{path}: schema {data.get('schema')!r}, this convmatrix reads schema {SCHEMA}")
+        return None
+    problems = check(data)
+    errors += [f"{path}: {problem}" for problem in problems]
+    return None if problems else data
+
+
+def cell_problems(meta: dict[str, Any]) -> list[str]:
+    problems: list[str] = records.type_problems(meta, CELL_FIELDS)
+    return problems
 
 
 def load_dir(directory: Path, errors: list[str]) -> CellResult | None:
-    meta = read_object(directory / "cell.json", errors)
-    env = read_object(directory / "env.json", errors)
-    for name, data in (("cell.json", meta), ("env.json", env)):
-        if data and data.get("schema") != SCHEMA:
-            errors.append(f"{directory / name}: schema {data.get('schema')!r}, this convmatrix reads schema {SCHEMA}")
-            return None
-    cell_id = meta.get("cell") or env.get("cell_id") or directory.name.split("@")[0]
-    key, gpu = gpu_of(directory, meta, env)
+    meta = read_record(directory / rundir.CELL_JSON, errors, cell_problems)
+    env = read_record(directory / rundir.ENV_JSON, errors, records.env_problems)
+    if meta is None or env is None:
+        return None
+    name = rundir.final_dir(directory).name
+    cell_id = meta.get("cell") or env.get("cell_id") or name.split("@")[0]
+    key, gpu = gpu_of(name, meta, env)
     result = CellResult(
         cell=cell_id,
         gpu_key=key,
@@ -124,28 +171,35 @@ def load_dir(directory: Path, errors: list[str]) -> CellResult | None:
         requested=meta.get("requested", {}),
         observed=env,
         marked_control=bool(meta.get("control")),
+        ended=records.parse_time(env.get("ended")) or records.parse_time(meta.get("ended")) or EPOCH,
     )
-    result.cases = with_evidence(read_cases(directory / "results.jsonl", errors), directory, meta)
-    result.blocking = read_cases(directory / BLOCKING / "results.jsonl", errors)
+    before = len(errors)
+    result.cases = with_evidence(read_cases(directory / rundir.RESULTS, errors), directory, meta)
+    result.blocking = read_cases(directory / rundir.BLOCKING / rundir.RESULTS, errors)
     result.problems = completion_problems(meta, env)
+    if rundir.is_staging(directory):
+        result.problems.insert(0, "interrupted: the harness never finished this cell (a .partial directory)")
+    if len(errors) > before:
+        result.problems.append("some of its results could not be read (see the errors)")
     if env:
         result.stack_mismatch = stackcheck.mismatches(meta.get("expected", {}), env)
     return result
 
 
-def gpu_of(directory: Path, meta: dict[str, Any], env: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+def gpu_of(name: str, meta: dict[str, Any], env: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     """The GPU a result ran on: what the suite saw, else what the harness aimed it at."""
     seen = env.get("gpus") or []
     gpu = seen[0] if env.get("device") == "cuda" and seen else meta.get("gpu")
     if not gpu:
         return CPU_KEY, {"name": "cpu", "capability": None, "generation": "cpu"}
     capability = str(gpu.get("capability") or "")
-    name = str(gpu.get("name") or "gpu")
-    key = meta.get("gpu_key") or (directory.name.split("@")[1] if "@" in directory.name else gpu_key(name, capability))
-    return key, {"name": name, "capability": capability, "generation": stacks.load().generation(capability)}
+    gpu_name = str(gpu.get("name") or "gpu")
+    key = meta.get("gpu_key") or (name.split("@")[1] if "@" in name else gpu_key(gpu_name, capability))
+    return key, {"name": gpu_name, "capability": capability, "generation": stacks.load().generation(capability)}
 
 
 def completion_problems(meta: dict[str, Any], env: dict[str, Any]) -> list[str]:
+    """Why a run cannot be taken as complete; [] only when every case it covers ran."""
     problems = []
     if meta.get("error"):
         problems.append(str(meta["error"]))
@@ -154,7 +208,9 @@ def completion_problems(meta: dict[str, Any], env: dict[str, Any]) -> list[str]:
     elif not env.get("ended"):
         problems.append("the suite did not finish (env.json has no end time)")
     code = meta.get("exit_code")
-    if code not in (None, 0, 1) and not meta.get("error"):
+    if meta and code is None and not meta.get("error"):
+        problems.append("the harness never recorded the suite's exit (cell.json has no exit code)")
+    if code not in (None, *rundir.PYTEST_EXIT_OK) and not meta.get("error"):
         problems.append(f"the suite exited with status {code}")
     if env.get("cudnn_error"):
         problems.append(f"cuDNN unusable: {env['cudnn_error']}")
@@ -165,13 +221,16 @@ def read_cases(path: Path, errors: list[str]) -> dict[str, Case]:
     cases: dict[str, Case] = {}
     if not path.exists():
         return cases
-    with path.open(encoding="utf-8", errors="replace") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            record = parse_line(line, f"{path}:{lineno}", errors)
-            if record is not None:
-                cases[record.case] = record
+    try:
+        with path.open(encoding="utf-8", errors="replace") as fh:
+            for lineno, line in enumerate(fh, 1):
+                if not line.strip():
+                    continue
+                record = parse_line(line, f"{path}:{lineno}", errors)
+                if record is not None:
+                    cases[record.case] = record
+    except OSError as exc:
+        errors.append(f"{path}: unreadable ({exc.strerror or exc})")
     return cases
 
 
@@ -187,19 +246,20 @@ def parse_line(line: str, where: str, errors: list[str]) -> Case | None:
     if record.get("schema") != SCHEMA:
         errors.append(f"{where}: schema {record.get('schema')!r}, this convmatrix reads schema {SCHEMA}")
         return None
-    status = record.get("status")
-    if not isinstance(record.get("case"), str) or status not in OUTCOMES:
-        errors.append(f"{where}: field 'case' or 'status' missing or invalid")
+    problems = records.result_problems(record)
+    if problems:
+        errors.append(f"{where}: {problems[0]}")
         return None
+    status = record["status"]
     message = record.get("message")
-    warnings = [w.get("message", "") for w in record.get("warnings") or [] if isinstance(w, dict)]
+    warnings = [w.get("message") for w in record.get("warnings") or [] if isinstance(w, dict)]
     return Case(
         case=record["case"],
         outcome=OUTCOMES[status],
         family=classify.classify(message, status=status, exc_type=record.get("exc_type")),
         message=message,
         knobs=record.get("knobs") or {},
-        warnings=tuple(classify.classify_warnings(warnings)),
+        warnings=tuple(classify.classify_warnings([w for w in warnings if isinstance(w, str)])),
         forward_ms=_number(record.get("timing"), "forward_ms"),
         fingerprint=_text(record.get("fingerprint"), "sha"),
     )

@@ -5,24 +5,22 @@ Stdlib only: nox imports this in its own interpreter, before any venv has the ha
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
-from convmatrix import evidence, stackcheck
+from convmatrix import evidence, rundir, stackcheck
 from convmatrix.cells import Cell
 from convmatrix.gpus import CPU_KEY, Gpu
 
-SUITE_DIR = Path(__file__).resolve().parents[2] / "suites"
-BLOCKING = "blocking"  # the sub-directory of a cell's results for its CUDA_LAUNCH_BLOCKING=1 re-run
-PYTEST_EXIT_OK = (0, 1)  # all passed / some cases failed: both are a completed run
+SUITE_DIR = rundir.SUITE_DIR
+# container_lane still asks runner; rundir owns the answer.
+is_complete = rundir.is_complete
 CASE_TIMEOUT = 900  # seconds: far above any case's need, so only a hang reaches it
 
 
@@ -33,49 +31,44 @@ class Target:
     cell: Cell
     gpu: Gpu | None
     out: Path  # the run directory
+    per_device: bool = False  # --every-gpu: the key names the device, not only its generation
+    staging: Path | None = None  # where this attempt writes until rundir swaps it in
 
     @property
     def key(self) -> str:
-        return self.gpu.key if self.gpu else CPU_KEY
+        if self.gpu is None:
+            return CPU_KEY
+        return f"{self.gpu.key}-gpu{self.gpu.index}" if self.per_device else self.gpu.key
+
+    @property
+    def final_dir(self) -> Path:
+        return self.out / f"{self.cell.id}@{self.key}"
 
     @property
     def results_dir(self) -> Path:
-        return self.out / f"{self.cell.id}@{self.key}"
+        return self.staging or self.final_dir
 
 
-def now() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+@contextmanager
+def fresh(target: Target) -> Iterator[Target]:
+    """The target writing into a fresh directory that replaces its result when the block ends:
+    a rerun never appends to, or mixes with, an earlier one (rundir.replacing)."""
+    with rundir.replacing(target.final_dir) as staging:
+        yield replace(target, staging=staging)
 
 
-def write_json(path: Path, data: dict[str, Any]) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=2) + "\n")
-    os.replace(tmp, path)
+def run_fresh(target: Target, body: Callable[[Target], object]) -> None:
+    with fresh(target) as staged:
+        body(staged)
 
 
-def read_json(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
-def is_complete(results_dir: Path) -> bool:
-    """A finished run, which --resume keeps: the suite ended and exited normally."""
-    meta = read_json(results_dir / "cell.json")
-    return meta.get("exit_code") in PYTEST_EXIT_OK and bool(read_json(results_dir / "env.json").get("ended"))
-
-
-def write_cell_json(target: Target, *, python: str, control: bool, extra: dict[str, Any]) -> None:
+def write_cell_json(target: Target, *, python: str, control: bool, extra: dict[str, object]) -> None:
     target.results_dir.mkdir(parents=True, exist_ok=True)
-    for stale in target.results_dir.glob("running-*.json"):
-        stale.unlink()  # an earlier, interrupted run's markers: this run starts afresh
     gpu = target.gpu
-    write_json(
-        target.results_dir / "cell.json",
+    rundir.write_json(
+        target.results_dir / rundir.CELL_JSON,
         {
-            "schema": 1,
+            "schema": rundir.CELL_SCHEMA,
             "cell": target.cell.id,
             "lane": target.cell.lane,
             "requested": target.cell.values(),
@@ -84,7 +77,7 @@ def write_cell_json(target: Target, *, python: str, control: bool, extra: dict[s
             "gpu_key": target.key,
             "gpu": {"index": gpu.index, "name": gpu.name, "capability": gpu.capability} if gpu else None,
             "python": python,
-            "started": now(),
+            "started": rundir.records.now(),
             **extra,
         },
     )
@@ -128,7 +121,7 @@ def suite_env(target: Target) -> dict[str, str]:
 def run_suite(target: Target, python: str, suite_args: Sequence[str] = (), *, isolate: bool = True) -> int:
     """Run the suite, teeing everything it prints into log.txt; returns its exit status."""
     command = suite_command(target, python, suite_args, isolate=isolate)
-    return tee(command, suite_env(target), target.results_dir / "log.txt")
+    return tee(command, suite_env(target), target.results_dir / rundir.LOG)
 
 
 def rerun_blocking(
@@ -136,14 +129,14 @@ def rerun_blocking(
 ) -> int | None:
     """Re-run the failing cases with CUDA_LAUNCH_BLOCKING=1 into <results>/blocking/, so that an
     asynchronous CUDA error is reported at the call that caused it. None: nothing failed."""
-    failing = evidence.failures(target.results_dir / "results.jsonl")
+    failing = evidence.failures(target.results_dir / rundir.RESULTS)
     select = [str(SUITE_DIR.parent / f.nodeid) for f in failing if f.nodeid]
     if not select:
         return None
-    out = target.results_dir / BLOCKING
+    out = target.results_dir / rundir.BLOCKING
     out.mkdir(exist_ok=True)
     command = suite_command(target, python, suite_args, results_dir=out, select=select, isolate=isolate)
-    return tee(command, dict(suite_env(target), CUDA_LAUNCH_BLOCKING="1"), out / "log.txt")
+    return tee(command, dict(suite_env(target), CUDA_LAUNCH_BLOCKING="1"), out / rundir.LOG)
 
 
 def tee(command: list[str], env: dict[str, str], log_path: Path) -> int:
@@ -169,19 +162,18 @@ def tee(command: list[str], env: dict[str, str], log_path: Path) -> int:
 def finish(target: Target, exit_code: int) -> list[str]:
     """Account for an abnormal end and check the stack; returns the lines worth telling the user."""
     lines = []
-    crashed = record_crashes(target.results_dir, exit_code)
+    crashed = record_crashes(target, exit_code)
     if crashed:
         lines.append(f"{target.cell.id}: the suite died ({describe_exit(exit_code)}) in {', '.join(crashed)}")
-    env = read_json(target.results_dir / "env.json")
+    env = rundir.read_json(target.results_dir / rundir.ENV_JSON)
     if not env:
-        log = target.results_dir / "log.txt"
+        log = target.final_dir / rundir.LOG
         lines.append(f"{target.cell.id}: the suite wrote no env.json ({describe_exit(exit_code)}); see {log}")
-    meta = read_json(target.results_dir / "cell.json")
+    meta = rundir.read_json(target.results_dir / rundir.CELL_JSON)
     mismatch = stackcheck.mismatches(meta.get("expected", {}), env) if env else []
     lines += [f"{target.cell.id}: STACK MISMATCH {m}" for m in mismatch]
-    meta.update(exit_code=exit_code, ended=now(), stack_mismatch=mismatch,
-                evidence=evidence.write(target.results_dir))
-    write_json(target.results_dir / "cell.json", meta)
+    meta.update(exit_code=exit_code, ended=rundir.records.now(), evidence=evidence.write(target.results_dir))
+    rundir.write_json(target.results_dir / rundir.CELL_JSON, meta)
     return lines
 
 
@@ -194,38 +186,18 @@ def describe_exit(code: int) -> str:
     return f"exit code {code}"
 
 
-def record_crashes(results_dir: Path, exit_code: int) -> list[str]:
+def record_crashes(target: Target, exit_code: int) -> list[str]:
     """Append a `crashed` line for every case still marked in flight: a dead run costs only those."""
     cases = []
-    for marker in sorted(results_dir.glob("running-*.json")):
-        running = read_json(marker)
-        if running.get("case"):
-            cases.append(running["case"])
-            append_result(
-                results_dir,
-                {
-                    "schema": 1,
-                    "cell_id": results_dir.name.split("@")[0],
-                    "case": running["case"],
-                    "nodeid": running.get("nodeid"),
-                    "params": {},
-                    "knobs": {},
-                    "device": None,
-                    "status": "crashed",
-                    "exc_type": None,
-                    "message": f"the suite process died ({describe_exit(exit_code)}) while this case ran",
-                    "warnings": [],
-                    "numeric": None,
-                    "duration_s": None,
-                    "worker": marker.stem.removeprefix("running-"),
-                    "started": running.get("started"),
-                    "ended": now(),
-                },
-            )
+    for marker in sorted(target.results_dir.glob("running-*.json")):
+        running = rundir.read_json(marker)
+        case = running.get("case")
+        if isinstance(case, str) and case:
+            cases.append(case)
+            rundir.append_result(target.results_dir, rundir.records.crash_record(
+                cell_id=target.cell.id, case=case, nodeid=running.get("nodeid"), status="crashed",
+                message=f"the suite process died ({describe_exit(exit_code)}) while this case ran",
+                worker=marker.stem.removeprefix("running-"), started=running.get("started"),
+            ))
         marker.unlink()
     return cases
-
-
-def append_result(results_dir: Path, record: dict[str, Any]) -> None:
-    with (results_dir / "results.jsonl").open("a") as fh:
-        fh.write(json.dumps(record) + "\n")

@@ -1,0 +1,173 @@
+"""The one definition of the suite's record formats: results.jsonl lines and env.json.
+
+The suite writes them; the harness (convmatrix.rundir) loads this file by its path to read and
+check them, so the two can never disagree on a field, a type or a timestamp format. Stdlib only
+and Python 3.8 syntax: it runs inside any image the suite runs in.
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+SCHEMA = 1
+
+# The case outcomes a results line may carry (suites/README.md: "What it writes into DIR").
+STATUSES = ("passed", "failed", "error", "skipped", "crashed", "timeout")
+
+NUMBER = (int, float)
+TEXT = (str,)
+NONE = (type(None),)
+
+# field -> the JSON types it may hold. A reader checks every field it finds against this, so a
+# line written by something else (a hand edit, another tool, a future version) is named, not
+# trusted.
+RESULT_FIELDS: dict[str, tuple[type, ...]] = {
+    "schema": (int,),
+    "cell_id": TEXT + NONE,
+    "case": TEXT,
+    "nodeid": TEXT + NONE,
+    "params": (dict,),
+    "knobs": (dict,),
+    "device": TEXT + NONE,
+    "status": TEXT,
+    "exc_type": TEXT + NONE,
+    "message": TEXT + NONE,
+    "warnings": (list,),
+    "numeric": (dict, *NONE),
+    "duration_s": NUMBER + NONE,
+    "worker": TEXT + NONE,
+    "started": TEXT + NONE,
+    "ended": TEXT + NONE,
+    # facts a case hands the recorder (conftest.FACT_FIELDS)
+    "timing": (dict, *NONE),
+    "fingerprint": (dict, *NONE),
+    "need_mb": NUMBER + NONE,
+    "scaled": (bool, *NONE),
+    "trigger": TEXT + NONE,
+    "sources": (list, *NONE),
+}
+RESULT_REQUIRED = ("schema", "case", "status")
+
+ENV_FIELDS: dict[str, tuple[type, ...]] = {
+    "schema": (int,),
+    "cell_id": TEXT + NONE,
+    "torch": TEXT + NONE,
+    "cuda": TEXT + NONE,
+    "cudnn": (int, *NONE),
+    "cudnn_error": TEXT + NONE,
+    "python": TEXT + NONE,
+    "platform": TEXT + NONE,
+    "machine": TEXT + NONE,
+    "driver": TEXT + NONE,
+    "gpus": (list,),
+    "device": TEXT + NONE,
+    "lane": TEXT + NONE,
+    "image_id": TEXT + NONE,
+    "hostname": TEXT + NONE,
+    "pid": (int, *NONE),
+    "started": TEXT + NONE,
+    "ended": TEXT + NONE,
+    "knobs": (dict,),
+    "argv": (list,),
+    "isolation": (dict,),
+}
+GPU_FIELDS: dict[str, tuple[type, ...]] = {
+    "index": (int,),
+    "name": TEXT,
+    "capability": TEXT,
+    "memory_mb": NUMBER + NONE,
+}
+
+_TYPE_NAMES = {int: "integer", float: "number", str: "string", bool: "boolean", dict: "object",
+               list: "array", type(None): "null"}
+
+
+def now() -> str:
+    """The one timestamp format of every record: ISO-8601 UTC with milliseconds."""
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds")
+
+
+def parse_time(text: object) -> datetime.datetime | None:
+    """A record's timestamp as an aware datetime (older 'Z' stamps too); None if unreadable."""
+    if not isinstance(text, str) or not text:
+        return None
+    try:
+        stamp = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return stamp if stamp.tzinfo else stamp.replace(tzinfo=datetime.timezone.utc)
+
+
+def type_problems(record: dict[str, Any], fields: dict[str, tuple[type, ...]],
+                  required: tuple[str, ...] = ()) -> list[str]:
+    """One "field 'x': ..." line per field of the wrong JSON type or missing; [] when sound."""
+    problems = [f"field {name!r}: missing" for name in required if name not in record]
+    for name, value in record.items():
+        allowed = fields.get(name)
+        if allowed is None or _is_a(value, allowed):
+            continue
+        wanted = " or ".join(_TYPE_NAMES.get(t, t.__name__) for t in allowed)
+        got = _TYPE_NAMES.get(type(value), type(value).__name__)
+        problems.append(f"field {name!r}: expected {wanted}, got {got} {_short(value)}")
+    return problems
+
+
+def result_problems(record: dict[str, Any]) -> list[str]:
+    """What is wrong with one results.jsonl line (types, required fields, status); [] if sound."""
+    problems = type_problems(record, RESULT_FIELDS, RESULT_REQUIRED)
+    status = record.get("status")
+    if isinstance(status, str) and status not in STATUSES:
+        problems.append("field 'status': {!r} is not one of {}".format(status, ", ".join(STATUSES)))
+    return problems
+
+
+def env_problems(env: dict[str, Any]) -> list[str]:
+    """What is wrong with an env.json object, its GPU entries included; [] if sound."""
+    problems = type_problems(env, ENV_FIELDS, ("schema",))
+    gpus = env.get("gpus")
+    for index, gpu in enumerate(gpus if isinstance(gpus, list) else []):
+        if not isinstance(gpu, dict):
+            problems.append(f"field 'gpus[{index}]': expected object, got {_short(gpu)}")
+            continue
+        problems += ["gpus[{}].{}".format(index, p[len("field "):])
+                     for p in type_problems(gpu, GPU_FIELDS, ("name", "capability"))]
+    return problems
+
+
+def crash_record(*, cell_id: str | None, case: str, nodeid: str | None, status: str,
+                 message: str, worker: str, started: str | None,
+                 knobs: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The line for a case whose process died (crashed) or ran past its time (timeout) before
+    it could write its own: written by the xdist controller or, after the fact, the harness."""
+    knobs = dict(knobs or {})
+    return {
+        "schema": SCHEMA,
+        "cell_id": cell_id,
+        "case": case,
+        "nodeid": nodeid,
+        "params": {},
+        "knobs": knobs,
+        "device": knobs.get("device"),
+        "status": status,
+        "exc_type": None,
+        "message": message,
+        "warnings": [],
+        "numeric": None,
+        "duration_s": None,
+        "worker": worker,
+        "started": started,
+        "ended": now(),
+    }
+
+
+def _is_a(value: object, allowed: tuple[type, ...]) -> bool:
+    # JSON has no int/bool distinction worth trusting: true is not a count, 1 is not a flag.
+    if isinstance(value, bool):
+        return bool in allowed
+    return isinstance(value, allowed)
+
+
+def _short(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
