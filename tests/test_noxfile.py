@@ -1,0 +1,43 @@
+"""The noxfile: a broken matrix fails only the sessions that need it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO
+
+
+def nox(matrix: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "nox", "-f", str(REPO / "noxfile.py"), *args], cwd=REPO,
+                          env=dict(os.environ, CONVMATRIX_MATRIX=matrix), capture_output=True, text=True,
+                          check=False, timeout=300)
+
+
+@pytest.fixture
+def broken(tmp_path):
+    path = tmp_path / "broken.toml"
+    path.write_text('name = "x"\n[axes]\nlanes = ["baremetal"]\n')
+    return str(path)
+
+
+def test_a_broken_matrix_still_lists_the_sessions(broken):
+    listed = nox(broken, "-l")
+    assert listed.returncode == 0, listed.stderr
+    assert "- tests ->" in listed.stdout and "- lint ->" in listed.stdout
+    assert f"convmatrix: {broken}: [axes]: unknown key 'lanes'" in listed.stderr
+
+
+def test_a_session_that_needs_the_broken_matrix_ends_with_its_line(broken):
+    done = nox(broken, "-s", "host")
+    assert done.returncode != 0
+    assert f"Session host aborted: convmatrix: {broken}: [axes]: unknown key 'lanes'" in done.stdout + done.stderr
+    assert "Traceback" not in done.stdout + done.stderr
+
+
+def test_the_default_matrix_gives_a_session_per_cell():
+    listed = nox(str(REPO / "matrix" / "default.toml"), "-l")
+    assert "- baremetal-torch2.5.1-cu124-cudnnbundled-py3.11 ->" in listed.stdout
