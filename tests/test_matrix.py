@@ -110,6 +110,104 @@ def test_everything_pruned_is_an_error(write_matrix):
         matrix.load(write_matrix(BASE.replace('["cu124", "cu126"]', '["cu128"]')))
 
 
+def test_everything_pruned_names_the_values_and_why_in_one_line(write_matrix, capsys):
+    from convmatrix import cli
+
+    path = write_matrix(BASE.replace('["cu124", "cu126"]', '["cu128"]'))
+    with pytest.raises(BadInput) as err:
+        matrix.load(path)
+    message = str(err.value)
+    assert err.value.exit_code == 2
+    assert "\n" not in message
+    assert message.startswith(f"{path}: [axes]: ")
+    assert "all 2 combinations were pruned" in message
+    # Which values (the axis that varies) and why (the stack facts' reason), for each group.
+    assert "torch=2.4.1: torch 2.4.1 was never published for cu128" in message
+    assert "torch=2.5.1: torch 2.5.1 was never published for cu128" in message
+    assert cli.main(["matrix", "-m", str(path)]) == 2
+    out, errors = capsys.readouterr()
+    assert out == ""
+    assert errors.count("\n") == 1 and "torch 2.5.1 was never published for cu128" in errors
+
+
+def test_everything_pruned_with_single_values_names_the_whole_stack(write_matrix):
+    text = BASE.replace('["2.4.1", "2.5.1"]', '["2.5.1"]').replace('["cu124", "cu126"]', '["cpu"]')
+    text = text.replace('cudnn = ["bundled"]', 'cudnn = ["9.5.1.17"]')
+    with pytest.raises(BadInput) as err:
+        matrix.load(write_matrix(text))
+    assert ("the only combination was pruned: torch=2.5.1 cuda=cpu cudnn=9.5.1.17 python=3.11: "
+            "a cuDNN override on a cpu wheel") in str(err.value)
+
+
+def test_everything_pruned_groups_reasons_and_stays_bounded(write_matrix):
+    text = BASE.replace('["2.4.1", "2.5.1"]', '["2.4.1", "2.5.1", "2.6.0", "2.7.1", "2.8.0"]')
+    text = text.replace('["cu124", "cu126"]', '["cu130"]').replace('["3.11"]', '["3.8", "3.9"]')
+    with pytest.raises(BadInput) as err:
+        matrix.load(write_matrix(text))
+    message = str(err.value)
+    assert "all 10 combinations were pruned" in message
+    assert "torch=2.4.1 (2 combinations): torch 2.4.1 was never published for cu130" in message
+    assert "and 1 more reason" in message
+    assert len(message) < 1000
+
+
+def test_everything_excluded_says_so(write_matrix):
+    text = BASE + '[[exclude]]\ncuda = "cu124"\n'
+    with pytest.raises(BadInput) as err:
+        matrix.load(write_matrix(text))
+    message = str(err.value)
+    assert "no cells" in message
+    assert "2 combinations excluded by [[exclude]]" in message
+    assert "the other 2 were pruned" in message
+    assert "cuda=cu126" in message and "never published for cu126" in message
+    with pytest.raises(BadInput, match=r"every combination was excluded by \[\[exclude\]\]"):
+        matrix.load(write_matrix(BASE + '[[exclude]]\nlane = "baremetal"\n'))
+
+
+def test_no_axes_and_no_include_says_what_to_give(write_matrix):
+    with pytest.raises(BadInput, match=r"no cells: give \[axes\] or \[\[include\]\]"):
+        matrix.load(write_matrix('name = "t"\n'))
+
+
+def test_everything_pruned_names_the_widest_reasons_first(write_matrix):
+    text = BASE.replace('["cu124", "cu126"]', '["cu130", "cpu"]').replace('["bundled"]', '["bundled", "9.5.1.17"]')
+    text = text.replace('["2.4.1", "2.5.1"]', '["2.4.1", "2.5.1", "2.6.0"]')
+    text += '[[exclude]]\ncuda = "cpu"\ncudnn = "bundled"\n'
+    with pytest.raises(BadInput) as err:
+        matrix.load(write_matrix(text))
+    message = str(err.value)
+    assert "3 combinations excluded by [[exclude]], the other 9 were pruned: " in message
+    assert message.index("cuda=cpu cudnn=9.5.1.17 (3 combinations): a cuDNN override on a cpu wheel") < message.index(
+        "torch=2.4.1 cuda=cu130 (2 combinations): torch 2.4.1 was never published for cu130")
+
+
+def test_matrix_name_with_control_characters_is_rejected(write_matrix):
+    with pytest.raises(BadInput, match=r"name: 'night\\x1b\[2Jly' holds control"):
+        matrix.load(write_matrix(BASE.replace('name = "t"', 'name = "night\\u001b[2Jly"')))
+
+
+@pytest.mark.parametrize(
+    ("text", "where"),
+    [
+        (BASE.replace('python = ["3.11"]', 'python = ["3.\u0661\u0661"]'), "[axes].python[0]"),
+        (BASE.replace('python = ["3.11"]', 'python = ["3.11", "3.\uff11\uff12"]'), "[axes].python[1]"),
+        (BASE.replace('"2.5.1"]', '"2.\u0665.1"]'), "[axes].torch[1]"),
+        (BASE.replace('"cu126"]', '"cu\u0661\u0662\u0666"]'), "[axes].cuda[1]"),
+        (BASE + '[[include]]\nlane = "baremetal"\ntorch = "2.5.1"\ncuda = "cu124"\npython = "3.\u0661\u0662"\n',
+         "[[include]] #1.python"),
+        (BASE + '[control]\ntorch = "2.\u0665.1"\ncuda = "cu124"\n', "[control].torch"),
+        (BASE + '[[exclude]]\ncudnn = "9.\u0665.1.17"\n', "[[exclude]] #1.cudnn"),
+    ],
+)
+def test_non_ascii_digits_are_rejected_naming_the_field(write_matrix, text, where):
+    path = write_matrix("")
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(BadInput, match=re.escape(where)) as err:
+        matrix.load(path)
+    assert str(path) in str(err.value)
+    assert err.value.exit_code == 2
+
+
 @pytest.mark.parametrize("path", ["matrix/default.toml", "matrix/nightly.toml",
                                   "matrix/examples/upgrade.toml", "matrix/examples/fix-proof.toml"])
 def test_shipped_matrices_load_with_a_control(path):

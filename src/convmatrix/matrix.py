@@ -17,6 +17,7 @@ TOP_KEYS = {"name", "description", "wheelhouse", "axes", "include", "exclude", "
 CONTAINER_KEYS = {"base", "flavour"}
 FLAVOURS = ("wheel", "system")
 CELL_AXES = ("lane", "torch", "cuda", "cudnn", "python")
+SHOWN_REASONS = 4  # reasons the "no cells" error spells out; the rest are counted
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -70,6 +71,8 @@ class _Parser:
         name = raw.get("name")
         if not isinstance(name, str) or not name:
             raise self.fail("name", "required: a non-empty string")
+        if not name.isprintable():
+            raise self.fail("name", f"{name!a} holds control or format characters")
         container = self.table(raw, "container")
         self.keys(container, CONTAINER_KEYS, "[container]")
         default_base = self.value("base", container["base"], "[container].base") if "base" in container else ""
@@ -79,10 +82,10 @@ class _Parser:
         axes = self.axes(self.table(raw, "axes"))
         base_is_axis = "base" in axes
         cells, pruned = self.expand(axes, default_base, base_is_axis)
-        cells, pruned = self.exclude(raw, cells, pruned)
+        cells, pruned, excluded = self.exclude(raw, cells, pruned)
         cells = self.include(raw, axes, cells, default_base, base_is_axis)
         if not cells:
-            raise self.fail("[axes]", "the matrix has no cells (every combination was pruned or excluded)")
+            raise self.fail("[axes]", no_cells(axes, pruned, excluded))
         control = self.control(raw, cells, pruned)
         wheelhouse = raw.get("wheelhouse")
         if wheelhouse is not None and not isinstance(wheelhouse, str):
@@ -179,12 +182,14 @@ class _Parser:
 
     def exclude(
         self, raw: dict[str, Any], cells: list[Cell], pruned: list[Pruned]
-    ) -> tuple[list[Cell], list[Pruned]]:
+    ) -> tuple[list[Cell], list[Pruned], int]:
+        """The cells and pruned combinations no [[exclude]] matches, and how many one did."""
+        before = len(cells) + len(pruned)
         for i, entry in enumerate(self.tables(raw, "exclude")):
             match = self.partial(entry, f"[[exclude]] #{i + 1}")
             cells = [c for c in cells if not _matches(c.values(), match)]
             pruned = [p for p in pruned if not _matches(p.values, match)]
-        return cells, pruned
+        return cells, pruned, before - len(cells) - len(pruned)
 
     def include(
         self, raw: dict[str, Any], axes: dict[str, list[str]], cells: list[Cell],
@@ -247,6 +252,50 @@ class _Parser:
         if reasons:
             raise self.fail("[control]", f"names an impossible stack: {reasons[0]}")
         raise self.fail("[control]", f"matches no cell of this matrix: {match}")
+
+
+def no_cells(axes: dict[str, list[str]], pruned: list[Pruned], excluded: int) -> str:
+    """Why a matrix has no cells, on one line: what was excluded, and which values were pruned and
+    why, one entry per reason (the values its combinations share, then the stack facts' reason)."""
+    if not axes:
+        return "no cells: give [axes] or [[include]]"
+    if not pruned:
+        return "no cells: every combination was excluded by [[exclude]]"
+    if excluded:
+        were = "was" if len(pruned) == 1 else "were"
+        head = (f"{excluded} combination{'s' if excluded > 1 else ''} excluded by [[exclude]], "
+                f"the other {len(pruned)} {were} pruned")
+    else:
+        head = "the only combination was pruned" if len(pruned) == 1 else f"all {len(pruned)} combinations were pruned"
+    groups: dict[str, list[dict[str, str]]] = {}
+    for p in pruned:
+        groups.setdefault(p.reason, []).append(p.values)
+    ranked = sorted(groups.items(), key=lambda item: -len(item[1]))  # the widest reasons first
+    entries = [f"{_shared_values(axes, group)}{_count(len(group))}: {reason}" for reason, group in ranked]
+    rest = entries[SHOWN_REASONS:]
+    if rest:
+        hidden = sum(len(group) for _, group in ranked[SHOWN_REASONS:])
+        entries = [*entries[:SHOWN_REASONS], f"and {len(rest)} more reason{'s' if len(rest) > 1 else ''}"
+                   f"{_count(hidden)}"]
+    return f"no cells: {head}: " + "; ".join(entries)
+
+
+def _shared_values(axes: dict[str, list[str]], group: list[dict[str, str]]) -> str:
+    """The values that set a group of pruned combinations apart: on each axis with several values,
+    the ones the group has (where it has not all of them); where that names nothing, the stack."""
+    order = [k for k in (*CELL_AXES, "base") if k in axes]
+    parts = []
+    for key in (k for k in order if len(axes[k]) > 1):
+        seen = list(dict.fromkeys(v.get(key, "") for v in group))
+        if set(seen) != set(axes[key]):
+            parts.append(f"{key}={'|'.join(seen)}")
+    if not parts:
+        parts = [f"{k}={group[0][k]}" for k in CELL_AXES[1:] if k in group[0] and len(axes.get(k, ())) <= 1]
+    return " ".join(parts)
+
+
+def _count(n: int) -> str:
+    return f" ({n} combinations)" if n > 1 else ""
 
 
 def _matches(cell_values: dict[str, str], match: dict[str, str]) -> bool:

@@ -6,15 +6,24 @@ import re
 
 LANES = ("host", "baremetal", "container")
 
-# Each pattern is anchored and admits no shell metacharacters, spaces or path tricks.
+# Each pattern is anchored (fullmatch) and admits no shell metacharacters, spaces or path tricks.
+# ASCII only: in a str pattern \d and \w match any Unicode digit or letter ("3.\u0661\u0661" would pass and
+# become a nox session that fails at run time), so the classes are spelt out and re.ASCII is set.
+# A number has no leading zero: "3.09" names no interpreter and "02.5.1" no release.
+_N = "(?:0|[1-9][0-9]*)"
 _PATTERNS: dict[str, tuple[re.Pattern[str], str]] = {
-    "lane": (re.compile(r"host|baremetal|container"), "one of host, baremetal, container"),
-    "torch": (re.compile(r"\d+\.\d+\.\d+"), "a torch release like 2.5.1"),
-    "cuda": (re.compile(r"cpu|cu\d{3}"), "a wheel variant like cu124 or cpu"),
-    "cudnn": (re.compile(r"bundled|\d+\.\d+\.\d+\.\d+"), "'bundled' or a cuDNN wheel version like 9.5.1.17"),
-    "python": (re.compile(r"3\.\d{1,2}"), "a Python version like 3.11"),
+    "lane": (re.compile(r"host|baremetal|container", re.ASCII), "one of host, baremetal, container"),
+    "torch": (re.compile(rf"{_N}\.{_N}\.{_N}", re.ASCII), "a torch release like 2.5.1"),
+    "cuda": (re.compile(r"cpu|cu[0-9]{3}", re.ASCII), "a wheel variant like cu124 or cpu"),
+    "cudnn": (
+        re.compile(rf"bundled|{_N}\.{_N}\.{_N}\.{_N}", re.ASCII),
+        "'bundled' or a cuDNN wheel version like 9.5.1.17",
+    ),
+    "python": (re.compile(r"3\.(?:0|[1-9][0-9]?)", re.ASCII), "a Python version like 3.11"),
     "base": (
-        re.compile(r"[a-z0-9][a-z0-9._/-]{0,200}(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[0-9a-f]{64})?"),
+        re.compile(
+            r"[a-z0-9][a-z0-9._/-]{0,200}(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[0-9a-f]{64})?", re.ASCII
+        ),
         "an image reference like python:3.11-slim-bookworm",
     ),
 }
@@ -26,10 +35,14 @@ def check(key: str, value: object) -> str | None:
     """None when value is valid for key, else what was expected."""
     pattern, expected = _PATTERNS[key]
     if not isinstance(value, str) or not pattern.fullmatch(value):
-        return f"{value!r} is not {expected}"
+        # A non-ASCII digit looks like an ASCII one: show the code points too.
+        shown = repr(value)
+        if isinstance(value, str) and not value.isascii():
+            shown += f" (non-ASCII: {value!a})"
+        return f"{shown} is not {expected}"
     return None
 
 
 def slug(text: str) -> str:
     """A readable, tag-safe form of an image reference: python:3.11-slim -> python-3.11-slim."""
-    return re.sub(r"[^A-Za-z0-9.]+", "-", text.split("@")[0]).strip("-").lower()
+    return re.sub(r"[^A-Za-z0-9.]+", "-", text.split("@")[0], flags=re.ASCII).strip("-").lower()
