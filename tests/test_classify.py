@@ -464,7 +464,7 @@ CORPUS: list[Case] = [
         "cuda_no_device",
         exc_type="AssertionError",
     ),
-    # ---- numeric_mismatch: written by the suite itself (DESIGN.md: The suite contract) -------
+    # ---- numeric_mismatch: written by the suite itself (suites/README.md: What it writes) -------
     Case(
         "numeric_mismatch",
         "numeric mismatch: max abs error 0.125 > atol 0.001 (float16, cudnn.benchmark=on)",

@@ -42,3 +42,13 @@ def test_latest_round_trip(tmp_path, monkeypatch):
         options.latest()
     options.mark_latest(Path("reports/runs/r1"))
     assert options.latest() == Path("reports/runs/r1")
+
+
+@pytest.mark.parametrize("args", [["--gpus", "\u0661"], ["--shard", "\u0661/2"]])
+def test_non_ascii_digits_are_not_indices(args):
+    with pytest.raises(BadInput, match="is not"):
+        options.parse(args)
+
+
+def test_every_gpu_is_a_run_option():
+    assert options.parse(["--every-gpu"]).every_gpu and not options.parse([]).every_gpu

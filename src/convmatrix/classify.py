@@ -1,6 +1,6 @@
 """Failure families: one family id per failed case, from its raw message.
 
-See DESIGN.md, "Failure families".
+See docs/contracts.md, "Failure families".
 
 The suite records raw facts (status, exception type and message, captured warnings); this module
 turns them into the vocabulary that compare and report speak. It is deliberately pure text work,
@@ -48,7 +48,7 @@ FAMILIES: tuple[str, ...] = (
 )
 
 # Families that say the environment is broken, not the convolution path: a control that hits one
-# is unhealthy (DESIGN.md: Control). cudnn_not_initialized is here because cudnnCreate fails
+# is unhealthy (docs/contracts.md: Verdicts). cudnn_not_initialized is here because cudnnCreate fails
 # before any convolution-specific work happens, so it says nothing about the conv path.
 # cuda_no_kernel_image is NOT here: a wheel without kernels for this GPU generation is a fact about
 # the (stack, GPU) pair that the matrix exists to show, not a broken machine.
@@ -73,7 +73,7 @@ INFRASTRUCTURE: frozenset[str] = frozenset(
 # - cudnn_not_initialized: the handle never existed, so nothing after it ran.
 # - no engine / no algorithm, before the signature: these are the verdict after trying every
 #   engine; the NOT_SUPPORTED they mention is each engine's reason, and must not make the case
-#   count as the signature (the sibling rule of DESIGN.md).
+#   count as the signature (the sibling rule of docs/contracts.md).
 # - arch mismatch before not supported: NOT_SUPPORTED_ARCH_MISMATCH is the more specific truth.
 # - then the generic cuDNN statuses, most specific first; INTERNAL_ERROR says least.
 PRECEDENCE: tuple[str, ...] = (
@@ -97,7 +97,7 @@ PRECEDENCE: tuple[str, ...] = (
 )
 
 # --- cuDNN status names ---------------------------------------------------------------------
-# Every cudnnStatus_t name of cuDNN 8 and 9, and the family it means. The rule of DESIGN.md is
+# Every cudnnStatus_t name of cuDNN 8 and 9, and the family it means. The rule of docs/contracts.md is
 # "every CUDNN_STATUS_NOT_SUPPORTED* is the signature"; the exceptions are sub-codes whose real
 # cause is a sibling family, so counting them as the signature would be a false positive:
 #   _ARCH_MISMATCH                 the GPU lacks a feature: cudnn_arch_mismatch

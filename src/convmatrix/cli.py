@@ -1,4 +1,4 @@
-"""The convmatrix command: matrix and report (DESIGN.md: Harness CLI contract)."""
+"""The convmatrix command: matrix, build, report and triage (docs/contracts.md; README.md)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from convmatrix import compare, matrix, render, report_model, results, triage_cli
-from convmatrix.errors import BadInput, ConvmatrixError
+from convmatrix.errors import BadInput, ConvmatrixError, NotGreen, UnhealthyControl
 
 DEFAULT_MATRIX = "matrix/default.toml"
 
@@ -50,7 +50,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         code: int = COMMANDS[args.command](args)
         return code
     except ConvmatrixError as exc:
-        print(f"convmatrix: {exc}", file=sys.stderr)
+        for line in exc.lines():
+            print(f"convmatrix: {line}", file=sys.stderr)
         return exc.exit_code
 
 
@@ -122,7 +123,10 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.baseline:
         add_baseline(report, results.load(args.baseline), loaded.errors)
     write_output(render.render(report, args.format), args.output)
-    return exit_code(report, loaded.errors, args.fail_on)
+    if loaded.errors:
+        raise BadInput("\n".join(loaded.errors))
+    judge(report, args.fail_on)
+    return 0
 
 
 def write_output(text: str, output: Path | None) -> None:
@@ -156,28 +160,28 @@ def add_baseline(report: dict[str, Any], baseline: results.Loaded, errors: list[
         )
 
 
-def exit_code(report: dict[str, Any], errors: list[str], fail_on: str) -> int:
-    for error in errors:
-        print(f"convmatrix: {error}", file=sys.stderr)
-    if errors:
-        return BadInput.exit_code
+def judge(report: dict[str, Any], fail_on: str) -> None:
+    """The report's verdict as an exit: UnhealthyControl (3) where a sick control has candidates,
+    NotGreen (1) for an INVALID cell or what --fail-on names; nothing when it is green."""
     sick = {k: h["reason"] for k, h in report["control"]["per_gpu"].items() if not h["healthy"]}
     judged = {c["gpu"]["key"] for c in report["cells"] if c["verdict"] != "control"}
     if report["control"]["cell"] and sick.keys() & judged:
-        for key in sorted(sick.keys() & judged):
-            print(f"convmatrix: control unhealthy on {key}: {sick[key]}", file=sys.stderr)
-        return 3
+        where = sorted(sick.keys() & judged)
+        raise UnhealthyControl("\n".join(f"control unhealthy on {key}: {sick[key]}" for key in where))
+    if fail_on == "never":
+        return
     cells = report["cells"]
     invalid = [f"{c['cell']}@{c['gpu']['key']}" for c in cells if c["verdict"] == "invalid"]
-    if fail_on != "never" and invalid:
+    if invalid:
         # Not green: these cells did not run every case they cover, so nothing clears them.
-        print(f"convmatrix: {len(invalid)} cell(s) INVALID: {', '.join(invalid[:5])}", file=sys.stderr)
-        return 1
-    if fail_on == "regression" and any(c["verdict"] == "regression" or c.get("baseline_regressions") for c in cells):
-        return 1
-    if fail_on == "signature" and any(c["signature"] for c in cells):
-        return 1
-    return 0
+        raise NotGreen(f"{len(invalid)} cell(s) INVALID: {', '.join(invalid[:5])}")
+    regressions = [f"{c['cell']}@{c['gpu']['key']}" for c in cells
+                   if c["verdict"] == "regression" or c.get("baseline_regressions")]
+    if fail_on == "regression" and regressions:
+        raise NotGreen(f"{len(regressions)} cell(s) regressed: {', '.join(regressions[:5])}")
+    signature = [f"{c['cell']}@{c['gpu']['key']}" for c in cells if c["signature"]]
+    if fail_on == "signature" and signature:
+        raise NotGreen(f"{len(signature)} cell(s) hit the signature: {', '.join(signature[:5])}")
 
 
 COMMANDS = {"matrix": cmd_matrix, "build": cmd_build, "report": cmd_report, "triage": triage_cli.run}

@@ -1,10 +1,23 @@
-"""Error classes that carry their own exit code (DESIGN.md: Harness CLI contract)."""
+"""Error classes that carry their own exit code (docs/contracts.md: Exit codes).
+
+Raised wherever the failure is found and printed once, as `convmatrix: <message>`, by the entry
+point (cli.main, container_lane.main, the nox session steps).
+"""
 
 from __future__ import annotations
 
 
 class ConvmatrixError(Exception):
-    """A failure the CLI reports as one line, with this class's exit code."""
+    """A failure the CLI reports as one line (a line per problem), with this class's exit code."""
+
+    exit_code = 1
+
+    def lines(self) -> list[str]:
+        return str(self).splitlines() or [type(self).__name__]
+
+
+class NotGreen(ConvmatrixError):
+    """The report found what --fail-on names (a regression, the signature) or an INVALID cell."""
 
     exit_code = 1
 
@@ -19,3 +32,9 @@ class UnhealthyControl(ConvmatrixError):
     """The control did not run cleanly, so no verdict can be given."""
 
     exit_code = 3
+
+
+class InfrastructureError(ConvmatrixError):
+    """The machine, not the input: the Docker engine is down, a build or an install failed."""
+
+    exit_code = 4

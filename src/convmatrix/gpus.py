@@ -55,8 +55,8 @@ def parse_smi(text: str) -> list[Gpu]:
     gpus = []
     for line in text.splitlines():
         fields = [f.strip() for f in line.split(",")]
-        if len(fields) == 4 and fields[0].isdigit():
-            memory = int(fields[3]) if fields[3].isdigit() else 0
+        if len(fields) == 4 and re.fullmatch("[0-9]+", fields[0]):
+            memory = int(fields[3]) if re.fullmatch("[0-9]+", fields[3]) else 0
             gpus.append(Gpu(index=int(fields[0]), name=fields[1], capability=fields[2], memory_mb=memory))
     return gpus
 
@@ -73,5 +73,5 @@ def select(gpus: list[Gpu], wanted: str | None) -> list[Gpu]:
     """--gpus 0,1: the listed indices; none given: all of them."""
     if not wanted:
         return gpus
-    indices = {int(i) for i in wanted.split(",") if i.strip().isdigit()}
+    indices = {int(i) for i in wanted.split(",") if re.fullmatch("[0-9]+", i.strip())}
     return [g for g in gpus if g.index in indices]

@@ -50,7 +50,7 @@ def parse(args: Sequence[str], *, default_out: Path | None = None) -> RunOptions
         raise BadInput(f"run options: {exc}") from None
     if unknown:
         raise BadInput(f"run options: unknown {' '.join(unknown)} (suite options go after a second --)")
-    if ns.gpus is not None and not re.fullmatch(r"\d+(,\d+)*", ns.gpus):
+    if ns.gpus is not None and not re.fullmatch(r"[0-9]+(,[0-9]+)*", ns.gpus):
         raise BadInput(f"run options: --gpus {ns.gpus!r} is not a list of indices like 0,1")
     return RunOptions(
         out=ns.out or default_out or new_run_dir(),
@@ -64,7 +64,7 @@ def parse(args: Sequence[str], *, default_out: Path | None = None) -> RunOptions
 
 
 def parse_shard(text: str) -> tuple[int, int]:
-    match = re.fullmatch(r"(\d+)/(\d+)", text)
+    match = re.fullmatch(r"([0-9]+)/([0-9]+)", text)
     if not match or not 1 <= int(match[1]) <= int(match[2]):
         raise BadInput(f"run options: --shard {text!r} is not I/N with 1 <= I <= N")
     return int(match[1]), int(match[2])

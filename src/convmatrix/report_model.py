@@ -1,4 +1,4 @@
-"""The report as data: the stable, versioned Report JSON of DESIGN.md, built from cell results."""
+"""The report as data: the stable, versioned report JSON of docs/contracts.md, built from cell results."""
 
 from __future__ import annotations
 

@@ -43,7 +43,7 @@ def minor_of(version: str) -> str:
 
 
 def version_key(version: str) -> tuple[int, ...]:
-    return tuple(int(p) for p in version.split(".") if p.isdigit())
+    return tuple(int(p) for p in version.split(".") if p.isascii() and p.isdigit())
 
 
 def cuda_version(variant: str) -> str | None:
