@@ -2,12 +2,16 @@
 
 This module imports neither torch nor pytest, so that any tool can read the catalog.
 A case id is derived from the fields and is the stable key of a result across stacks:
-renaming a case breaks comparisons with older runs, so change ids only on purpose.
+renaming a case breaks comparisons with older runs, so change ids only on purpose. An id names
+what the case is, in words that `pytest -k` finds: the op and dtype, `depthwise`, `dilated2`,
+`over2g` (a tensor past 2^31 elements), the trigger family or workload (`vae_decoder`,
+`whisper_frontend`, `int32_no_split`, ...), then the tag.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 from dataclasses import dataclass
 from typing import Any, Tuple, Union
@@ -55,6 +59,8 @@ WORKLOADS = {
     "patch_embed": "ViT / CLIP patch embedding (kernel = stride = 14, 16, 32)",
     "stylegan_transposed": "StyleGAN2 modulated upsampling: transposed conv grouped by batch",
 }
+# More elements than this in one tensor: past 32-bit indexing (PyTorch's canUse32BitIndexMath).
+INT32_MAX = 2**31 - 1
 _ON_OFF = {True: "on", False: "off"}
 _SHORT_DTYPE = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}
 
@@ -175,18 +181,50 @@ class Case:
             return (value,) * self.spatial_dims
         return tuple(value)
 
+    def output_size(self) -> tuple[int, ...]:
+        """The spatial extents of the output."""
+        sizes = zip(self.expand(self.size), self.expand(self.kernel), self.expand(self.stride),
+                    self.expand(self.padding), self.expand(self.dilation),
+                    self.expand(self.output_padding))
+        if self.transposed:
+            return tuple((i - 1) * s - 2 * p + d * (k - 1) + op + 1 for i, k, s, p, d, op in sizes)
+        return tuple((i + 2 * p - d * (k - 1) - 1) // s + 1 for i, k, s, p, d, _ in sizes)
+
+    def shapes(self) -> dict[str, tuple[int, ...]]:
+        """The shapes of input, weight, bias and output."""
+        kernel = self.expand(self.kernel)
+        weight = ((self.c_in, self.c_out // self.groups, *kernel) if self.transposed
+                  else (self.c_out, self.c_in // self.groups, *kernel))
+        return {
+            "input": (self.n, self.c_in, *self.expand(self.size)),
+            "weight": weight,
+            "bias": (self.c_out,),
+            "output": (self.n, self.c_out, *self.output_size()),
+        }
+
+    @property
+    def over_int32(self) -> bool:
+        """Whether a tensor of the case (or its gradient) has more than INT32_MAX elements."""
+        return any(math.prod(shape) > INT32_MAX for shape in self.shapes().values())
+
     @property
     def id(self) -> str:
+        """The fields in words, e.g. conv2d-fp32-k5-p4-dilated2-depthwise-channels_last-...
+
+        Every part comes from a field, so `pytest -k WORD` selects by what a case is: `depthwise`,
+        `dilated`, `over2g` (`-k 2g`), a trigger family (`-k int32`, `-k tall_wide`) or a
+        workload (`-k vae`, `-k whisper`, `-k unet`, `-k patch`, `-k stylegan`, `-k video`).
+        """
         parts = [self.op, _SHORT_DTYPE[self.dtype]]
         if self.autocast:
             parts.append("autocast_" + _SHORT_DTYPE[self.autocast])
         parts.append("k" + _fmt(self.kernel))
         for prefix, value, default in (("s", self.stride, 1), ("p", self.padding, 0),
-                                       ("d", self.dilation, 1), ("op", self.output_padding, 0)):
+                                       ("dilated", self.dilation, 1), ("op", self.output_padding, 0)):
             if not _is_default(value, default):
                 parts.append(prefix + _fmt(value))
-        if self.groups == self.c_in and self.groups > 1:
-            parts.append("dw")
+        if self.depthwise:
+            parts.append("depthwise")
         elif self.groups > 1:
             parts.append("g" + str(self.groups))
         if self.memory_format != "contiguous":
@@ -199,6 +237,12 @@ class Case:
                             ("tf32", self.tf32)):
             if value is not None:
                 parts.append(f"{name}_{_ON_OFF[value]}")
+        if self.over_int32:
+            parts.append("over2g")
+        if self.trigger:
+            parts.append(self.trigger)
+        if self.workload:
+            parts.append(self.workload)
         if self.tag:
             parts.append(self.tag)
         return "-".join(parts)
@@ -309,14 +353,14 @@ TRIGGER_CASES: tuple[Case, ...] = (
               Case("conv3d", 1, 1, 1, (256, 256, 256), 3, padding=2, dilation=2, backward=True,
                    tag="vol256", source="the dilated 1x1x256^3 conv3d whose backward failed (pytorch#32035)"),
               Case("conv3d", 2, 64, 64, (32, 256, 256), 3, padding=1, dtype="float16",
-                   tag="large", source="a 3D conv of 2.7e8 elements per tensor, forward only"),
+                   source="a 3D conv of 2.7e8 elements per tensor, forward only"),
               Case("conv3d", 1, 32, 32, (48, 128, 128), 3, padding=1, dtype="float16",
-                   backward=True, tag="large", source="a large fp16 3D conv with backward")),
+                   backward=True, source="a large fp16 3D conv with backward")),
     *_trigger("large_transposed_3d", (PT_ISSUE + "4344", PT_ISSUE + "1664"),
               Case("conv_transpose3d", 1, 8, 1, (128, 512, 512), 4, stride=2, padding=1,
-                   tag="large", source="ConvTranspose3d(8, 1, 4, 2, 1) on 1x8x128x512x512 (pytorch#4344)"),
+                   source="ConvTranspose3d(8, 1, 4, 2, 1) on 1x8x128x512x512 (pytorch#4344)"),
               Case("conv_transpose3d", 1, 16, 8, (64, 128, 128), 3, stride=2, padding=1,
-                   output_padding=1, dtype="float16", backward=True, tag="large",
+                   output_padding=1, dtype="float16", backward=True,
                    source="a large fp16 transposed 3D conv with backward")),
     *_trigger("non_contiguous",
               (PT_ISSUE + "136812", "https://github.com/loeweX/Greedy_InfoMax/issues/3"),
@@ -347,13 +391,13 @@ TRIGGER_CASES: tuple[Case, ...] = (
                    source="bf16 channels_last with 6 and 10 channels")),
     *_trigger("half_pre_sm80", (PT_ISSUE + "88571", PT_PULL + "81139", PT_ISSUE + "58861",
                                 PT_ISSUE + "57921"),
-              Case("conv2d", 8, 3, 3, (10, 10), 5, dtype="bfloat16", gpu_only=True, tag="sm80",
+              Case("conv2d", 8, 3, 3, (10, 10), 5, dtype="bfloat16", gpu_only=True,
                    source="bf16 Conv2d(3, 3, 5) (pytorch#88571): cuDNN runs bf16 on sm80+ only"),
               Case("conv2d", 16, 256, 256, (128, 128), 3, padding=1, dtype="float16",
-                   backward=True, benchmark=True, gpu_only=True, tag="sm80",
+                   backward=True, benchmark=True, gpu_only=True,
                    source="fp16 backward on a Quadro RTX 8000 (pytorch#57921)"),
               Case("conv3d", 2, 16, 16, (8, 16, 16), 3, padding=1, dtype="bfloat16",
-                   backward=True, gpu_only=True, tag="sm80",
+                   backward=True, gpu_only=True,
                    source="bf16 3D conv with backward on a pre-Ampere GPU")),
     *_trigger("dilation_deterministic",
               ("https://github.com/chainer/chainer/issues/3874", PT_PULL + "2893",

@@ -35,24 +35,11 @@ MIB = 1 << 20
 
 
 def output_size(case: Case) -> tuple[int, ...]:
-    sizes = zip(case.expand(case.size), case.expand(case.kernel), case.expand(case.stride),
-                case.expand(case.padding), case.expand(case.dilation),
-                case.expand(case.output_padding))
-    if case.transposed:
-        return tuple((i - 1) * s - 2 * p + d * (k - 1) + op + 1 for i, k, s, p, d, op in sizes)
-    return tuple((i + 2 * p - d * (k - 1) - 1) // s + 1 for i, k, s, p, d, _ in sizes)
+    return case.output_size()  # the shape math lives in catalog.py: case ids name tensors past 2^31
 
 
 def shapes(case: Case) -> dict[str, tuple[int, ...]]:
-    kernel = case.expand(case.kernel)
-    weight = ((case.c_in, case.c_out // case.groups, *kernel) if case.transposed
-              else (case.c_out, case.c_in // case.groups, *kernel))
-    return {
-        "input": (case.n, case.c_in, *case.expand(case.size)),
-        "weight": weight,
-        "bias": (case.c_out,),
-        "output": (case.n, case.c_out, *output_size(case)),
-    }
+    return case.shapes()
 
 
 def numel(shape: tuple[int, ...]) -> int:
