@@ -1,14 +1,17 @@
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from convmatrix import compare
 from convmatrix.errors import BadInput
+from convmatrix.outcomes import Outcome
 from convmatrix.results import Case, CellResult
 
 
 def case(outcome: str, family: str | None = None) -> Case:
-    return Case(case="c", outcome=outcome, family=family, message=None, knobs={}, warnings=())
+    return Case(case="c", outcome=Outcome(outcome), family=family, message=None, knobs={}, warnings=())
 
 
 @pytest.mark.parametrize(
@@ -36,18 +39,15 @@ def test_verdict_precedence():
 
 
 def result(cell="ctl", **kw) -> CellResult:
-    r = CellResult(cell=cell, gpu_key="cpu", gpu={}, lane="baremetal", path=None)  # type: ignore[arg-type]
-    r.cases = {"c": case("pass")}
-    for k, v in kw.items():
-        setattr(r, k, v)
-    return r
+    fields = {"cases": {"c": case("pass")}, **kw}
+    return CellResult(cell=cell, gpu_key="cpu", gpu={}, lane="baremetal", path=Path("r"), **fields)
 
 
 def test_health():
     assert compare.health(result()).healthy
     assert not compare.health(None).healthy
-    assert "did not finish" in compare.health(result(problems=["the suite did not finish"])).reason
-    assert "stack mismatch" in compare.health(result(stack_mismatch=["cudnn: x"])).reason
+    assert "did not finish" in compare.health(result(problems=("the suite did not finish",))).reason
+    assert "stack mismatch" in compare.health(result(stack_mismatch=("cudnn: x",))).reason
     sick = result(cases={"c": case("fail", "cuda_no_device")})
     assert "infrastructure failure on the control: cuda_no_device" in compare.health(sick).reason
     # A conv failure on a healthy control is a baseline fact, not sickness.

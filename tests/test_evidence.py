@@ -108,8 +108,8 @@ def test_report_names_the_first_cause_in_the_failing_cells_log(faulty_run):
 
     target, _ = faulty_run
     report = report_model.build(load([target.out]).results, None)
-    (cell,) = report["cells"]
+    (cell,) = report.cells
     evidence_file = (target.results_dir / "evidence" / "conv1d-fp32-k3-p1.txt").read_text()
     line = int(evidence_file.split("log.txt line ")[1].split(",")[0])
-    assert cell["first_cause"] == {"log": str(target.results_dir / "log.txt"), "family": "cudnn_not_supported",
-                                   "line": line, "rank": None, "fatal": True}
+    assert cell.first_cause == report_model.FirstCause(
+        log=str(target.results_dir / "log.txt"), family="cudnn_not_supported", line=line, rank=None, fatal=True)

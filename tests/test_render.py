@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 import unicodedata
+from dataclasses import replace
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,10 @@ from xml.etree import ElementTree as ET
 import pytest
 
 from conftest import env_json, record, write_result
-from convmatrix import render, report_model, results
+from convmatrix import escape, render, report_model, results
+from convmatrix.compare import Health
+from convmatrix.outcomes import Delta, Outcome, Verdict
+from convmatrix.report_model import CaseRow, CellRow, FirstCause, GpuInfo, Report, Rerun
 
 HOSTILE = (
     "cuDNN error: CUDNN_STATUS_NOT_SUPPORTED \x1b[31mred\x1b[0m \x1b]0;owned title\x07"
@@ -27,60 +31,61 @@ HOSTILE_ID = "case\x1b[2J|<i>\x00\n\"q\""
 
 
 def case_row(cell: str, gpu: str, case: str, outcome: str, family: str | None, message: str | None,
-             **extra: Any) -> dict[str, Any]:
-    row = {
-        "cell": cell, "gpu": gpu, "case": case, "knobs": {}, "outcome": outcome, "family": family,
-        "message": message, "warnings": [], "control_outcome": "pass", "delta": "regression",
-        "evidence": None, "blocking": None, "forward_ms": None, "slowdown": None, "fingerprint_changed": False,
+             **extra: Any) -> CaseRow:
+    fields: dict[str, Any] = {
+        "cell": cell, "gpu": gpu, "case": case, "knobs": {}, "outcome": Outcome(outcome), "family": family,
+        "message": message, "warnings": (), "control_outcome": Outcome.PASS, "delta": Delta.REGRESSION,
+        "fingerprint_changed": False,
     }
-    row.update(extra)
-    return row
+    fields.update(extra)
+    return CaseRow(**fields)
 
 
-def cell_row(cell: str, gpu: str, verdict: str, counts: dict[str, int], **extra: Any) -> dict[str, Any]:
-    row = {
-        "cell": cell, "gpu": {"key": gpu, "generation": "Hopper"}, "lane": "baremetal", "path": f"run/{cell}@{gpu}",
-        "stack": {}, "observed": {"torch": "2.5.1+cu124", "cudnn": 90100}, "stack_mismatch": False,
-        "mismatches": [], "problems": [], "counts": counts, "signature": False, "warning_signature": False,
-        "first_cause": None, "regressions": 0, "slowdown": None, "fingerprint_changed": 0, "fixed": 0,
-        "verdict": verdict,
+def cell_row(cell: str, gpu: str, verdict: str, counts: dict[str, int], **extra: Any) -> CellRow:
+    fields: dict[str, Any] = {
+        "cell": cell, "gpu": GpuInfo(key=gpu, name="NVIDIA H200", capability="9.0", generation="Hopper"),
+        "lane": "baremetal", "path": f"run/{cell}@{gpu}", "stack": {},
+        "observed": {"torch": "2.5.1+cu124", "cudnn": 90100}, "mismatches": (), "problems": (),
+        "counts": counts, "signature": False, "warning_signature": False, "first_cause": None, "regressions": 0,
+        "slowdown": None, "fingerprint_changed": 0, "fixed": 0, "verdict": Verdict(verdict),
     }
-    row.update(extra)
-    return row
+    fields.update(extra)
+    return CellRow(**fields)
 
 
-def hostile_report() -> dict[str, Any]:
-    """A report in report_model.build's shape with a hostile string in every free-text field."""
+def hostile_report() -> Report:
+    """A report with a hostile string in every free-text field."""
     bad_cell = f"cand\x1b[1m|<b>{HOSTILE_ID}"
     bad_gpu = "h200\x1b]0;x\x07|<g>"
-    return {
-        "schema": 1,
-        "control": {"cell": "control<\x1b[0m|>", "per_gpu": {bad_gpu: {"healthy": False, "reason": HOSTILE}}},
-        "cells": [
-            cell_row("control<\x1b[0m|>", bad_gpu, "control", {"pass": 2}),
+    control = "control<\x1b[0m|>"
+    return Report(
+        control=control,
+        health={bad_gpu: Health(healthy=False, reason=HOSTILE)},
+        cells=(
+            cell_row(control, bad_gpu, "control", {"pass": 2}),
             cell_row(
                 bad_cell, bad_gpu, "regression", {"pass": 1, "cudnn_not_supported": 1},
                 observed={"torch": "2.5.1\x1b[31m|<t>", "cudnn": None, "cudnn_error": HOSTILE},
-                mismatches=[HOSTILE], problems=[HOSTILE], signature=True, stack_mismatch=True,
-                first_cause={"log": f"run/{bad_cell}/log.txt", "family": "cudnn_not_supported", "line": 3,
-                             "rank": None, "fatal": True},
+                mismatches=(HOSTILE,), problems=(HOSTILE,), signature=True,
+                first_cause=FirstCause(log=f"run/{bad_cell}/log.txt", family="cudnn_not_supported", line=3,
+                                       rank=None, fatal=True),
                 slowdown=2.0, fingerprint_changed=1,
             ),
-        ],
-        "cases": [
-            case_row("control<\x1b[0m|>", bad_gpu, HOSTILE_ID, "pass", None, None, delta=None),
-            case_row("control<\x1b[0m|>", bad_gpu, "skipped", "skip", None, HOSTILE, delta=None),
+        ),
+        cases=(
+            case_row(control, bad_gpu, HOSTILE_ID, "pass", None, None, delta=None),
+            case_row(control, bad_gpu, "skipped", "skip", None, HOSTILE, delta=None),
             case_row(bad_cell, bad_gpu, HOSTILE_ID, "fail", "cudnn_not_supported", HOSTILE,
                      evidence=f"run/{bad_cell}/evidence/{HOSTILE_ID}.txt",
-                     blocking={"outcome": "fail", "family": "cudnn_not_supported", "message": HOSTILE}),
-            case_row(bad_cell, bad_gpu, "warned", "pass", None, None, warnings=[HOSTILE], delta="same"),
-            case_row(bad_cell, bad_gpu, "crashed|<x>", "crashed", None, HOSTILE),
-        ],
-        "notes": [f"{bad_cell}@{bad_gpu}: two results; kept one: {HOSTILE}"],
-    }
+                     blocking=Rerun(outcome=Outcome.FAIL, family="cudnn_not_supported", message=HOSTILE)),
+            case_row(bad_cell, bad_gpu, "warned", "pass", None, None, warnings=(HOSTILE,), delta=Delta.SAME),
+            case_row(bad_cell, bad_gpu, "crashed|<x>", "crash", None, HOSTILE),
+        ),
+        notes=(f"{bad_cell}@{bad_gpu}: two results; kept one: {HOSTILE}",),
+    )
 
 
-def built_report(tmp_path: Path) -> dict[str, Any]:
+def built_report(tmp_path: Path) -> Report:
     """The same kind of hostile text, through the real path: results.jsonl -> report_model.build."""
     recs = [record("conv2d-a"), record("conv2d-b"), record("conv2d-c", status="skipped", message=HOSTILE)]
     write_result(tmp_path, "control", recs, env=env_json("control"))
@@ -91,7 +96,7 @@ def built_report(tmp_path: Path) -> dict[str, Any]:
     return report_model.build(loaded.results, "control")
 
 
-def reports(tmp_path: Path) -> list[dict[str, Any]]:
+def reports(tmp_path: Path) -> list[Report]:
     return [hostile_report(), built_report(tmp_path)]
 
 
@@ -143,7 +148,7 @@ def test_junit_keeps_the_message_readable(tmp_path):
 def test_junit_benign_message_unchanged():
     report = hostile_report()
     message = "cuDNN error: CUDNN_STATUS_NOT_SUPPORTED. This error may appear if you passed in a non-contiguous input."
-    report["cases"] = [case_row("cand", "cpu", "conv1d-fp16", "fail", "cudnn_not_supported", message)]
+    report = replace(report, cases=(case_row("cand", "cpu", "conv1d-fp16", "fail", "cudnn_not_supported", message),))
     root = ET.fromstring(render.render(report, "junit"))
     failure = root.find(".//failure")
     assert failure is not None and failure.text == message
@@ -204,7 +209,7 @@ def test_markdown_stays_one_table_per_section(tmp_path):
         for table in tables:
             width = len(_cells(table[0]))
             assert all(len(_cells(row)) == width for row in table), table
-        failing = [c for c in report["cases"] if not (c["outcome"] in ("pass", "skip") and c["delta"] in (None, "same"))]
+        failing = [c for c in report.cases if not (c.outcome in ("pass", "skip") and c.delta in (None, "same"))]
         assert len(tables[1]) == 2 + len(failing)
         assert not _TERMINAL.search(text.replace("\n", ""))
         # No raw HTML, link or code span can form out of a message.
@@ -221,8 +226,7 @@ def test_report_wide_notes_are_shown_escaped(fmt):
     text = render.render(report, fmt)
     notes = [line for line in text.splitlines() if "two results; kept one" in line]
     assert len(notes) == 1 and notes[0].startswith("- ")
-    del report["notes"]  # a report without them (report_model.build's today) renders as before
-    assert "two results" not in render.render(report, fmt)
+    assert "two results" not in render.render(replace(report, notes=()), fmt)
     text = render.render(hostile_report(), "markdown")
     assert "&lt;script&gt;alert(\"x\")&lt;/script&gt;" in text
     assert "&amp; amp; &amp;lt; \\| a \\|\\| b \\\\\\| c \\[x\\](javascript" in render.render(hostile_report(), "markdown")
@@ -263,13 +267,13 @@ def test_json_is_valid_and_ascii(tmp_path):
 @pytest.mark.parametrize("fmt", ["text", "markdown", "html"])
 def test_benign_report_reads_as_before(fmt):
     message = "cuDNN error: CUDNN_STATUS_NOT_SUPPORTED. This error may appear if you passed in a non-cont"
-    report = {
-        "schema": 1,
-        "control": {"cell": "control", "per_gpu": {"cpu": {"healthy": True, "reason": ""}}},
-        "cells": [cell_row("control", "cpu", "control", {"pass": 1}),
-                  cell_row("host", "cpu", "regression", {"pass": 0, "cudnn_not_supported": 1}, signature=True)],
-        "cases": [case_row("host", "cpu", "conv1d-bf16-k7-p3-dw", "fail", "cudnn_not_supported", message + "iguous")],
-    }
+    report = Report(
+        control="control",
+        health={"cpu": Health(healthy=True, reason=None)},
+        cells=(cell_row("control", "cpu", "control", {"pass": 1}),
+               cell_row("host", "cpu", "regression", {"pass": 0, "cudnn_not_supported": 1}, signature=True)),
+        cases=(case_row("host", "cpu", "conv1d-bf16-k7-p3-dw", "fail", "cudnn_not_supported", message + "iguous"),),
+    )
     text = render.render(report, fmt)
     assert "conv1d-bf16-k7-p3-dw" in text
     assert message in text
@@ -277,9 +281,9 @@ def test_benign_report_reads_as_before(fmt):
 
 
 def test_visible_is_idempotent_and_keeps_printable_unicode():
-    once = render.visible(HOSTILE)
-    assert render.visible(once) == once
-    assert render.visible("é ü 中文 ×") == "é ü 中文 ×"
+    once = escape.visible(HOSTILE)
+    assert escape.visible(once) == once
+    assert escape.visible("é ü 中文 ×") == "é ü 中文 ×"
     for char in once:
         assert char in "\t\n\r" or unicodedata.category(char) not in ("Cc", "Cf", "Cs"), ascii(char)
-    assert render.visible("a\u200bb\ufeff\U000e0041") == "a\\u200bb\\ufeff\\U000e0041"
+    assert escape.visible("a\u200bb\ufeff\U000e0041") == "a\\u200bb\\ufeff\\U000e0041"

@@ -62,5 +62,5 @@ def test_cell_json_mismatch_is_recomputed(tmp_path):
     write_result(tmp_path, "a", [record("c1")], env=env_json("a", cudnn=90100),
                  cell={"expected": {"torch": "2.5.1", "cuda": "12.4", "cudnn": 90501}})
     (result,) = results.load([tmp_path]).results
-    assert result.stack_mismatch == ["cudnn: requested 90501, observed 90100"]
+    assert result.stack_mismatch == ("cudnn: requested 90501, observed 90100",)
     assert json.loads((tmp_path / "a@cpu" / "cell.json").read_text())["cell"] == "a"

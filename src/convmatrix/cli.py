@@ -8,10 +8,9 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from convmatrix import compare, matrix, render, report_model, results, triage_cli
-from convmatrix.errors import BadInput, ConvmatrixError, NotGreen, UnhealthyControl
+from convmatrix.errors import BadInput, ConvmatrixError
 
 DEFAULT_MATRIX = "matrix/default.toml"
 
@@ -39,7 +38,7 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--baseline", nargs="+", default=[], help="earlier results to compare each case with")
     r.add_argument("--format", choices=render.FORMATS, default="text")
     r.add_argument("-o", "--output", type=Path, help="write the report here instead of stdout")
-    r.add_argument("--fail-on", choices=("regression", "signature", "never"), default="regression")
+    r.add_argument("--fail-on", choices=compare.FAIL_ON, default="regression")
     triage_cli.add_parser(sub)
     return top
 
@@ -117,15 +116,18 @@ def cmd_build(args: argparse.Namespace) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     loaded = results.load(args.results)
     if not loaded.results:
-        raise BadInput("; ".join(loaded.errors) or "no results to report")
+        raise BadInput("\n".join(loaded.errors) or "no results to report")
     control = compare.control_id(loaded.results, args.control)
     report = report_model.build(loaded.results, control, loaded.notes)
+    errors = list(loaded.errors)
     if args.baseline:
-        add_baseline(report, results.load(args.baseline), loaded.errors)
+        baseline = results.load(args.baseline)
+        errors += [f"--baseline: {e}" for e in baseline.errors]
+        report = report_model.with_baseline(report, baseline)
     write_output(render.render(report, args.format), args.output)
-    if loaded.errors:
-        raise BadInput("\n".join(loaded.errors))
-    judge(report, args.fail_on)
+    if errors:
+        raise BadInput("\n".join(errors))
+    compare.judge(report, args.fail_on)
     return 0
 
 
@@ -138,50 +140,6 @@ def write_output(text: str, output: Path | None) -> None:
         output.write_text(text, encoding="utf-8")
     except OSError as exc:
         raise BadInput(f"-o {output}: cannot write the report ({exc.strerror or exc})") from None
-
-
-def add_baseline(report: dict[str, Any], baseline: results.Loaded, errors: list[str]) -> None:
-    """Each case also against the same cell@gpu in an earlier run (say, last night's)."""
-    errors += [f"--baseline: {e}" for e in baseline.errors]
-    earlier = {(r.cell, r.gpu_key): r for r in baseline.results}
-    for case in report["cases"]:
-        old = earlier.get((case["cell"], case["gpu"]))
-        before = old.cases.get(case["case"]) if old else None
-        case["baseline_outcome"] = before.outcome if before else None
-        now = results.Case(
-            case=case["case"], outcome=case["outcome"], family=case["family"], message=None, knobs={}, warnings=()
-        )
-        case["baseline_delta"] = compare.delta(before, now) if old else None
-    for cell in report["cells"]:
-        cell["baseline_regressions"] = sum(
-            1
-            for c in report["cases"]
-            if c["cell"] == cell["cell"] and c["gpu"] == cell["gpu"]["key"] and c.get("baseline_delta") == "regression"
-        )
-
-
-def judge(report: dict[str, Any], fail_on: str) -> None:
-    """The report's verdict as an exit: UnhealthyControl (3) where a sick control has candidates,
-    NotGreen (1) for an INVALID cell or what --fail-on names; nothing when it is green."""
-    sick = {k: h["reason"] for k, h in report["control"]["per_gpu"].items() if not h["healthy"]}
-    judged = {c["gpu"]["key"] for c in report["cells"] if c["verdict"] != "control"}
-    if report["control"]["cell"] and sick.keys() & judged:
-        where = sorted(sick.keys() & judged)
-        raise UnhealthyControl("\n".join(f"control unhealthy on {key}: {sick[key]}" for key in where))
-    if fail_on == "never":
-        return
-    cells = report["cells"]
-    invalid = [f"{c['cell']}@{c['gpu']['key']}" for c in cells if c["verdict"] == "invalid"]
-    if invalid:
-        # Not green: these cells did not run every case they cover, so nothing clears them.
-        raise NotGreen(f"{len(invalid)} cell(s) INVALID: {', '.join(invalid[:5])}")
-    regressions = [f"{c['cell']}@{c['gpu']['key']}" for c in cells
-                   if c["verdict"] == "regression" or c.get("baseline_regressions")]
-    if fail_on == "regression" and regressions:
-        raise NotGreen(f"{len(regressions)} cell(s) regressed: {', '.join(regressions[:5])}")
-    signature = [f"{c['cell']}@{c['gpu']['key']}" for c in cells if c["signature"]]
-    if fail_on == "signature" and signature:
-        raise NotGreen(f"{len(signature)} cell(s) hit the signature: {', '.join(signature[:5])}")
 
 
 COMMANDS = {"matrix": cmd_matrix, "build": cmd_build, "report": cmd_report, "triage": triage_cli.run}

@@ -1,141 +1,203 @@
-"""The report as data: the stable, versioned report JSON of docs/contracts.md, built from cell results."""
+"""The report as typed data, built from cell results: every cell and case compared with the
+control on the same GPU. The renderers read it; report_json turns it into the versioned report
+JSON of docs/contracts.md, the only place it becomes dicts."""
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
-from convmatrix import classify, compare, triage
-from convmatrix.results import FAILING, Case, CellResult
+from convmatrix import classify, compare, rundir, triage
+from convmatrix.outcomes import Delta, Outcome, Verdict
+from convmatrix.results import Case, CellResult, Loaded
 
 REPORT_SCHEMA = 1
-MISSING = "missing"  # the outcome and delta of a case the control ran and a candidate did not
+OBSERVED_KEYS = ("torch", "cuda", "cudnn", "cudnn_error", "python", "driver", "device", "hostname", "image_id")
 
 
-def build(results: list[CellResult], control: str | None, notes: Sequence[str] = ()) -> dict[str, Any]:
+@dataclass(frozen=True, kw_only=True)
+class Rerun:
+    """A case's CUDA_LAUNCH_BLOCKING=1 re-run."""
+
+    outcome: Outcome
+    family: str | None
+    message: str | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class CaseRow:
+    cell: str
+    gpu: str  # the GPU key
+    case: str
+    knobs: Mapping[str, Any]
+    outcome: Outcome
+    family: str | None
+    message: str | None
+    warnings: tuple[str, ...]  # families of the warnings a case raised (a passing case keeps them)
+    control_outcome: Outcome | None
+    delta: Delta | None  # None on the control itself, or with no control to compare with
+    evidence: str | None = None
+    blocking: Rerun | None = None
+    forward_ms: float | None = None
+    slowdown: float | None = None
+    fingerprint_changed: bool | None = None
+    baseline_outcome: Outcome | None = None  # with --baseline: the same case in the earlier run
+    baseline_delta: Delta | None = None
+
+    @property
+    def where(self) -> str:
+        return f"{self.cell}@{self.gpu}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class GpuInfo:
+    key: str
+    name: str
+    capability: str | None
+    generation: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class FirstCause:
+    """What triage makes of a failing cell's log.txt."""
+
+    log: str
+    family: str
+    line: int | None
+    rank: int | None
+    fatal: bool
+
+
+@dataclass(frozen=True, kw_only=True)
+class CellRow:
+    cell: str
+    gpu: GpuInfo
+    lane: str
+    path: str
+    stack: Mapping[str, Any]  # what the cell requested
+    observed: Mapping[str, Any]  # what the suite saw (env.json)
+    mismatches: tuple[str, ...]
+    problems: tuple[str, ...]
+    counts: Mapping[str, int]  # outcome or family -> cases
+    signature: bool
+    warning_signature: bool
+    first_cause: FirstCause | None
+    regressions: int
+    fixed: int
+    slowdown: float | None
+    fingerprint_changed: int
+    verdict: Verdict
+    baseline_regressions: int | None = None
+
+    @property
+    def where(self) -> str:
+        return f"{self.cell}@{self.gpu.key}"
+
+    @property
+    def stack_mismatch(self) -> bool:
+        return bool(self.mismatches)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Report:
+    control: str | None
+    health: Mapping[str, compare.Health]  # per GPU key; empty without a control
+    cells: tuple[CellRow, ...]
+    cases: tuple[CaseRow, ...]
+    notes: tuple[str, ...] = ()  # what the reader should know of the inputs (a duplicate dropped)
+    baseline: bool = False
+
+
+def build(results: Sequence[CellResult], control: str | None, notes: Sequence[str] = ()) -> Report:
     by_gpu = {r.gpu_key: r for r in results if r.cell == control}
     gpu_keys = sorted({r.gpu_key for r in results})
     # Without a control there is nothing to be healthy or not: every verdict is no-control.
     health = {key: compare.health(by_gpu.get(key)) for key in gpu_keys} if control else {}
     cells, cases = [], []
     for result in sorted(results, key=lambda r: (r.cell != control, r.cell, r.gpu_key)):
-        cell_cases = case_rows(result, by_gpu.get(result.gpu_key), control)
-        cases += cell_cases
-        cells.append(cell_row(result, cell_cases, control, health.get(result.gpu_key)))
-    return {
-        "schema": REPORT_SCHEMA,
-        "control": {
-            "cell": control,
-            "per_gpu": {k: {"healthy": h.healthy, "reason": h.reason} for k, h in health.items()},
-        },
-        "cells": cells,
-        "cases": cases,
-        "notes": list(notes),  # what the reader should know of the inputs (a duplicate dropped)
-    }
+        rows = case_rows(result, by_gpu.get(result.gpu_key), control)
+        cases += rows
+        cells.append(cell_row(result, rows, control, health.get(result.gpu_key)))
+    return Report(control=control, health=health, cells=tuple(cells), cases=tuple(cases), notes=tuple(notes))
 
 
-def case_rows(result: CellResult, control: CellResult | None, control_id: str | None) -> list[dict[str, Any]]:
+def case_rows(result: CellResult, control: CellResult | None, control_id: str | None) -> list[CaseRow]:
+    judged = control is not None and result.cell != control_id
     rows = []
     for name, case in sorted(result.cases.items()):
         base = control.cases.get(name) if control is not None else None
-        rows.append(
-            {
-                "cell": result.cell,
-                "gpu": result.gpu_key,
-                "case": name,
-                "knobs": case.knobs,
-                "outcome": case.outcome,
-                "family": case.family,
-                "message": case.message,
-                "warnings": list(case.warnings),
-                "control_outcome": base.outcome if base else None,
-                "delta": None if result.cell == control_id or control is None else compare.delta(base, case),
-                "evidence": case.evidence,
-                "blocking": blocking_row(result.blocking.get(name)),
-                "forward_ms": case.forward_ms,
-                "slowdown": compare.slowdown(base, case),
-                "fingerprint_changed": compare.fingerprint_changed(base, case),
-            }
-        )
-    if control is not None and result.cell != control_id:
+        rows.append(CaseRow(
+            cell=result.cell, gpu=result.gpu_key, case=name, knobs=case.knobs, outcome=case.outcome,
+            family=case.family, message=case.message, warnings=case.warnings,
+            control_outcome=base.outcome if base else None,
+            delta=compare.delta(base, case) if judged else None,
+            evidence=case.evidence, blocking=rerun(result.blocking.get(name)), forward_ms=case.forward_ms,
+            slowdown=compare.slowdown(base, case), fingerprint_changed=compare.fingerprint_changed(base, case),
+        ))
+    if judged and control is not None:
         rows += [missing_row(result, name, case) for name, case in sorted(control.cases.items())
                  if name not in result.cases]
     return rows
 
 
-def missing_row(result: CellResult, name: str, control: Case) -> dict[str, Any]:
+def missing_row(result: CellResult, name: str, control: Case) -> CaseRow:
     """A case the control ran and this cell did not: never a pass by omission."""
-    return {
-        "cell": result.cell, "gpu": result.gpu_key, "case": name, "knobs": {}, "outcome": MISSING,
-        "family": None, "message": "the control ran this case; this cell has no result for it",
-        "warnings": [], "control_outcome": control.outcome, "delta": MISSING, "evidence": None,
-        "blocking": None, "forward_ms": None, "slowdown": None, "fingerprint_changed": None,
-    }
+    return CaseRow(cell=result.cell, gpu=result.gpu_key, case=name, knobs={}, outcome=Outcome.MISSING,
+                   family=None, message="the control ran this case; this cell has no result for it",
+                   warnings=(), control_outcome=control.outcome, delta=Delta.MISSING)
 
 
-def blocking_row(case: Case | None) -> dict[str, Any] | None:
-    """The CUDA_LAUNCH_BLOCKING=1 re-run of a case, where the harness made one."""
-    if case is None:
-        return None
-    return {"outcome": case.outcome, "family": case.family, "message": case.message}
+def rerun(case: Case | None) -> Rerun | None:
+    return None if case is None else Rerun(outcome=case.outcome, family=case.family, message=case.message)
 
 
-def cell_row(
-    result: CellResult, cases: list[dict[str, Any]], control: str | None, health: compare.Health | None
-) -> dict[str, Any]:
-    counts = Counter(c["family"] or c["outcome"] for c in cases)
-    deltas = [c["delta"] for c in cases if c["delta"]]
-    return {
-        "cell": result.cell,
-        "gpu": {"key": result.gpu_key, **result.gpu},
-        "lane": result.lane,
-        "path": str(result.path),
-        "stack": result.requested,
-        "observed": observed(result.observed),
-        "stack_mismatch": bool(result.stack_mismatch),
-        "mismatches": result.stack_mismatch,
-        "problems": result.problems,
-        "counts": dict(sorted(counts.items())),
-        "signature": any(c["family"] == classify.SIGNATURE for c in cases),
-        "warning_signature": any(classify.SIGNATURE in c["warnings"] for c in cases),
-        "first_cause": first_cause(result, cases),
-        "regressions": deltas.count("regression"),
-        "slowdown": compare.typical_slowdown([c["slowdown"] for c in cases]),
-        "fingerprint_changed": sum(1 for c in cases if c["fingerprint_changed"]),
-        "fixed": deltas.count("fixed"),
-        "verdict": cell_verdict(result, deltas, control, health),
-    }
+def cell_row(result: CellResult, cases: list[CaseRow], control: str | None, health: compare.Health | None) -> CellRow:
+    deltas = [c.delta for c in cases if c.delta]
+    return CellRow(
+        cell=result.cell,
+        gpu=GpuInfo(key=result.gpu_key, name=str(result.gpu.get("name")), capability=result.gpu.get("capability"),
+                    generation=str(result.gpu.get("generation"))),
+        lane=result.lane,
+        path=str(result.path),
+        stack=result.requested,
+        observed={k: result.observed.get(k) for k in OBSERVED_KEYS if k in result.observed},
+        mismatches=result.stack_mismatch,
+        problems=result.problems,
+        counts=dict(sorted(Counter(c.family or str(c.outcome) for c in cases).items())),
+        signature=any(c.family == classify.SIGNATURE for c in cases),
+        warning_signature=any(classify.SIGNATURE in c.warnings for c in cases),
+        first_cause=first_cause(result, cases),
+        regressions=deltas.count(Delta.REGRESSION),
+        fixed=deltas.count(Delta.FIXED),
+        slowdown=compare.typical_slowdown([c.slowdown for c in cases]),
+        fingerprint_changed=sum(1 for c in cases if c.fingerprint_changed),
+        verdict=compare.cell_verdict(result, deltas, control, health),
+    )
 
 
-def cell_verdict(
-    result: CellResult, deltas: list[str], control: str | None, health: compare.Health | None
-) -> str:
-    if result.cell == control:
-        return "control"
-    if result.problems or not result.cases or result.stack_mismatch:
-        # It did not complete, never ran cases, or ran another stack than requested: whatever it
-        # recorded covers less than it claims, so it can be neither green nor compared.
-        return "invalid"
-    if control is None or health is None:
-        return "no-control"
-    if not health.healthy:
-        # No verdicts from a sick (or absent) control: say which.
-        return "no-control" if health.absent else "invalid"
-    return compare.verdict(deltas)
-
-
-def first_cause(result: CellResult, cases: list[dict[str, Any]]) -> dict[str, Any] | None:
+def first_cause(result: CellResult, cases: list[CaseRow]) -> FirstCause | None:
     """What triage makes of a failing cell's log.txt: the first failure, its line and rank."""
-    log = result.path / "log.txt"
-    if not any(c["outcome"] in FAILING for c in cases) or not log.is_file():
+    log = result.path / rundir.LOG
+    if not any(c.outcome.failing for c in cases) or not log.is_file():
         return None
     found = triage.scan_path(str(log), context=0)
     if found["family"] is None:
         return None
-    return {"log": str(log), **{k: found[k] for k in ("family", "line", "rank", "fatal")}}
+    return FirstCause(log=str(log), family=found["family"], line=found["line"], rank=found["rank"],
+                      fatal=bool(found["fatal"]))
 
 
-def observed(env: dict[str, Any]) -> dict[str, Any]:
-    keys = ("torch", "cuda", "cudnn", "cudnn_error", "python", "driver", "device", "hostname", "image_id")
-    return {k: env.get(k) for k in keys if k in env}
+def with_baseline(report: Report, baseline: Loaded) -> Report:
+    """Each case also against the same cell@gpu in an earlier run (say, last night's)."""
+    earlier = {(r.cell, r.gpu_key): r for r in baseline.results}
+    cases = []
+    for case in report.cases:
+        old = earlier.get((case.cell, case.gpu))
+        before = old.cases.get(case.case) if old else None
+        cases.append(replace(case, baseline_outcome=before.outcome if before else None,
+                             baseline_delta=compare.delta(before, case) if old else None))
+    regressed = Counter(c.where for c in cases if c.baseline_delta == Delta.REGRESSION)
+    cells = tuple(replace(cell, baseline_regressions=regressed[cell.where]) for cell in report.cells)
+    return replace(report, cases=tuple(cases), cells=cells, baseline=True)

@@ -11,18 +11,10 @@ from typing import Any
 
 from convmatrix import classify, rundir, stackcheck, stacks
 from convmatrix.gpus import CPU_KEY, gpu_key
+from convmatrix.outcomes import OF_STATUS, Outcome
 from convmatrix.rundir import records
 
 SCHEMA = records.SCHEMA
-OUTCOMES = {
-    "passed": "pass",
-    "failed": "fail",
-    "error": "fail",
-    "skipped": "skip",
-    "crashed": "crash",
-    "timeout": "timeout",
-}
-FAILING = frozenset({"fail", "crash", "timeout"})
 # cell.json, the harness's own record: field -> JSON types (rundir writes it).
 CELL_FIELDS: dict[str, tuple[type, ...]] = {
     "schema": (int,), "cell": (str,), "lane": (str,), "requested": (dict,), "expected": (dict,),
@@ -36,7 +28,7 @@ EPOCH = datetime.datetime.min.replace(tzinfo=datetime.UTC)
 @dataclass(frozen=True, kw_only=True)
 class Case:
     case: str
-    outcome: str  # pass | fail | skip | crash | timeout
+    outcome: Outcome
     family: str | None
     message: str | None
     knobs: dict[str, Any]
@@ -46,7 +38,7 @@ class Case:
     evidence: str | None = None  # evidence/<case>.txt beside the results, when the harness saved one
 
 
-@dataclass(kw_only=True)
+@dataclass(frozen=True, kw_only=True)
 class CellResult:
     cell: str
     gpu_key: str
@@ -57,8 +49,8 @@ class CellResult:
     observed: dict[str, Any] = field(default_factory=dict)
     marked_control: bool = False
     cases: dict[str, Case] = field(default_factory=dict)
-    problems: list[str] = field(default_factory=list)  # why the run did not complete cleanly
-    stack_mismatch: list[str] = field(default_factory=list)
+    problems: tuple[str, ...] = ()  # why the run did not complete cleanly
+    stack_mismatch: tuple[str, ...] = ()
     blocking: dict[str, Case] = field(default_factory=dict)  # the CUDA_LAUNCH_BLOCKING=1 re-run
     ended: datetime.datetime = EPOCH  # when the run ended (EPOCH: it did not), to pick the newest
 
@@ -160,10 +152,17 @@ def load_dir(directory: Path, errors: list[str]) -> CellResult | None:
     if meta is None or env is None:
         return None
     name = rundir.final_dir(directory).name
-    cell_id = meta.get("cell") or env.get("cell_id") or name.split("@")[0]
     key, gpu = gpu_of(name, meta, env)
-    result = CellResult(
-        cell=cell_id,
+    before = len(errors)
+    cases = with_evidence(read_cases(directory / rundir.RESULTS, errors), directory, meta)
+    blocking = read_cases(directory / rundir.BLOCKING / rundir.RESULTS, errors)
+    problems = completion_problems(meta, env)
+    if rundir.is_staging(directory):
+        problems.insert(0, "interrupted: the harness never finished this cell (a .partial directory)")
+    if len(errors) > before:
+        problems.append("some of its results could not be read (see the errors)")
+    return CellResult(
+        cell=meta.get("cell") or env.get("cell_id") or name.split("@")[0],
         gpu_key=key,
         gpu=gpu,
         path=directory,
@@ -172,18 +171,11 @@ def load_dir(directory: Path, errors: list[str]) -> CellResult | None:
         observed=env,
         marked_control=bool(meta.get("control")),
         ended=records.parse_time(env.get("ended")) or records.parse_time(meta.get("ended")) or EPOCH,
+        cases=cases,
+        blocking=blocking,
+        problems=tuple(problems),
+        stack_mismatch=tuple(stackcheck.mismatches(meta.get("expected", {}), env)) if env else (),
     )
-    before = len(errors)
-    result.cases = with_evidence(read_cases(directory / rundir.RESULTS, errors), directory, meta)
-    result.blocking = read_cases(directory / rundir.BLOCKING / rundir.RESULTS, errors)
-    result.problems = completion_problems(meta, env)
-    if rundir.is_staging(directory):
-        result.problems.insert(0, "interrupted: the harness never finished this cell (a .partial directory)")
-    if len(errors) > before:
-        result.problems.append("some of its results could not be read (see the errors)")
-    if env:
-        result.stack_mismatch = stackcheck.mismatches(meta.get("expected", {}), env)
-    return result
 
 
 def gpu_of(name: str, meta: dict[str, Any], env: dict[str, Any]) -> tuple[str, dict[str, Any]]:
@@ -255,7 +247,7 @@ def parse_line(line: str, where: str, errors: list[str]) -> Case | None:
     warnings = [w.get("message") for w in record.get("warnings") or [] if isinstance(w, dict)]
     return Case(
         case=record["case"],
-        outcome=OUTCOMES[status],
+        outcome=OF_STATUS[status],
         family=classify.classify(message, status=status, exc_type=record.get("exc_type")),
         message=message,
         knobs=record.get("knobs") or {},
