@@ -40,8 +40,7 @@ class Secrets:
 @dataclass(frozen=True, kw_only=True)
 class Plan:
     cell: Cell
-    flavour: str  # wheel | system
-    args: dict[str, str]  # build arguments
+    args: dict[str, str]  # build arguments (FLAVOUR among them: wheel | system)
     wheelhouse: Path | None
     digest: str  # content hash of everything that goes into the image
 
@@ -99,7 +98,7 @@ def plan(cell: Cell, flavour: str, inputs: Inputs) -> Plan:
         "base": inputs.base_ids.get(cell.base) or cell.base,
     }
     digest = hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()
-    return Plan(cell=cell, flavour=flavour, args=args, wheelhouse=inputs.wheelhouse, digest=digest)
+    return Plan(cell=cell, args=args, wheelhouse=inputs.wheelhouse, digest=digest)
 
 
 # --- building -----------------------------------------------------------------------------------

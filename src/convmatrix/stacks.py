@@ -26,7 +26,6 @@ class Release:
 class Facts:
     releases: dict[str, Release]  # by minor, e.g. "2.5"
     cudnn_wheels: dict[str, tuple[str, ...]]
-    driver_floor: dict[str, str]
     generations: dict[str, str]
 
     def release(self, torch: str) -> Release | None:
@@ -85,6 +84,5 @@ def load() -> Facts:
     return Facts(
         releases=releases,
         cudnn_wheels={k: tuple(v) for k, v in raw["cudnn_wheels"].items()},
-        driver_floor=dict(raw["driver_floor"]),
         generations=dict(raw["generations"]),
     )
