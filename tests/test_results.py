@@ -13,7 +13,7 @@ def test_loads_run_dir_and_classifies(tmp_path):
     loaded = results.load([tmp_path])
     assert loaded.errors == []
     (result,) = loaded.results
-    assert result.cell == "a" and result.gpu_key == "cpu" and result.completed
+    assert result.cell == "a" and result.gpu_key == "cpu" and result.problems == ()
     assert result.cases["c2"].outcome == "fail"
     assert result.cases["c2"].family == "cudnn_not_supported"
     assert result.cases["c1"].family is None

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from convmatrix import classify
+from convmatrix import classify, rundir
 
 BEFORE = 100  # lines kept before the first occurrence: the triage procedure asks for at least 100
 AFTER = 20
@@ -91,11 +91,11 @@ def tail(log: Path) -> Occurrence | None:
 
 def write(results_dir: Path) -> dict[str, str]:
     """Save evidence/<case>.txt for each failing case found in log.txt; returns case -> file."""
-    log = results_dir / "log.txt"
+    log = results_dir / rundir.LOG
     saved: dict[str, str] = {}
     if not log.exists():
         return saved
-    for failure in failures(results_dir / "results.jsonl"):
+    for failure in failures(results_dir / rundir.RESULTS):
         occurrence = None
         for needle in needles(failure):
             with log.open(encoding="utf-8", errors="replace") as fh:
@@ -106,7 +106,7 @@ def write(results_dir: Path) -> dict[str, str]:
             occurrence = tail(log)  # a dead process's last words are the evidence
         if occurrence is None:
             continue
-        path = results_dir / "evidence" / f"{failure.case}.txt"
+        path = results_dir / rundir.EVIDENCE / f"{failure.case}.txt"
         path.parent.mkdir(exist_ok=True)
         family = classify.classify(failure.message, status=failure.status)
         header = (f"# {failure.case}: {failure.status} ({family}); first occurrence at log.txt line "

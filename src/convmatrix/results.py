@@ -54,10 +54,6 @@ class CellResult:
     blocking: dict[str, Case] = field(default_factory=dict)  # the CUDA_LAUNCH_BLOCKING=1 re-run
     ended: datetime.datetime = EPOCH  # when the run ended (EPOCH: it did not), to pick the newest
 
-    @property
-    def completed(self) -> bool:
-        return not self.problems
-
     def families(self) -> set[str]:
         return {c.family for c in self.cases.values() if c.family}
 

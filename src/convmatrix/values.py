@@ -12,7 +12,7 @@ LANES = ("host", "baremetal", "container")
 # A number has no leading zero: "3.09" names no interpreter and "02.5.1" no release.
 _N = "(?:0|[1-9][0-9]*)"
 _PATTERNS: dict[str, tuple[re.Pattern[str], str]] = {
-    "lane": (re.compile(r"host|baremetal|container", re.ASCII), "one of host, baremetal, container"),
+    "lane": (re.compile("|".join(LANES), re.ASCII), f"one of {', '.join(LANES)}"),
     "torch": (re.compile(rf"{_N}\.{_N}\.{_N}", re.ASCII), "a torch release like 2.5.1"),
     "cuda": (re.compile(r"cpu|cu[0-9]{3}", re.ASCII), "a wheel variant like cu124 or cpu"),
     "cudnn": (
