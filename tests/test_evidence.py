@@ -80,13 +80,13 @@ def test_evidence_of_a_real_failing_case_is_saved_and_reported(faulty_run):
 def test_blocking_rerun_runs_only_the_failing_cases_with_the_variable_set(faulty_run, monkeypatch):
     target, args = faulty_run
     seen = []
-    real_tee = runner.tee
+    real_stream = runner.popen.stream
 
-    def spy(command, env, log_path):
-        seen.append(env.get("CUDA_LAUNCH_BLOCKING"))
-        return real_tee(command, env, log_path)
+    def spy(command, **kwargs):
+        seen.append(kwargs["env"].get("CUDA_LAUNCH_BLOCKING"))
+        return real_stream(command, **kwargs)
 
-    monkeypatch.setattr(runner, "tee", spy)
+    monkeypatch.setattr(runner.popen, "stream", spy)
     assert runner.rerun_blocking(target, sys.executable, args) == 1
     assert seen == ["1"]
     lines = (target.results_dir / "blocking" / "results.jsonl").read_text().splitlines()

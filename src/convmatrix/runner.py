@@ -7,14 +7,12 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from convmatrix import evidence, rundir, stackcheck
+from convmatrix import evidence, popen, rundir, stackcheck
 from convmatrix.cells import Cell
 from convmatrix.gpus import CPU_KEY, Gpu
 
@@ -121,7 +119,7 @@ def suite_env(target: Target) -> dict[str, str]:
 def run_suite(target: Target, python: str, suite_args: Sequence[str] = (), *, isolate: bool = True) -> int:
     """Run the suite, teeing everything it prints into log.txt; returns its exit status."""
     command = suite_command(target, python, suite_args, isolate=isolate)
-    return tee(command, suite_env(target), target.results_dir / rundir.LOG)
+    return popen.stream(command, env=suite_env(target), log_path=target.results_dir / rundir.LOG)
 
 
 def rerun_blocking(
@@ -136,27 +134,7 @@ def rerun_blocking(
     out = target.results_dir / rundir.BLOCKING
     out.mkdir(exist_ok=True)
     command = suite_command(target, python, suite_args, results_dir=out, select=select, isolate=isolate)
-    return tee(command, dict(suite_env(target), CUDA_LAUNCH_BLOCKING="1"), out / rundir.LOG)
-
-
-def tee(command: list[str], env: dict[str, str], log_path: Path) -> int:
-    """Run command, writing everything it prints to log_path and to our stdout; its exit status."""
-    with log_path.open("ab") as log:
-        log.write(f"$ {' '.join(command)}\n".encode())
-        log.flush()
-        try:
-            proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
-        except OSError as exc:
-            log.write(f"convmatrix: cannot start {command[0]}: {exc}\n".encode())
-            return 127
-        with proc:
-            assert proc.stdout is not None
-            for line in iter(proc.stdout.readline, b""):
-                log.write(line)
-                log.flush()
-                sys.stdout.buffer.write(line)
-                sys.stdout.flush()
-        return proc.returncode
+    return popen.stream(command, env=dict(suite_env(target), CUDA_LAUNCH_BLOCKING="1"), log_path=out / rundir.LOG)
 
 
 def finish(target: Target, exit_code: int) -> list[str]:

@@ -1,0 +1,91 @@
+"""The one subprocess helper: run a child, stream what it prints to a log and the terminal, and
+never leave it behind. The suite runner, the image builds and the installs all go through it.
+
+Stdlib only: nox imports this in its own interpreter.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+import sys
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import BinaryIO
+
+GRACE_S = 10.0  # how long a child gets to end after SIGTERM before it is killed
+NOT_STARTED = 127  # what a shell answers for a command it cannot run
+
+
+class Tee:
+    """Lines to a log file (appended, flushed per line, so a crash loses nothing) and, when
+    echo is on, to our stdout."""
+
+    def __init__(self, log: BinaryIO | None, *, echo: bool = True) -> None:
+        self.log = log
+        self.echo = echo
+
+    def write(self, line: bytes) -> None:
+        if self.log is not None:
+            self.log.write(line)
+            self.log.flush()
+        if self.echo:
+            sys.stdout.buffer.write(line)
+            sys.stdout.flush()
+
+    def say(self, text: str) -> None:
+        self.write(f"{text}\n".encode())
+
+
+@contextlib.contextmanager
+def tee_to(log_path: Path | None, *, echo: bool = True) -> Iterator[Tee]:
+    if log_path is None:
+        yield Tee(None, echo=echo)
+        return
+    with log_path.open("ab") as log:
+        yield Tee(log, echo=echo)
+
+
+def stream(command: Sequence[str], *, log_path: Path | None = None, env: Mapping[str, str] | None = None,
+           cwd: Path | None = None, echo: bool = True, stdin: bytes | None = None) -> int:
+    """Run command, each line it prints (stdout and stderr together) to log_path and our stdout;
+    its exit status (negative: the signal that ended it; 127: it could not start).
+
+    Interrupted (Ctrl-C, or SIGTERM turned into an exception by the entry point), the child is
+    terminated, then killed after GRACE_S, before the interrupt goes on up.
+    """
+    with tee_to(log_path, echo=echo) as out:
+        out.say(f"$ {' '.join(command)}")
+        try:
+            proc = subprocess.Popen(list(command), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+                                    env=dict(env) if env is not None else None, cwd=cwd)
+        except OSError as exc:
+            out.say(f"convmatrix: cannot start {command[0]}: {exc}")
+            return NOT_STARTED
+        with ended(proc):
+            if stdin is not None and proc.stdin is not None:
+                proc.stdin.write(stdin)
+                proc.stdin.close()
+            assert proc.stdout is not None
+            for line in iter(proc.stdout.readline, b""):
+                out.write(line)
+            return proc.wait()
+
+
+@contextlib.contextmanager
+def ended(proc: subprocess.Popen[bytes]) -> Iterator[subprocess.Popen[bytes]]:
+    """The child, ended whatever happens here: terminated, then killed if it will not go."""
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=GRACE_S)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        for pipe in (proc.stdout, proc.stdin):
+            if pipe is not None:
+                pipe.close()
