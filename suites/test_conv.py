@@ -10,6 +10,10 @@ reference would cost too much is checked on a slice (sizing.sliced): a block of 
 of the last batch entry (and the last output channels when groups == 1), computed from the
 matching input window; for backward such a case back-propagates a gradient that is zero outside
 that block, so grad_input (on the window) and grad_weight are exact from the slice too.
+
+Each compared element must lie within the rounding-error bound of what the device computes:
+tolerance.py says how it is derived, from the sum of |terms| per element that the reference
+computes alongside (the same op in float64 on absolute values).
 """
 
 from __future__ import annotations
@@ -30,20 +34,11 @@ import torch
 import torch.nn.functional as F
 
 import sizing
+import tolerance
 from catalog import CASES, Case
 
 TORCH_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 MEMORY_FORMATS = {"channels_last": torch.channels_last, "channels_last_3d": torch.channels_last_3d}
-# (rtol, atol per square root of the reduction size), by the precision a conv computes in.
-# Inputs are rounded to that precision before the reference sees them, so what is left is
-# accumulation and output rounding. tf32: cuDNN runs float32 convs in TF32 by default on
-# Ampere and newer, so float32 on CUDA is held to that (unless the case turns TF32 off).
-TOLERANCES = {
-    "float32": (1e-4, 1e-5),
-    "tf32": (1e-2, 5e-3),
-    "float16": (1e-2, 1e-3),
-    "bfloat16": (5e-2, 1e-2),
-}
 # Significant digits the output is rounded to before it is hashed, by precision.
 FINGERPRINT_DIGITS = {"float32": 5, "tf32": 3, "float16": 3, "bfloat16": 2}
 FINGERPRINT_CHUNK = 1 << 24
@@ -57,40 +52,18 @@ MISSING_CPU_KERNEL = re.compile(r"not implemented for '(?:Half|BFloat16)'")
 
 Tensors = Dict[str, torch.Tensor]
 Index = Tuple[Any, ...]
-
-
-@dataclass(frozen=True)
-class Check:
-    """One tensor compared with its reference."""
-
-    name: str
-    max_abs_err: float
-    max_rel_err: float  # max_abs_err over the largest reference magnitude
-    atol: float
-    rtol: float
-    ratio: float  # the largest |got - ref| / (atol + rtol * |ref|): above 1 is a mismatch
-
-    @property
-    def ok(self) -> bool:
-        return self.ratio <= 1.0  # False for NaN too
-
-    def numeric(self) -> dict[str, float]:
-        return {"max_abs_err": self.max_abs_err, "max_rel_err": self.max_rel_err,
-                "atol": self.atol, "rtol": self.rtol}
-
-    def describe(self) -> str:
-        return (f"{self.name} max_abs_err={self.max_abs_err:.3g} "
-                f"max_rel_err={self.max_rel_err:.3g} "
-                f"exceeds atol={self.atol:.3g} rtol={self.rtol:.3g}")
+GRADIENTS = ("grad_input", "grad_weight")
 
 
 @dataclass(frozen=True)
 class Expected:
-    """A reference tensor, the part of the device tensor it covers, and its reduction size."""
+    """A reference tensor, the part of the device tensor it covers, and what bounds its error:
+    the sum of |terms| of each element and how many terms an element sums at most."""
 
     ref: torch.Tensor
     index: Index
-    reduction: int
+    magnitude: torch.Tensor
+    terms: int
 
 
 @dataclass(frozen=True)
@@ -144,7 +117,7 @@ def test_conv(case: Case, device: str, request: pytest.FixtureRequest,
             raise
     record_facts(timing=timing,
                  fingerprint=fingerprint(got["output"], precision(run, device), computed))
-    checks = [compare(run, device, name, got[name][want.index], want.ref, want.reduction)
+    checks = [compare(run, device, name, got[name][want.index], want)
               for name, want in expected.items()]
     record_numeric(max(checks, key=_badness).numeric())
     failing = [check.describe() for check in checks if not check.ok]
@@ -209,19 +182,45 @@ def reference(case: Case, inputs: Tensors, generator: torch.Generator, sliced: b
     if sliced:
         return sliced_reference(case, inputs, generator, device)
     compute = TORCH_DTYPES[case.compute_dtype]
-    x, weight, bias = (inputs[name].cpu().to(compute).double().requires_grad_(case.backward)
+    x, weight, bias = (inputs[name].cpu().to(compute).double()
                        for name in ("input", "weight", "bias"))
-    out = convolve(getattr(torch, case.op), case, x, weight, bias)
+
+    def forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+        return convolve(getattr(torch, case.op), case, x, weight, bias)
+
+    exact, size = reference_sums(case, forward, x, weight, bias, generator)
     found = sizing.shapes(case)
-    expected = {"output": Expected(out.detach(), (), reduction_size(case, "output"))}
-    if not case.backward:
+    grad_weight_terms = case.n * max(sizing.numel(found["input"][2:]),
+                                     sizing.numel(found["output"][2:]))
+    expected = expectations(exact, size, dict.fromkeys(("output", *GRADIENTS), ()),
+                            {"output": reduction_size(case, "output") + 1,  # + the bias
+                             "grad_input": reduction_size(case, "grad_input"),
+                             "grad_weight": grad_weight_terms})
+    if exact.grad_output is None:
         return expected, None
-    grad_out = torch.randn(out.shape, generator=generator).to(compute)
-    out.backward(grad_out.double())
-    grad_weight_sum = case.n * max(sizing.numel(found["input"][2:]), sizing.numel(found["output"][2:]))
-    expected.update(grad_input=Expected(x.grad, (), reduction_size(case, "grad_input")),
-                    grad_weight=Expected(weight.grad, (), grad_weight_sum))
-    return expected, grad_out
+    return expected, exact.grad_output.to(compute)
+
+
+def reference_sums(case: Case, forward: tolerance.Forward, x: torch.Tensor, weight: torch.Tensor,
+                   bias: torch.Tensor,
+                   generator: torch.Generator) -> tuple[tolerance.Sums, tolerance.Sums]:
+    """forward in float64 (and for a backward case its gradients, for a seeded output gradient
+    drawn after the forward pass), then the same on absolute values: the sums of |terms|."""
+    compute = TORCH_DTYPES[case.compute_dtype]
+
+    def draw(shape: torch.Size) -> torch.Tensor:
+        return torch.randn(shape, generator=generator).to(compute).double()
+
+    exact = tolerance.evaluate(forward, x, weight, bias, draw if case.backward else None)
+    return exact, tolerance.magnitudes(forward, x, weight, bias, exact.grad_output)
+
+
+def expectations(exact: tolerance.Sums, size: tolerance.Sums, index: dict[str, Index],
+                 terms: dict[str, int]) -> dict[str, Expected]:
+    """What each compared tensor must match: output, and the gradients when there are any."""
+    names = ("output",) if exact.grad_output is None else ("output", *GRADIENTS)
+    return {name: Expected(getattr(exact, name), index[name], getattr(size, name), terms[name])
+            for name in names}
 
 
 def sliced_reference(case: Case, inputs: Tensors, generator: torch.Generator,
@@ -253,35 +252,39 @@ def sliced_reference(case: Case, inputs: Tensors, generator: torch.Generator,
             pads.append((max(lo, 0) - lo, hi - min(hi, length - 1)))
     window_index = (slice(last, last + 1), slice(None), *windows)
     weight_index = ((slice(None), co) if case.transposed else (co,)) if case.groups == 1 else ()
-    x = inputs["input"][window_index].cpu().to(compute).double().requires_grad_(case.backward)
-    weight = inputs["weight"][weight_index].cpu().to(compute).double().requires_grad_(case.backward)
+    x = inputs["input"][window_index].cpu().to(compute).double()
+    weight = inputs["weight"][weight_index].cpu().to(compute).double()
     bias = inputs["bias"][co].cpu().to(compute).double()
     zeros = (0,) * case.spatial_dims
-    if case.transposed:
-        # No output padding: the window's output is cut to the block instead.
-        window_case = dataclasses.replace(case, output_padding=0)
-        full = convolve(getattr(torch, case.op), window_case, x, weight, None, padding=zeros)
-        want = [b.stop - b.start for b in blocks]
-        short = [max(0, off + n - size) for off, n, size in zip(offsets, want, full.shape[2:])]
-        flat_pads = [amount for extra in reversed(short) for amount in (0, extra)]
-        full = F.pad(full, flat_pads)
-        out = full[(slice(None), slice(None), *[slice(off, off + n) for off, n in zip(offsets, want)])]
-    else:
-        flat_pads = [amount for pair in reversed(pads) for amount in pair]
-        out = convolve(getattr(torch, case.op), case, F.pad(x, flat_pads), weight, None,
-                       padding=zeros)
-    out = out + bias.view(1, -1, *([1] * case.spatial_dims))
+    want = [b.stop - b.start for b in blocks]
+
+    def forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+        if case.transposed:
+            # No output padding: the window's output is cut to the block instead.
+            window_case = dataclasses.replace(case, output_padding=0)
+            full = convolve(getattr(torch, case.op), window_case, x, weight, None, padding=zeros)
+            short = [max(0, off + n - size) for off, n, size in zip(offsets, want, full.shape[2:])]
+            full = F.pad(full, [amount for extra in reversed(short) for amount in (0, extra)])
+            out = full[(slice(None), slice(None),
+                        *[slice(off, off + n) for off, n in zip(offsets, want)])]
+        else:
+            flat_pads = [amount for pair in reversed(pads) for amount in pair]
+            out = convolve(getattr(torch, case.op), case, F.pad(x, flat_pads), weight, None,
+                           padding=zeros)
+        return out + bias.view(1, -1, *([1] * case.spatial_dims))
+
+    exact, size = reference_sums(case, forward, x, weight, bias, generator)
     out_index = (slice(last, last + 1), co, *blocks)
-    expected = {"output": Expected(out.detach(), out_index, reduction_size(case, "output"))}
-    if not case.backward:
+    expected = expectations(exact, size,
+                            {"output": out_index, "grad_input": window_index,
+                             "grad_weight": weight_index},
+                            {"output": reduction_size(case, "output") + 1,  # + the bias
+                             "grad_input": reduction_size(case, "grad_input"),
+                             "grad_weight": sizing.numel(want)})
+    if exact.grad_output is None:
         return expected, None
-    block_grad = torch.randn(out.shape, generator=generator).to(compute)
-    out.backward(block_grad.double())
     grad_out = torch.zeros(sizing.shapes(case)["output"], dtype=compute, device=device)
-    grad_out[out_index] = block_grad.to(device)
-    expected.update(
-        grad_input=Expected(x.grad, window_index, reduction_size(case, "grad_input")),
-        grad_weight=Expected(weight.grad, weight_index, sizing.numel(out.shape[2:])))
+    grad_out[out_index] = exact.grad_output.to(compute).to(device)
     return expected, grad_out
 
 
@@ -518,19 +521,15 @@ def reduction_size(case: Case, name: str) -> int:
     return case.c_out // case.groups * kernel
 
 
-def compare(case: Case, device: str, name: str, got: torch.Tensor, ref: torch.Tensor,
-            reduction: int) -> Check:
-    if got.shape != ref.shape:
+def compare(case: Case, device: str, name: str, got: torch.Tensor,
+            want: Expected) -> tolerance.Check:
+    """got against its reference, within the rounding-error bound of the case's precision."""
+    if got.shape != want.ref.shape:
         raise AssertionError(f"numeric mismatch: {name} has shape {tuple(got.shape)}, "
-                             f"the reference {tuple(ref.shape)}")
-    rtol, atol_unit = TOLERANCES[precision(case, device)]
-    atol = atol_unit * math.sqrt(reduction)
-    diff = (got.detach().to("cpu", torch.float64) - ref).abs()
-    max_abs = float(diff.max())
-    scale = float(ref.abs().max())
-    ratio = float((diff / (atol + rtol * ref.abs())).max())
-    return Check(name, max_abs, max_abs / scale if scale > 0 else max_abs, atol, rtol, ratio)
+                             f"the reference {tuple(want.ref.shape)}")
+    return tolerance.check(name, got, want.ref, want.magnitude, want.terms,
+                           tolerance.Precision.named(precision(case, device)))
 
 
-def _badness(check: Check) -> float:
+def _badness(check: tolerance.Check) -> float:
     return math.inf if math.isnan(check.ratio) else check.ratio

@@ -7,6 +7,9 @@ in the CONVMATRIX_FAULTS environment variable. Keys map case-id globs to an acti
      "exc_type": "RuntimeError",                               # optional, a builtin exception
      "warn": {"conv1d-*": "Plan failed ..."},                  # warns, then runs the real conv
      "scale": {"conv3d-*": 1.5},                               # the conv's output times factor
+     "perturb": {"conv2d-*": 4.0},                             # adds 4.0 to the first weight element
+     "drop_group": {"conv2d-*-g3-*": true},                    # the last group's weights read as 0
+     "no_mkldnn": {"*-bwd*": true},                            # ATen's own CPU kernels, no oneDNN
      "kill": {"conv_transpose*": true},                        # os._exit(137) inside the conv
      "abort": {"conv1d-*": true},                              # os.abort(): SIGABRT
      "segv": {"conv2d-*": true},                               # a read of address 0: SIGSEGV
@@ -17,6 +20,15 @@ in the CONVMATRIX_FAULTS environment variable. Keys map case-id globs to an acti
 
 `sticky` raises RuntimeError with an illegal-memory-access message (or the string given): on
 a CPU it only simulates the text, which is what the suite goes by.
+
+`perturb` and `drop_group` make a wrong result that a correct kernel cannot: the conv sees its
+weight with value added to its first element (the suite's weights are standard normals, so the
+value is in standard deviations), or with the last group's weights (the last C/groups rows of
+dimension 0, the whole weight when groups == 1) zeroed. Both go through autograd, so the
+gradients are those of the wrong conv too. `no_mkldnn` is no fault: the whole case, backward
+included, runs with torch.backends.mkldnn disabled, so the CPU takes ATen's own kernels (those
+a CPU gets where oneDNN has no float16/bfloat16 kernel for it; they round partial sums to the
+compute dtype).
 
 While a matching case runs, every torch.nn.functional conv function is replaced by one that
 applies the case's actions, so the fault happens where a real one would: in the conv call.
@@ -41,7 +53,8 @@ import torch
 
 CONV_FUNCTIONS = ("conv1d", "conv2d", "conv3d",
                   "conv_transpose1d", "conv_transpose2d", "conv_transpose3d")
-ACTIONS = ("kill", "abort", "segv", "hang", "spin", "sticky", "raise", "warn", "report_env", "scale")
+ACTIONS = ("kill", "abort", "segv", "hang", "spin", "sticky", "raise", "warn", "report_env", "scale",
+           "perturb", "drop_group", "no_mkldnn")
 KILLED_EXIT_CODE = 137  # what a SIGKILLed process reports through a shell
 HANG_SECONDS = 3600.0
 STICKY_MESSAGE = (
@@ -56,7 +69,7 @@ def load_spec() -> dict[str, Any]:
     if not path:
         return {}
     with open(path) as handle:
-        spec = json.load(handle)
+        spec: dict[str, Any] = json.load(handle)
     unknown = set(spec) - set(ACTIONS) - {"exc_type"}
     if unknown:
         raise pytest.UsageError(f"{path}: unknown fault keys {sorted(unknown)}")
@@ -77,6 +90,33 @@ def actions_for(spec: dict[str, Any], case_id: str) -> list[tuple[str, Any]]:
             for kind in ACTIONS
             for pattern, value in spec.get(kind, {}).items()
             if fnmatch.fnmatchcase(case_id, pattern)]
+
+
+def perturbed(weight: torch.Tensor, value: float) -> torch.Tensor:
+    """The weight with value added to its first element, differentiably."""
+    bump = torch.zeros_like(weight)
+    bump[(0,) * weight.dim()] = value
+    return weight + bump
+
+
+def group_dropped(weight: torch.Tensor, groups: int) -> torch.Tensor:
+    """The weight with its last group zeroed: dimension 0 holds the groups for both conv
+    (output channels) and conv_transpose (input channels)."""
+    keep = torch.ones(weight.shape[0], dtype=weight.dtype, device=weight.device)
+    keep[weight.shape[0] - weight.shape[0] // groups:] = 0
+    return weight * keep.view(-1, *([1] * (weight.dim() - 1)))
+
+
+def wrong_weight(args: tuple[Any, ...], kwargs: dict[str, Any],
+                 actions: list[tuple[str, Any]]) -> tuple[Any, ...]:
+    """The conv's positional arguments with the weight (the second) made wrong as asked."""
+    weight = args[1]
+    for kind, value in actions:
+        if kind == "perturb":
+            weight = perturbed(weight, float(value))
+        if kind == "drop_group":
+            weight = group_dropped(weight, int(kwargs.get("groups", 1)))
+    return (args[0], weight, *args[2:])
 
 
 def faulty(real: Callable[..., torch.Tensor], actions: list[tuple[str, Any]],
@@ -105,7 +145,7 @@ def faulty(real: Callable[..., torch.Tensor], actions: list[tuple[str, Any]],
                 warnings.warn(value, UserWarning, stacklevel=2)
             if kind == "scale":
                 factor *= float(value)
-        out = real(*args, **kwargs)
+        out = real(*wrong_weight(args, kwargs, actions), **kwargs)
         return out * factor if factor != 1.0 else out
     return conv
 
@@ -124,6 +164,19 @@ def patched(actions: list[tuple[str, Any]], exc_type: type) -> Iterator[None]:
             setattr(functional, name, real)
 
 
+@contextlib.contextmanager
+def without_mkldnn() -> Iterator[None]:
+    """oneDNN off, and back as it was. Not torch.backends.mkldnn.flags(): that sets TF32 too,
+    which warns on a CPU build, and the suite records every warning."""
+    mkldnn: Any = torch.backends.mkldnn  # enabled is a module property mypy does not know
+    saved = mkldnn.enabled
+    mkldnn.enabled = False
+    try:
+        yield
+    finally:
+        mkldnn.enabled = saved
+
+
 class Faults:
     def __init__(self, spec: dict[str, Any]) -> None:
         self.spec = spec
@@ -136,7 +189,10 @@ class Faults:
         if not actions:
             yield
             return
-        with patched(actions, self.exc_type):
+        # no_mkldnn covers the whole call: backward picks its kernels when it runs, after the conv.
+        kernels = (without_mkldnn() if any(kind == "no_mkldnn" for kind, _ in actions)
+                   else contextlib.nullcontext())
+        with kernels, patched(actions, self.exc_type):
             yield
 
 
