@@ -1,12 +1,13 @@
 """Triage throughput against grep -F of the signature, on one generated multi-rank log.
 
-    python bench/triage_throughput.py [--mb N]
+    python bench/triage_throughput.py [--mb N] [--no-prefilter]
 
 Writes a torchrun-style log of about N MB (8 ranks of training lines, a few harmless "cuda"
 mentions, a cuDNN "Plan failed" warning and the fatal CUDNN_STATUS_NOT_SUPPORTED near the end)
 into a temporary directory, times `grep -F CUDNN_STATUS_NOT_SUPPORTED FILE` and
 `python -m convmatrix triage FILE --format json` (PYTHONPATH=src), each on a warm page cache, and
-prints MB/s of each and the ratio ours/grep. Asserts nothing.
+prints MB/s of each and the ratio ours/grep. ``--no-prefilter`` times triage's pure-Python scan
+(what gzip and stdin get) instead of its ripgrep/grep prefilter. Asserts nothing.
 """
 
 from __future__ import annotations
@@ -69,6 +70,7 @@ def timed(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, byt
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--mb", type=int, default=500, help="log size in MB (default 500)")
+    ap.add_argument("--no-prefilter", action="store_true", help="time the pure-Python scan (gzip, stdin)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "job.log"
@@ -77,6 +79,8 @@ def main() -> int:
         subprocess.run(["cat", str(path)], stdout=subprocess.DEVNULL, check=False)  # warm the page cache
         grep_s, _ = timed(["grep", "-F", "CUDNN_STATUS_NOT_SUPPORTED", str(path)])
         env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+        if args.no_prefilter:
+            env["CONVMATRIX_TRIAGE_GREP"] = "0"
         ours_s, out = timed([sys.executable, "-m", "convmatrix", "triage", str(path), "--format", "json"], env)
         try:
             result = json.loads(out)
@@ -84,6 +88,8 @@ def main() -> int:
         except (ValueError, KeyError):
             found = f"no JSON result: {out[:200]!r}"
         prefilter = "ripgrep" if shutil.which("rg") else "grep" if shutil.which("grep") else "none (pure Python)"
+        if args.no_prefilter:
+            prefilter = "none (pure Python)"
         print(f"log: {size:.0f} MB, {fatal} lines; triage prefilter: {prefilter}")
         print(f"grep -F:          {grep_s:6.2f} s  {size / grep_s:8.0f} MB/s")
         print(f"convmatrix triage: {ours_s:6.2f} s  {size / ours_s:8.0f} MB/s  {found}")

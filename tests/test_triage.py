@@ -13,12 +13,17 @@ import gzip
 import io
 import json
 import shutil
+import subprocess
+import sys
+import textwrap
+from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from convmatrix import cli, remedies, triage
-from convmatrix.classify import FAMILIES, SIGNATURE
+from convmatrix.classify import FAMILIES, SIGNATURE, classify
 
 DATA = Path(__file__).parent / "data" / "logs"
 
@@ -142,7 +147,7 @@ def build_log(
     return lines, where
 
 
-def scan_lines(lines: list[str], context: int = 100, newline: str = "\n") -> dict[str, object]:
+def scan_lines(lines: list[str], context: int = 100, newline: str = "\n") -> dict[str, Any]:
     return triage.scan(io.BytesIO((newline.join(lines) + newline).encode()), context)
 
 
@@ -198,7 +203,7 @@ def test_mangled_log_ansi_crlf_and_a_broken_identifier() -> None:
     ]
     r = scan_lines(lines, newline="\r\n")
     assert (r["family"], r["line"], r["rank"], r["fatal"]) == (SIGNATURE, len(lines) - 1, 2, True)
-    assert all("\r" not in line and "\x1b" not in line for line in r["context_before"])  # type: ignore[union-attr]
+    assert all("\r" not in line and "\x1b" not in line for line in r["context_before"])
 
 
 @pytest.mark.parametrize(
@@ -230,7 +235,7 @@ def test_first_fatal_wins_over_later_ones_and_families_lists_all() -> None:
     lines.insert(len(lines) - 3, f"[rank2]: {ERRORS[SIGNATURE]}")
     r = scan_lines(lines)
     assert (r["family"], r["line"], r["rank"]) == ("cuda_illegal_address", where["error"], 1)
-    seen = {f["family"]: f for f in r["families"]}  # type: ignore[union-attr]
+    seen = {f["family"]: f for f in r["families"]}
     assert seen[SIGNATURE]["fatal"] is False  # the Plan failed warning came first ...
     assert seen["cuda_illegal_address"]["line"] == where["error"]
 
@@ -248,7 +253,7 @@ def test_small_chunks_give_the_same_answer(monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.setattr(triage, "CHUNK", 1000)
     chunked = scan_lines(lines)
     assert chunked == whole
-    assert chunked["line"] == where["error"] and len(chunked["context_before"]) == 100  # type: ignore[arg-type]
+    assert chunked["line"] == where["error"] and len(chunked["context_before"]) == 100
 
 
 def test_context_option_and_short_logs() -> None:
@@ -262,8 +267,19 @@ def test_context_option_and_short_logs() -> None:
 def test_stored_elastic_log() -> None:
     r = triage.scan_path(str(DATA / "elastic_not_supported.log"))
     assert (r["family"], r["line"], r["rank"], r["node"], r["fatal"]) == (SIGNATURE, 14, 1, "gpu-node-17", True)
-    assert r["first_warning"]["line"] == 6  # type: ignore[index]
-    assert [c["line"] for c in r["collateral"]] == [15, 16, 17, 18, 27]  # type: ignore[index]
+    assert r["first_warning"]["line"] == 6
+    assert [c["line"] for c in r["collateral"]] == [15, 16, 17, 18, 27]
+
+
+def test_stored_log_with_an_echo_and_a_wrapped_warning(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A handled traceback that echoes the signature in code (line 6), a "Plan failed" warning wrapped
+    by a viewer at 100 columns (lines 10-13), then the real failure (line 21)."""
+    lines = (DATA / "echo_and_wrapped_warning.log").read_text().splitlines()
+    r = every_path(tmp_path, monkeypatch, lines)
+    assert (r["family"], r["line"], r["rank"], r["fatal"]) == (SIGNATURE, 21, 1, True)
+    assert r["first_warning"]["line"] == 10
+    assert [(f["line"], f["fatal"]) for f in r["families"]] == [(10, False)]
+    assert [c["line"] for c in r["collateral"]] == [22, 23]
 
 
 @pytest.mark.parametrize("prefilter", ["rg", "grep", "none"])
@@ -275,25 +291,24 @@ def test_file_with_and_without_the_grep_prefilter_agree_with_the_stream(
         pytest.skip("ripgrep is not installed here (.ci/run installs it)")
     if prefilter == "grep":  # as on a machine without ripgrep
         which = shutil.which
-        monkeypatch.setattr(triage.shutil, "which", lambda name: None if name == "rg" else which(name))
+        monkeypatch.setattr(shutil, "which", lambda name: None if name == "rg" else which(name))
     monkeypatch.setenv("CONVMATRIX_TRIAGE_GREP", "0" if prefilter == "none" else "1")
-    # Tiny windows, so that the grep path reloads and extends its window and reads context backwards.
-    monkeypatch.setattr(triage._SeekScanner, "_WINDOW", 64)
-    monkeypatch.setattr(triage._SeekScanner, "_BACK", 200)
+    # A tiny backward read, so that the grep path reads the context lines back in several steps.
+    monkeypatch.setattr(triage._FileLines, "BACK_BLOCK", 64)
     lines, where = build_log(ERRORS[family])
     path = tmp_path / "job.log"
     path.write_text("\n".join(lines) + "\n")
     r = triage.scan_path(str(path))
     assert r == scan_lines(lines)
     assert (r["family"], r["line"], r["rank"]) == (family, where["error"], 3)
-    assert len(r["context_before"]) == 100  # type: ignore[arg-type]
+    assert len(r["context_before"]) == 100
 
 
 def test_grep_prefilter_is_used_for_plain_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[str] = []
     real = triage._scan_with_grep
 
-    def spy(path: str, context: int) -> dict[str, object] | None:
+    def spy(path: str, context: int) -> dict[str, Any] | None:
         calls.append(path)
         return real(path, context)
 
@@ -374,16 +389,329 @@ def test_cli_bad_input(
     assert err.count("\n") == 1 and err.startswith(f"convmatrix: {path}: ") and why in err
 
 
-def test_truncated_gzip_is_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    path = tmp_path / "cut.log.gz"
-    path.write_bytes(gzip.compress("".join(f"{i * 7919 % 100003} {i}\n" for i in range(20000)).encode())[:2000])
-    code, _, err = main([str(path)], capsys)
-    assert code == 2 and err.startswith(f"convmatrix: {path}: ")
-
-
 def test_every_family_has_remedies_and_verification() -> None:
     for family in FAMILIES:
         assert remedies.remedies_for(family), family
         assert any("nox -s baremetal" in cmd for cmd in remedies.verify_commands(family))
     assert "-k '" in remedies.verify_commands(SIGNATURE)[0]
     assert remedies.remedies_for(None) == [] and remedies.verify_commands(None) == []
+
+
+# --- every path, one answer -------------------------------------------------------------------
+def every_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, lines: list[str], context: int = 100) -> dict[str, Any]:
+    """The result of the stream, gzip, ripgrep, GNU grep and pure-Python file paths, asserted equal;
+    the stream also in tiny chunks and the grep path with tiny backward reads, so that chunk and
+    read boundaries fall inside whatever the log holds."""
+    data = ("\n".join(lines) + "\n").encode()
+    plain = tmp_path / "job.log"
+    plain.write_bytes(data)
+    packed = tmp_path / "job.log.gz"
+    packed.write_bytes(gzip.compress(data))
+    results = {"stream": triage.scan(io.BytesIO(data), context), "gzip": triage.scan_path(str(packed), context)}
+    with monkeypatch.context() as patch:
+        patch.setattr(triage, "CHUNK", 97)
+        results["stream in 97-byte chunks"] = triage.scan(io.BytesIO(data), context)
+    which = shutil.which
+    for prefilter in ("rg", "grep", "none"):
+        if prefilter == "rg" and which("rg") is None:
+            continue
+        with monkeypatch.context() as patch:
+            if prefilter == "grep":
+                patch.setattr(shutil, "which", lambda name: None if name == "rg" else which(name))
+                patch.setattr(triage._FileLines, "BACK_BLOCK", 64)
+            patch.setenv("CONVMATRIX_TRIAGE_GREP", "0" if prefilter == "none" else "1")
+            results[prefilter] = triage.scan_path(str(plain), context)
+    for name, result in results.items():
+        assert result == results["stream"], name
+    return results["stream"]
+
+
+# --- code is not a message --------------------------------------------------------------------
+def test_source_that_a_traceback_echoes_is_code_not_the_cause(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    lines, where = build_log(ERRORS["cuda_illegal_address"], warning=False)
+    # Earlier, the same rank died of an unrelated error, in code that tests for the signature.
+    handled = [
+        "[rank3]: Traceback (most recent call last):",
+        '[rank3]:   File "/workspace/train.py", line 95, in <module>',
+        '[rank3]:     if "CUDNN_STATUS_NOT_SUPPORTED" in str(err):  # fall back to float32',
+        '[rank3]:   File "/workspace/train.py", line 120, in step',
+        # Python 3.13 echoes a statement over all its lines, with carets under them.
+        "[rank3]:     out = torch.backends.cudnn.flags(",
+        '[rank3]:         enabled=True, benchmark="CUDNN_STATUS_NOT_SUPPORTED" not in seen)',
+        "[rank3]:         ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^",
+        '[rank3]:   File "/workspace/data.py", line 40, in __getitem__',
+        "[rank3]:     raise OSError(f\"cuDNN error: CUDNN_STATUS_NOT_SUPPORTED in {path}\")",
+        "[rank3]: ValueError: bad sample 17",
+        # A warning's source line, under the warning, is code too.
+        "[rank3]: /workspace/train.py:80: UserWarning: falling back to float32",
+        '[rank3]:   warnings.warn("CUDNN_STATUS_NOT_SUPPORTED: falling back to float32")',
+    ]
+    lines[1000:1000] = handled
+    for context in (100, 0):
+        r = every_path(tmp_path, monkeypatch, lines, context)
+        assert (r["family"], r["line"], r["rank"], r["fatal"]) == ("cuda_illegal_address", where["error"] + len(handled), 3, True)
+        assert [f["family"] for f in r["families"]] == ["cuda_illegal_address"]
+
+
+def test_the_exception_under_a_traceback_is_still_a_message(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    lines = [
+        "Traceback (most recent call last):",
+        '  File "/workspace/train.py", line 95, in <module>',
+        "    out = model(x)",
+        "  RuntimeError: cuDNN error: CUDNN_STATUS_NOT_SUPPORTED",  # indented as deep as the frames: not an echo
+        "terminate called after throwing an instance of 'c10::Error'",
+        "  what():  CUDA error: an illegal memory access was encountered",  # C++, indented, not under a frame
+    ]
+    r = every_path(tmp_path, monkeypatch, lines)
+    assert [(f["family"], f["line"], f["fatal"]) for f in r["families"]] == [
+        (SIGNATURE, 4, True),
+        ("cuda_illegal_address", 6, True),
+    ]
+
+
+# --- a wrapped warning stays a warning --------------------------------------------------------
+def wrap(kind: str, width: int, rank: int = 3) -> list[str]:
+    """PLAN_WARNING as printed by rank ``rank`` and wrapped: by a log viewer (the tag on the first
+    piece only), by the program at a fixed width or at words (the tag on every piece)."""
+    if kind == "viewer":
+        line = f"[rank{rank}]: {PLAN_WARNING}"
+        return [line[i : i + width] for i in range(0, len(line), width)]
+    pieces = (
+        textwrap.wrap(PLAN_WARNING, width)
+        if kind == "words"
+        else [PLAN_WARNING[i : i + width] for i in range(0, len(PLAN_WARNING), width)]
+    )
+    return [f"[rank{rank}]: {piece}" for piece in pieces]
+
+
+WRAPS = [(kind, width) for kind in ("viewer", "fixed", "words") for width in (72, 80, 100, 120, 160)]
+
+
+@pytest.mark.parametrize(("kind", "width"), WRAPS)
+def test_a_wrapped_plan_failed_warning_is_a_warning_on_every_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str, width: int
+) -> None:
+    pieces = wrap(kind, width)
+    # The warning begins on its first piece; at words, the path may be a piece of its own.
+    marked = next(i for i, p in enumerate(pieces) if "UserWarning" in p or "Plan failed with a" in p)
+    first = 301 + (marked if kind == "words" else 0)
+    lines, _ = build_log(None, warning=False, after_collateral=False, before=600)
+    lines[300:300] = [*pieces, "[rank3]:   return F.conv2d(input, weight, bias, self.stride,"]
+    for context in (100, 0):
+        r = every_path(tmp_path, monkeypatch, lines, context)
+        assert (r["family"], r["line"], r["rank"], r["fatal"]) == (SIGNATURE, first, 3, False)
+        assert [(f["family"], f["fatal"]) for f in r["families"]] == [(SIGNATURE, False)]
+
+    # With a real failure later, that is the cause, and the wrapped warning its first warning.
+    lines, where = build_log(ERRORS[SIGNATURE], warning=False, before=600)
+    lines[300:300] = pieces
+    r = every_path(tmp_path, monkeypatch, lines)
+    assert (r["family"], r["line"], r["fatal"]) == (SIGNATURE, where["error"] + len(pieces), True)
+    assert r["first_warning"]["line"] == first
+
+
+def test_an_error_after_a_warning_is_not_taken_into_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    not_supported = "cuDNN error: CUDNN_STATUS_NOT_SUPPORTED. This error may appear if you passed in a non-contiguous input."
+    lines = [
+        "[rank1]: step 1",
+        # A Python warning has no "(Triggered internally at ...)" to close it: it is one line.
+        "[rank1]: /workspace/train.py:80: UserWarning: channels_last is slow on this GPU",
+        f"[rank1]: {not_supported}",
+        # A torch warning closed on its own line does not take the next one either.
+        f"[rank2]: {PLAN_WARNING}",
+        f"[rank2]: {not_supported}",
+    ]
+    r = every_path(tmp_path, monkeypatch, lines)
+    assert [(f["line"], f["fatal"]) for f in r["families"]] == [(3, True)]
+    assert (r["line"], r["rank"], r["fatal"]) == (3, 1, True)
+    lines[2] = "[rank1]: step 2"
+    r = every_path(tmp_path, monkeypatch, lines)
+    assert (r["family"], r["line"], r["rank"], r["fatal"], r["first_warning"]) == (SIGNATURE, 5, 2, True, {
+        "line": 4, "family": SIGNATURE, "text": lines[3]
+    })
+
+
+def test_a_message_cut_mid_word_on_every_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    lines = [
+        "[rank0]: step 1",
+        "[rank0]: RuntimeError: CUDA error: an illeg",  # the rest of the phrase, without a needle, follows
+        "al memory access was encountered",
+        "[rank1]: RuntimeError: Unable to find a valid cu",
+        "[rank1]: DNN algorithm to run convolution",
+        # cut by a viewer in mid-word, the rest with a needle of its own
+        "[rank2]: RuntimeError: CUDA error: no kernel image is availa",
+        "ble for execution on the device. CUDA kernel errors might be asynchronously reported",
+        # a line that ends a sentence is not continued by the next message, even without a tag
+        "[rank3]: RuntimeError: CUDA error: misaligned address.",
+        "cuda runtime error (2) : out of memory at /pytorch/aten/src/THC/THCCachingAllocator.cpp:510",
+    ]
+    r = every_path(tmp_path, monkeypatch, lines)
+    assert [(f["family"], f["line"], f["rank"]) for f in r["families"]] == [
+        ("cuda_illegal_address", 2, 0),
+        ("cudnn_no_algorithm", 4, 1),
+        ("cuda_no_kernel_image", 6, 2),
+        ("cuda_oom", 9, None),
+    ]
+
+
+# --- pathological logs: bounded, linear, every line classified once ---------------------------------
+def test_a_line_counts_by_its_first_line_cap_bytes_on_every_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    marker = "CUDA out of memory"
+    inside = "x" * (triage.LINE_CAP - len(marker)) + marker  # ends exactly at the cap
+    beyond = "x" * (triage.LINE_CAP - len(marker) + 1) + marker  # one byte past it
+    lines = ["step 1", beyond + " and more", "step 2", inside + " and more", "step 3"]
+    r = every_path(tmp_path, monkeypatch, lines, context=2)
+    assert (r["family"], r["line"]) == ("cuda_oom", 4)
+    assert r["text"] == inside and r["context_before"] == [beyond[: triage.LINE_CAP], "step 2"]
+
+
+def test_every_line_is_classified_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    lines = [f"[rank{i % 4}]: CUDA_VISIBLE_DEVICES={i % 4} step {i} cudnn.benchmark=True" for i in range(300)]
+    lines[50] = "[rank2]: RuntimeError: cuDNN error: CUDNN_STATUS_NOT_"
+    lines[51] = "[rank2]: SUPPORTED"
+    lines[120:120] = wrap("fixed", 80)
+    lines += [f"[rank{i % 4}]: [Rank {i % 4}] Watchdog caught collective operation timeout: CUDA step {i}" for i in range(300)]
+    calls: list[str] = []
+    real = classify
+
+    def counting(message: str | None, **kwargs: object) -> str | None:
+        calls.append(message or "")
+        return real(message)
+
+    monkeypatch.setattr("convmatrix.triage.classify", counting)
+    r = every_path(tmp_path, monkeypatch, lines)
+    assert (r["family"], r["line"]) == (SIGNATURE, 51)
+    paths = 6 if shutil.which("rg") else 5
+    seen = Counter(line for message in calls for line in message.split("\n"))
+    assert max(seen.values()) == paths  # each line once per path, in one message
+    assert len(calls) <= paths * len(lines)
+
+
+MEASURE = """
+import json, os, shutil, sys, tracemalloc
+from convmatrix import triage
+path, prefilter, context, chunk = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+triage.CHUNK = chunk
+which = shutil.which
+if prefilter == "grep":
+    triage.shutil.which = lambda name: None if name == "rg" else which(name)
+os.environ["CONVMATRIX_TRIAGE_GREP"] = "0" if prefilter == "none" else "1"
+tracemalloc.start()
+r = triage.scan_path(path, context)
+print(json.dumps({"peak": tracemalloc.get_traced_memory()[1], "family": r["family"], "line": r["line"],
+                  "families": len(r["families"]), "collateral": len(r["collateral"])}))
+"""
+
+
+def peak_memory(path: Path, prefilter: str, context: int, chunk: int) -> dict[str, Any]:
+    """triage.scan_path in a fresh interpreter: the peak of what Python allocated, and the answer."""
+    done = subprocess.run(
+        [sys.executable, "-c", MEASURE, str(path), prefilter, str(context), str(chunk)],
+        capture_output=True, text=True, check=True, timeout=300,
+    )
+    found: dict[str, Any] = json.loads(done.stdout)
+    return found
+
+
+def memory_bound(context: int, chunk: int) -> int:
+    """What the rules allow: a few chunks (the block, the read, the carry) and the kept lines
+    (context before the cause, the lines around a candidate, the collateral), each possibly as
+    bytes and as text of up to 4 bytes a character."""
+    kept = context + triage.LOOKAHEAD + triage.LOOKBACK + triage.MAX_COLLATERAL
+    return 6 * chunk + 4 * triage.LINE_CAP * kept + (1 << 20)
+
+
+PREFILTERS = ["rg", "grep", "none", "gzip"]
+
+
+@pytest.mark.parametrize("prefilter", PREFILTERS)
+def test_a_50_mb_line_without_newline_is_bounded_in_memory(tmp_path: Path, prefilter: str) -> None:
+    if prefilter == "rg" and shutil.which("rg") is None:
+        pytest.skip("ripgrep is not installed here (.ci/run installs it)")
+    head = b"[rank0]: step 1 on cuda:0\n[rank0]: RuntimeError: CUDA error: an illegal memory access was encountered\n"
+    # A needle at its start makes it a candidate; the signature at its end is past the cap.
+    long_line = b"[rank0]: CUDA_VISIBLE_DEVICES=0 " + b"x" * 50_000_000 + b" cuDNN error: CUDNN_STATUS_NOT_SUPPORTED"
+    path = tmp_path / ("job.log.gz" if prefilter == "gzip" else "job.log")
+    path.write_bytes(gzip.compress(head + long_line, 1) if prefilter == "gzip" else head + long_line)
+    chunk = 1 << 18
+    found = peak_memory(path, prefilter, triage.DEFAULT_CONTEXT, chunk)
+    assert found["peak"] < memory_bound(triage.DEFAULT_CONTEXT, chunk)
+    assert (found["family"], found["line"], found["families"]) == ("cuda_illegal_address", 2, 1)
+
+
+@pytest.mark.parametrize("prefilter", PREFILTERS)
+def test_a_needle_on_every_line_is_bounded_in_memory(tmp_path: Path, prefilter: str) -> None:
+    if prefilter == "rg" and shutil.which("rg") is None:
+        pytest.skip("ripgrep is not installed here (.ci/run installs it)")
+    cause = b"[rank0]: RuntimeError: cuDNN error: CUDNN_STATUS_NOT_SUPPORTED\n"
+    # Every line after the cause is collateral (and a candidate): 3000 lines of 4 kB.
+    pad = b"x" * 4000
+    after = b"".join(
+        b"[rank%d]: [Rank %d] Watchdog caught collective operation timeout: CUDA step %d %s\n" % (i % 8, i % 8, i, pad)
+        for i in range(3_000)
+    )
+    path = tmp_path / ("job.log.gz" if prefilter == "gzip" else "job.log")
+    path.write_bytes(gzip.compress(cause + after, 1) if prefilter == "gzip" else cause + after)
+    chunk = 1 << 18
+    found = peak_memory(path, prefilter, 0, chunk)
+    assert found["peak"] < memory_bound(0, chunk)
+    assert (found["family"], found["line"], found["collateral"]) == (SIGNATURE, 1, triage.MAX_COLLATERAL)
+
+
+# --- gzip and stdin -----------------------------------------------------------------------------
+def cut_gzip(lines: list[str], keep: float) -> bytes:
+    data = gzip.compress(("\n".join(lines) + "\n").encode())
+    return data[: int(len(data) * keep)]
+
+
+@pytest.mark.parametrize("damage", ["cut", "corrupt"])
+def test_a_damaged_gzip_reports_what_was_found_before_the_damage(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], damage: str
+) -> None:
+    lines, where = build_log(ERRORS["cudnn_no_engine"], before=3000)
+    lines += [filler(k % 4, k) for k in range(30000)]  # the cut falls in here
+    data = cut_gzip(lines, 0.6)
+    if damage == "corrupt":
+        data = cut_gzip(lines, 1.0)
+        middle = len(data) // 2
+        data = data[:middle] + bytes(b ^ 0x5A for b in data[middle : middle + 64]) + data[middle + 64 :]
+    path = tmp_path / "job.log.gz"
+    path.write_bytes(data)
+    code, out, err = main([str(path), "--format", "json"], capsys)
+    r = json.loads(out)
+    assert code == 0
+    assert (r["family"], r["line"], r["rank"], r["fatal"]) == ("cudnn_no_engine", where["error"], 3, True)
+    assert err.count("\n") == 1 and err.startswith(f"convmatrix: warning: {path}: ")
+    assert r["warnings"] == [err.removeprefix("convmatrix: warning: ").rstrip("\n")]
+    assert ("truncated" if damage == "cut" else "corrupt") in err and "lines before it" in err
+    # The same through stdin, in text form.
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BufferedReader(io.BytesIO(data))))
+    code, out, err = main(["-"], capsys)
+    assert code == 0 and f"cudnn_no_engine at line {where['error']}" in out
+    assert err.startswith("convmatrix: warning: <stdin>: ") and err.count("\n") == 1
+
+
+def test_a_gzip_cut_in_its_header_is_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "job.log.gz"
+    path.write_bytes(cut_gzip(["x"], 1.0)[:5])
+    code, out, err = main([str(path)], capsys)
+    assert code == 2 and out == "" and err.count("\n") == 1 and err.startswith(f"convmatrix: {path}: ")
+
+
+def test_closed_stdin_is_one_line_and_exit_2(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    done = subprocess.run(
+        ["bash", "-c", '"$0" -m convmatrix triage - <&-', sys.executable], capture_output=True, text=True, timeout=60
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (2, "", "convmatrix: <stdin>: standard input is closed\n")
+    monkeypatch.setattr("sys.stdin", None)
+    assert main(["-"], capsys) == (2, "", "convmatrix: <stdin>: standard input is closed\n")
+
+
+# --- the result ------------------------------------------------------------------------------------
+def test_families_keep_each_line_s_own_rank(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    lines, where = build_log(ERRORS["cuda_oom"].replace("GPU 0 ", "the GPU "))
+    lines[where["error"] - 1] = ERRORS["cuda_oom"].replace("GPU 0 ", "the GPU ")  # no [rank3]: tag
+    r = every_path(tmp_path, monkeypatch, lines)
+    assert (r["rank"], r["rank_source"], r["node"]) == (3, "root_cause", "gpu-node-17")  # completed
+    oom = [f for f in r["families"] if f["family"] == "cuda_oom"]
+    assert oom == [{"family": "cuda_oom", "line": where["error"], "rank": None, "fatal": True, "text": lines[where["error"] - 1]}]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from typing import Any
 
 from convmatrix import triage
@@ -32,6 +33,8 @@ def add_parser(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     result = triage.scan_path(args.logfile, _context(args))
+    for warning in result["warnings"]:  # a damaged .gz: what came before the damage is reported
+        print(f"convmatrix: warning: {warning}", file=sys.stderr)
     if args.format == "json":
         print(json.dumps(result, indent=2))
     else:
@@ -64,11 +67,14 @@ def render_text(r: dict[str, Any], name: str) -> str:
             f"  {f['family']} at line {f['line']}" + ("" if f["fatal"] else " (warning)") for f in others
         )
     if r["collateral"]:
-        out.append(f"collateral ({len(r['collateral'])} lines after the cause, consequences of it):")
+        total = len(r["collateral"]) + r["collateral_omitted"]
+        out.append(f"collateral ({total} lines after the cause, consequences of it):")
         out.extend(
             f"  line {c['line']}" + (f" rank {c['rank']}" if c["rank"] is not None else "") + f": {c['text']}"
             for c in r["collateral"]
         )
+        if r["collateral_omitted"]:
+            out.append(f"  ... and {r['collateral_omitted']} more")
     out.append("remedies:")
     out.extend(f"  - {item}" for item in r["remedies"])
     out.append("verify the fix:")
