@@ -21,6 +21,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
@@ -122,7 +123,7 @@ def pytest_configure(config: pytest.Config) -> None:
             config.pluginmanager.register(isolation.GpuSlots(lambda worker, facts: None),
                                           "convmatrix_gpu_slots")
         return
-    os.makedirs(settings.results_dir, exist_ok=True)
+    prepare_results_dir(settings.results_dir)  # the controller's check comes before any worker
     config.pluginmanager.register(CaseRecorder(settings, watchdog), "convmatrix_recorder")
     if not in_worker:  # xdist workers leave env.json to the controller
         env_writer = EnvWriter(settings)
@@ -137,6 +138,26 @@ def pytest_configure(config: pytest.Config) -> None:
                 isolation.CrashHandler(settings.results_dir, settings.isolation.case_timeout,
                                        CrashLines(settings).write),
                 "convmatrix_crashes")
+
+
+def prepare_results_dir(path: str) -> None:
+    """Create --results-dir and prove it writable, or stop with a usage error (exit 4) naming
+    it: a file in its place, a read-only directory or file system, a parent one cannot create
+    in would otherwise surface as an INTERNALERROR traceback at the first write."""
+    try:
+        os.makedirs(path, exist_ok=True)
+    except FileExistsError:
+        pass  # something not a directory is there: told below
+    except OSError as exc:
+        raise pytest.UsageError(f"--results-dir {path}: cannot create it ({exc.strerror or exc})") from None
+    if not os.path.isdir(path):
+        raise pytest.UsageError(f"--results-dir {path}: not a directory")
+    try:  # os.access is no proof: root passes it on a read-only mount, and ACLs differ
+        fd, probe = tempfile.mkstemp(prefix=".convmatrix-probe-", dir=path)
+        os.close(fd)
+        os.remove(probe)
+    except OSError as exc:
+        raise pytest.UsageError(f"--results-dir {path}: cannot write there ({exc.strerror or exc})") from None
 
 
 def _adopt_suite_ini(config: pytest.Config) -> None:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import datetime
 import faulthandler
 import json
+import math
 import os
 import re
 import shutil
@@ -58,6 +59,9 @@ MAX_WORKER_RESTART = 1000
 TIMEOUT_EXIT_CODE = 124  # the worker's exit status after its watchdog fired
 STICKY_EXIT_CODE = 75  # the worker's exit status after a sticky CUDA error
 GPU_INPUT_KEY = "convmatrix_cuda_visible_devices"  # in an xdist workerinput
+# The largest --case-timeout: 30 days, far below what threading.Timer and faulthandler accept
+# (about 292 years, where their clocks overflow), grace period included.
+MAX_CASE_TIMEOUT = 30 * 24 * 3600.0
 
 
 @dataclass(frozen=True)
@@ -85,8 +89,13 @@ def addoptions(group: Any) -> None:
 
 def options_of(config: pytest.Config) -> Options:
     timeout = config.getoption("case_timeout")
-    if timeout < 0 or timeout != timeout:
-        raise pytest.UsageError(f"--case-timeout takes a number of seconds >= 0, not {timeout}")
+    # argparse's float() takes "inf", "nan" and "1e999" too; the watchdog's timer and
+    # faulthandler overflow on such values inside the worker (an INTERNALERROR), so they are
+    # refused here, as a usage error (exit 4), before any worker starts.
+    if not math.isfinite(timeout) or not 0 <= timeout <= MAX_CASE_TIMEOUT:
+        raise pytest.UsageError(
+            f"--case-timeout takes a number of seconds >= 0 and at most {MAX_CASE_TIMEOUT:.0f} "
+            f"(30 days), not {timeout}; 0 means no timeout")
     return Options(isolate=bool(config.getoption("isolate")) or timeout > 0,
                    case_timeout=float(timeout),
                    gpu_per_worker=config.getoption("gpu_per_worker") == "on")
