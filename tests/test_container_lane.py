@@ -3,19 +3,22 @@ from a wheelhouse, the suite in a container beside a baremetal cell, and the eng
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
 import pytest
 
 from conftest import REPO
-from convmatrix import base_image
-from convmatrix.images import docker_cli
+from convmatrix import base_image, containers
+from convmatrix.images import LABEL_CELL, docker_cli
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("docker_engine")]
 WHEELHOUSE = Path.home() / ".cache" / "convmatrix" / "test-wheelhouse"
@@ -149,3 +152,169 @@ def test_unreachable_engine_fails_the_lane_in_one_line_and_keeps_other_results(r
     assert any("docker engine is not reachable" in p for p in cells[CONTAINER]["problems"])
     assert cells[CONTAINER]["signature"] is False
     assert cells[BAREMETAL]["verdict"] == "control"
+
+
+# --- an interrupted lane (issue 8, item 10) ------------------------------------------------------
+
+# The lane's own main(), with the tests' fault plugin mounted into its container: the only
+# change to what `nox -s <container cell>` runs (python -m convmatrix.container_lane).
+FAULTY_LANE = """
+import sys
+from convmatrix import container_lane, containers
+
+plugins = sys.argv[1]
+run_kwargs = containers.run_kwargs
+
+
+def with_faults(spec):
+    kwargs = run_kwargs(spec)
+    kwargs["volumes"] = {**kwargs["volumes"], plugins: {"bind": "/plugins", "mode": "ro"}}
+    kwargs["environment"] = {**kwargs["environment"], "PYTHONPATH": "/plugins",
+                             "CONVMATRIX_FAULTS": "/plugins/faults.json"}
+    return kwargs
+
+
+containers.run_kwargs = with_faults
+sys.exit(container_lane.main(sys.argv[2:]))
+"""
+HANGS = "conv2d-fp32-k3-p1"
+PASSES = "conv1d-fp32-k3-p1"
+
+
+def containers_of(results_dir: Path, cell: str | None = CONTAINER) -> list[str]:
+    """The containers, running or stopped, that mount this results directory (of the cell, by
+    its image's label, unless None): this test's, whatever else the engine runs meanwhile."""
+    selection = ["--filter", f"label={LABEL_CELL}={cell}"] if cell else []
+    listed = subprocess.run([docker_cli(), "ps", "-a", "-q", "--no-trunc", *selection],
+                            capture_output=True, text=True, check=True).stdout.split()
+    mine = []
+    for container in listed:
+        mounts = subprocess.run([docker_cli(), "inspect", "--format", "{{range .Mounts}}{{.Source}} {{end}}", container],
+                                capture_output=True, text=True, check=False).stdout.split()
+        if str(results_dir.resolve()) in mounts:
+            mine.append(container)
+    return mine
+
+
+# Run by a parent that only waits: nox, as far as the lane can tell.
+PARENT = "import subprocess, sys; sys.exit(subprocess.call(sys.argv[1:]))"
+
+
+@pytest.fixture
+def lanes_started(tmp_path):
+    """What start_lane started; whatever a failed test left of it is ended afterwards: the
+    processes (their own session) and their containers."""
+    started: list[tuple[subprocess.Popen[str], Path]] = []
+    yield started
+    for lane, results in started:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(lane.pid, signal.SIGKILL)
+        lane.communicate()
+        for container in containers_of(results):
+            subprocess.run([docker_cli(), "rm", "-f", container], capture_output=True, check=False)
+
+
+def start_lane(tmp_path: Path, wheelhouse: Path, started: list[tuple[subprocess.Popen[str], Path]], *,
+               parent: bool = False) -> tuple[subprocess.Popen[str], Path]:
+    """The lane of the container cell, its suite hanging in its second case; once that case runs."""
+    plugins = tmp_path / "plugins"
+    plugins.mkdir()
+    shutil.copy(REPO / "tests" / "plugins" / "convmatrix_faults.py", plugins)
+    (plugins / "faults.json").write_text(json.dumps({"hang": {HANGS: 3600}}))
+    matrix = tmp_path / "m.toml"
+    matrix.write_text(MATRIX.format(wheelhouse=wheelhouse))
+    out = tmp_path / "run"
+    results = out / f"{CONTAINER}@cpu"
+    command = [sys.executable, "-c", FAULTY_LANE, str(plugins), CONTAINER, "--out", str(out),
+               "--", "-p", "convmatrix_faults", "-k", f"[{PASSES}] or [{HANGS}]"]
+    lane = subprocess.Popen([sys.executable, "-c", PARENT, *command] if parent else command,
+                            cwd=REPO, env={**os.environ, "CONVMATRIX_MATRIX": str(matrix)},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    started.append((lane, results))
+    deadline = time.monotonic() + 1800  # the image is built first where it is missing
+    marker = results / "running-gw0.json"
+    while not (marker.exists() and HANGS in marker.read_text()):
+        assert lane.poll() is None, lane.communicate()
+        assert time.monotonic() < deadline, "the hanging case never started"
+        time.sleep(0.2)
+    return lane, results
+
+
+def interrupt(lane: subprocess.Popen[str], signum: int) -> tuple[str, str, float]:
+    """Signal the process, then wait for the lane's output to end (its own end, where the process
+    signalled is its parent); stdout, stderr and how long it took."""
+    sent = time.monotonic()
+    lane.send_signal(signum)
+    stdout, stderr = lane.communicate(timeout=60)
+    return stdout, stderr, time.monotonic() - sent
+
+
+def assert_interrupted_cleanly(results: Path, running: str, stderr: str, signum: int) -> None:
+    name = signal.Signals(signum).name
+    assert stderr.strip().splitlines()[-1] == (
+        f"convmatrix: {CONTAINER}: interrupted by {name}; the container was killed and removed; "
+        f"its run is recorded as incomplete in {results} (run it again, or --resume)"), stderr[-3000:]
+    assert "Traceback" not in stderr
+    # Nothing of it stays with the engine, running or stopped.
+    assert containers_of(results) == []
+    gone = subprocess.run([docker_cli(), "inspect", running], capture_output=True, text=True, check=False)
+    assert gone.returncode != 0
+    # The case in flight is `crashed`, naming the signal; the one before it passed; nothing twice.
+    records = [json.loads(line) for line in (results / "results.jsonl").read_text().splitlines()]
+    assert [(r["case"], r["status"]) for r in records] == [(PASSES, "passed"), (HANGS, "crashed")], records
+    assert name in records[1]["message"], records[1]
+    assert list(results.glob("running-*.json")) == []
+    # The run is recorded as ended by the signal, so neither the report nor --resume trusts it.
+    assert json.loads((results / "cell.json").read_text())["exit_code"] == -signum
+    assert json.loads((results / "env.json").read_text())["ended"] is None
+    assert f"convmatrix: interrupted by {name}: the container was killed" in (results / "log.txt").read_text()
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_an_interrupted_lane_leaves_no_container_and_records_the_case_in_flight(tmp_path, wheelhouse, base,
+                                                                                lanes_started, signum):
+    lane, results = start_lane(tmp_path, wheelhouse, lanes_started)
+    (running,) = containers_of(results)
+    stdout, stderr, took = interrupt(lane, signum)
+    assert lane.returncode == 128 + signum, stdout[-3000:] + stderr[-3000:]
+    assert took < 20, f"the lane took {took:.1f} s to end after {signal.Signals(signum).name}"
+    assert_interrupted_cleanly(results, running, stderr, signum)
+
+
+def test_a_lane_whose_nox_is_killed_alone_stops_too(tmp_path, wheelhouse, base, lanes_started):
+    """SIGTERM to nox's process only (kill PID, `timeout`): the lane gets SIGTERM as its parent
+    dies, instead of running the suite to its end unattended."""
+    parent, results = start_lane(tmp_path, wheelhouse, lanes_started, parent=True)
+    (running,) = containers_of(results)
+    _, stderr, took = interrupt(parent, signal.SIGTERM)
+    assert parent.returncode == -signal.SIGTERM  # the parent itself just died
+    assert took < 20, f"the lane took {took:.1f} s to end after its parent died"
+    assert_interrupted_cleanly(results, running, stderr, signal.SIGTERM)
+
+
+def test_exit_status_and_oom_are_read_although_the_engine_removes_the_container(base, tmp_path, monkeypatch):
+    """With auto_remove the container and its state may be gone the moment it exits: its exit
+    status and an OOM kill still reach the outcome, and nothing is left."""
+    limited = containers.run_kwargs
+    monkeypatch.setattr(containers, "run_kwargs",
+                        lambda spec: {**limited(spec), "mem_limit": "64m", "memswap_limit": "64m"})
+    (tmp_path / "results").mkdir()
+    (tmp_path / "suite").mkdir()
+
+    def spec(*command: str) -> containers.RunSpec:
+        return containers.RunSpec(image=base, command=list(command), results_dir=tmp_path / "results",
+                                  suite_dir=tmp_path / "suite", gpu_index=None, environment={})
+
+    log = tmp_path / "log.txt"
+    with containers.client() as engine:
+        quick = containers.run(engine, spec("true"), log)
+        failed = containers.run(engine, spec("python3", "-c", "print('to the log'); raise SystemExit(3)"), log)
+        oom = containers.run(engine, spec("python3", "-c", "x = bytearray(512 << 20)"), log)
+        child = containers.run(engine, spec("sh", "-c", "python3 -c 'x = bytearray(512 << 20)'; echo child=$?"), log)
+    assert quick == containers.Outcome(exit_code=0, oom_killed=False)
+    assert failed == containers.Outcome(exit_code=3, oom_killed=False)
+    assert oom == containers.Outcome(exit_code=137, oom_killed=True)
+    assert child == containers.Outcome(exit_code=0, oom_killed=True)  # a worker killed, PID 1 lived on
+    assert containers_of(tmp_path / "results", cell=None) == []
+    text = log.read_text()
+    assert "to the log\n" in text and "child=137\n" in text

@@ -1,13 +1,18 @@
-"""What the container lane sends the engine: unit tests, since no GPU is here."""
+"""What the container lane sends the engine, and how a run reads and ends its container: unit
+tests, against a fake engine where one is needed (the real engine: test_container_lane.py)."""
 
 from __future__ import annotations
 
 import os
+import signal
+import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
+from docker.errors import APIError, NotFound
 
-from convmatrix import containers
+from convmatrix import container_lane, containers
 
 
 def spec(tmp_path: Path, gpu: int | None) -> containers.RunSpec:
@@ -47,3 +52,208 @@ def test_unreachable_engine_is_one_line(monkeypatch):
     assert str(err.value).startswith("docker: the engine is not reachable (")
     assert "\n" not in str(err.value)
     assert err.value.exit_code == 2
+
+
+def test_the_engine_removes_the_container_when_it_exits(tmp_path):
+    """auto_remove: nothing stays behind even when the lane itself is killed (issue 8, item 10)."""
+    kwargs = containers.run_kwargs(spec(tmp_path, None))
+    assert kwargs["auto_remove"] is True
+    assert "detach" not in kwargs  # create() then start(): attached before it runs
+
+
+# --- signals ---------------------------------------------------------------------------------
+
+def interrupted_then_signalled_again(cleaned: list[str]) -> None:
+    with containers.interruptible():
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(30)  # the handler raises out of this sleep
+        finally:
+            os.kill(os.getpid(), signal.SIGINT)  # nox's follow-up: must not cut the clean-up short
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.05)
+            cleaned.append("cleaned up")
+
+
+def test_the_first_sigterm_interrupts_and_later_ones_are_ignored():
+    before = {signum: signal.getsignal(signum) for signum in containers.STOP_SIGNALS}
+    cleaned: list[str] = []
+    with pytest.raises(containers.Interrupted) as err:
+        interrupted_then_signalled_again(cleaned)
+    assert cleaned == ["cleaned up"]
+    assert (err.value.signum, err.value.name, err.value.exit_code) == (signal.SIGTERM, "SIGTERM", 143)
+    assert str(err.value) == "interrupted by SIGTERM"
+    assert {signum: signal.getsignal(signum) for signum in containers.STOP_SIGNALS} == before
+
+
+def sigint_in_sleep() -> None:
+    with containers.interruptible():
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(30)
+
+
+def test_sigint_is_interrupted_too_not_keyboard_interrupt():
+    with pytest.raises(containers.Interrupted) as err:
+        sigint_in_sleep()
+    assert (err.value.name, err.value.exit_code) == ("SIGINT", 130)
+
+
+def sigterm_while_deferred(reached: list[str]) -> None:
+    with containers.interruptible():
+        with containers.signals_deferred():
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.05)
+            reached.append("end of the deferred block")
+        reached.append("after it")  # never: the signal lands as the block ends
+
+
+def test_signals_wait_while_deferred():
+    reached: list[str] = []
+    with pytest.raises(containers.Interrupted):
+        sigterm_while_deferred(reached)
+    assert reached == ["end of the deferred block"]
+
+
+# --- a run against a fake engine: what is read, and what is removed, when ---------------------
+
+class FakeStream:
+    def __init__(self, items):
+        self.items = list(items)
+        self.closed = False
+
+    def __iter__(self):
+        return iter(self.items)
+
+    def close(self):
+        self.closed = True
+
+
+class FakeContainer:
+    id = "c0ffee" * 10
+    short_id = "c0ffee"
+
+    def __init__(self, engine):
+        self.engine = engine
+
+    def attach(self, **kwargs):
+        assert kwargs["stream"] is True
+        self.engine.calls.append("attach")
+        self.engine.output = FakeStream(self.engine.chunks)
+        return self.engine.output
+
+    def start(self):
+        self.engine.calls.append("start")
+        if self.engine.start_error is not None:
+            raise self.engine.start_error
+
+    def wait(self, **kwargs):
+        self.engine.calls.append("wait")
+        return {"StatusCode": self.engine.wait_status}
+
+    def kill(self):
+        self.engine.calls.append("kill")
+
+    def remove(self, force=False):
+        self.engine.calls.append(f"remove(force={force})")
+
+    def reload(self):
+        raise NotFound("gone")
+
+
+class FakeEngine:
+    def __init__(self, events=(), chunks=(b"out\n",), start_error=None, wait_status=1):
+        self.events_given = events
+        self.chunks = chunks
+        self.start_error = start_error
+        self.wait_status = wait_status
+        self.calls = []
+        self.containers = SimpleNamespace(create=self.create)
+
+    def create(self, **kwargs):
+        self.calls.append("create")
+        self.kwargs = kwargs
+        return FakeContainer(self)
+
+    def events(self, **kwargs):
+        self.calls.append("events")
+        assert kwargs["filters"]["container"] == FakeContainer.id
+        self.event_stream = FakeStream(self.events_given)
+        return self.event_stream
+
+
+def event(action, **attributes):
+    return {"Type": "container", "Action": action, "Actor": {"ID": FakeContainer.id, "Attributes": attributes}}
+
+
+def test_the_exit_status_and_oom_come_from_the_engines_events(tmp_path):
+    engine = FakeEngine(events=[event("create"), event("start"), event("oom"), event("die", exitCode="137"),
+                                event("destroy")])
+    outcome = containers.run(engine, spec(tmp_path, None), tmp_path / "log.txt")
+    assert outcome == containers.Outcome(exit_code=137, oom_killed=True)
+    # Watched and attached before it starts; never inspected, killed or removed by us after.
+    assert engine.calls == ["create", "events", "attach", "start"]
+    assert engine.kwargs["auto_remove"] is True
+    assert (tmp_path / "log.txt").read_bytes().endswith(b"out\n")
+    assert engine.output.closed and engine.event_stream.closed
+
+
+def test_lost_events_fall_back_to_wait_and_remove(tmp_path):
+    engine = FakeEngine(events=[], wait_status=5)
+    outcome = containers.run(engine, spec(tmp_path, None), tmp_path / "log.txt")
+    assert outcome == containers.Outcome(exit_code=5, oom_killed=False)
+    assert engine.calls[-2:] == ["wait", "remove(force=True)"]
+
+
+def test_a_container_that_never_started_is_removed_at_once(tmp_path):
+    engine = FakeEngine(start_error=APIError("could not select device driver \"\" with capabilities: [[gpu]]"))
+    began = time.monotonic()
+    with pytest.raises(containers.EngineError, match="cannot start the container: could not select device driver"):
+        containers.run(engine, spec(tmp_path, 0), tmp_path / "log.txt")
+    assert time.monotonic() - began < 5  # no wait for an auto-removal that cannot come
+    assert engine.calls[-2:] == ["kill", "remove(force=True)"]
+
+
+def test_an_interrupt_kills_the_container_and_says_so(tmp_path):
+    class Interrupting(FakeStream):
+        def __iter__(self):
+            yield b"first line\n"
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(30)
+            yield b"never\n"
+
+    engine = FakeEngine(events=[event("die", exitCode="137"), event("destroy")])
+    engine.chunks = ()
+    original = FakeContainer.attach
+
+    def attach(self, **kwargs):
+        original(self, **kwargs)
+        engine.output = Interrupting(())
+        return engine.output
+
+    def lane() -> None:
+        with containers.interruptible():
+            containers.run(engine, spec(tmp_path, None), tmp_path / "log.txt")
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(FakeContainer, "attach", attach)
+        with pytest.raises(containers.Interrupted) as err:
+            lane()
+    assert err.value.detail == "the container was killed and removed"
+    assert "kill" in engine.calls and "remove(force=True)" not in engine.calls  # the engine removed it
+    log = (tmp_path / "log.txt").read_text()
+    assert log.endswith("first line\n\nconvmatrix: interrupted by SIGTERM: the container was killed\n")
+
+
+def test_the_lane_interrupted_before_its_suite_ran_says_so_in_one_line(monkeypatch, capsys):
+    def interrupted_build(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGTERM)  # as if during the image build
+        time.sleep(30)
+
+    monkeypatch.setattr(container_lane, "die_with_parent", lambda: None)  # not for the test process
+    monkeypatch.setattr(container_lane, "load", lambda path: SimpleNamespace(cell=lambda cell_id: cell_id))
+    monkeypatch.setattr(container_lane, "run_cell", interrupted_build)
+    before = signal.getsignal(signal.SIGTERM)
+    assert container_lane.main(["container-x"]) == 143
+    assert capsys.readouterr().err == (
+        "convmatrix: container-x: interrupted by SIGTERM before its suite ran; no container was running\n")
+    assert signal.getsignal(signal.SIGTERM) == before

@@ -6,8 +6,11 @@ cell>` session runs (in a venv with the docker SDK); `convmatrix build` calls bu
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import fnmatch
 import os
+import signal
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -122,7 +125,15 @@ def run_target(engine: Any, matrix: Matrix, target: runner.Target, image: dict[s
         gpu_index=target.gpu.index if target.gpu else None,
         environment={"CONVMATRIX_LANE": "container", "CONVMATRIX_IMAGE_ID": image["image_id"]},
     )
-    outcome = containers.run(engine, spec, target.results_dir / "log.txt")
+    try:
+        outcome = containers.run(engine, spec, target.results_dir / "log.txt")
+    except containers.Interrupted as exc:
+        # The suite was killed mid-run: each case it had in flight becomes a `crashed` line
+        # naming the signal, and cell.json records the run as ended by it (exit code -signal:
+        # not complete, so the report does not trust it and --resume runs it again).
+        runner.finish(target, -exc.signum)
+        exc.recorded_in = target.results_dir
+        raise
     if outcome.oom_killed:
         log(f"{target.cell.id}: the container was killed for lack of memory (OOM)")
     for line in runner.finish(target, outcome.exit_code):
@@ -131,15 +142,52 @@ def run_target(engine: Any, matrix: Matrix, target: runner.Target, image: dict[s
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """The lane for one cell. SIGTERM or SIGINT ends it promptly: its container is killed and
+    removed, the run recorded as interrupted, one line says so, and the exit status is 128 +
+    the signal's number (143, 130)."""
     args = list(sys.argv[1:] if argv is None else argv)
     try:
-        if not args:
-            raise BadInput("usage: python -m convmatrix.container_lane CELL_ID [run options]")
-        matrix = load(os.environ.get("CONVMATRIX_MATRIX") or "matrix/default.toml")
-        return run_cell(matrix, matrix.cell(args[0]), options.parse(args[1:]))
+        with containers.interruptible():
+            die_with_parent()
+            if not args:
+                raise BadInput("usage: python -m convmatrix.container_lane CELL_ID [run options]")
+            matrix = load(os.environ.get("CONVMATRIX_MATRIX") or "matrix/default.toml")
+            return run_cell(matrix, matrix.cell(args[0]), options.parse(args[1:]))
     except BadInput as exc:
-        print(f"convmatrix: {exc}", file=sys.stderr)
+        say(f"convmatrix: {exc}")
         return exc.exit_code
+    except containers.Interrupted as exc:
+        if exc.recorded_in is None:
+            say(f"convmatrix: {args[0]}: interrupted by {exc.name} before its suite ran; {exc.detail}")
+        else:
+            say(f"convmatrix: {args[0]}: interrupted by {exc.name}; {exc.detail}; its run is recorded "
+                f"as incomplete in {exc.recorded_in} (run it again, or --resume)")
+        return exc.exit_code
+
+
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def die_with_parent() -> None:
+    """SIGTERM this process when its parent dies (Linux; best effort): a lane whose nox was
+    killed alone (kill PID, or `timeout`, which signal one process) then stops its container
+    too, instead of running the suite to its end unattended."""
+    if not sys.platform.startswith("linux"):
+        return
+    parent = os.getppid()
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # it died before prctl took effect
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+def say(line: str) -> None:
+    """One line on stderr, which may be gone (nox, killed with us, read our output)."""
+    with contextlib.suppress(OSError, ValueError):
+        print(line, file=sys.stderr, flush=True)
 
 
 if __name__ == "__main__":

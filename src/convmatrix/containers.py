@@ -3,20 +3,35 @@
 Containers run least-privileged: as the invoking uid:gid, no network, no --privileged, the suite
 mounted read-only and only the cell's results directory writable; the container is always
 removed, and all it printed lands in log.txt even when it dies.
+
+How a run ends, and why the engine removes the container (auto_remove): whoever ends it, the
+engine removes the container as soon as it exits, even when this process is gone (SIGKILLed:
+nox escalates an interrupt to SIGKILL after 0.5 s). Since the engine may remove it the moment it
+exits, and its state and log file with it, nothing is read from the container after its end: its
+output comes through an attach made before it starts (not from its log file), and its exit status
+and an OOM kill from the engine's events (`die` with the exit code, `oom`), subscribed to before
+it starts; `destroy` then confirms the removal. A SIGTERM or SIGINT of the lane (interruptible())
+raises Interrupted in the main thread, wherever it waits; the container is then killed (SIGKILL:
+the suite is PID 1 there, which ignores SIGTERM) and the engine removes it. Where no removal is
+confirmed in time, the container is removed here.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import socket
+import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from types import FrameType
+from typing import Any, BinaryIO
 
 import docker
-from docker.errors import APIError, DockerException, ImageNotFound
+from docker.errors import APIError, DockerException, ImageNotFound, NotFound
 from docker.types import DeviceRequest
 
 from convmatrix.errors import BadInput
@@ -25,6 +40,8 @@ from convmatrix.images import LABEL_HASH, Plan
 SUITE_MOUNT = "/suite"
 RESULTS_MOUNT = "/results"
 SHM_SIZE = "2g"  # xdist workers and DataLoader-style code share tensors through /dev/shm
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+EVENT_WAIT = 30.0  # seconds: for the engine's `die` after the output ended, and for `destroy`
 
 
 class EngineError(BadInput):
@@ -103,7 +120,8 @@ class RunSpec:
 
 
 def run_kwargs(spec: RunSpec) -> dict[str, Any]:
-    """The engine arguments of a run (unit-tested: this is what a GPU runner is sent)."""
+    """The engine arguments of a run, for containers.create (unit-tested: this is what a GPU
+    runner is sent)."""
     device_requests = (
         [DeviceRequest(device_ids=[str(spec.gpu_index)], capabilities=[["gpu"]])]
         if spec.gpu_index is not None else []
@@ -111,7 +129,7 @@ def run_kwargs(spec: RunSpec) -> dict[str, Any]:
     return {
         "image": spec.image,
         "command": spec.command,
-        "detach": True,
+        "auto_remove": True,  # the engine removes it once it exits, even when we are gone
         "user": f"{os.getuid()}:{os.getgid()}",
         "network_mode": "none",
         "privileged": False,
@@ -126,21 +144,110 @@ def run_kwargs(spec: RunSpec) -> dict[str, Any]:
     }
 
 
+class Interrupted(BaseException):
+    """SIGTERM or SIGINT reached the lane (see interruptible()). A BaseException, as
+    KeyboardInterrupt is, so that no `except Exception` on the way up swallows it."""
+
+    def __init__(self, signum: int) -> None:
+        self.signum = signum
+        self.name = signal.Signals(signum).name
+        self.detail = "no container was running"  # what became of the container, once known
+        self.recorded_in: Path | None = None  # the results directory that records the cut-short run
+        super().__init__(f"interrupted by {self.name}")
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + self.signum  # the shell's convention: 143 for SIGTERM, 130 for SIGINT
+
+
 @contextlib.contextmanager
-def started(engine: Any, spec: RunSpec) -> Iterator[Any]:
-    """A running container that is removed however the block ends."""
+def interruptible() -> Iterator[None]:
+    """While the block runs (in the main thread), the first SIGTERM or SIGINT raises Interrupted
+    where the main thread is, even blocked on a socket; later ones are ignored so that the
+    clean-up the first one starts is not cut short (interrupted nox sends its command SIGINT,
+    then SIGTERM 0.3 s later). The previous handlers come back when the block ends."""
+    fired: list[int] = []
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        if not fired:
+            fired.append(signum)
+            raise Interrupted(signum)
+
+    previous = {signum: signal.signal(signum, handler) for signum in STOP_SIGNALS}
     try:
-        container = engine.containers.run(**run_kwargs(spec))
-    except ImageNotFound:
-        raise EngineError(f"docker: image {spec.image} is missing; run `nox -s build`") from None
-    except APIError as exc:
-        # "could not select device driver" is a GPU runner without the NVIDIA container runtime.
-        raise EngineError(f"docker: cannot start the container: {first_line(exc)}") from None
-    try:
-        yield container
+        yield
     finally:
-        with contextlib.suppress(DockerException):
-            container.remove(force=True)
+        for signum, old in previous.items():
+            signal.signal(signum, old)
+
+
+@contextlib.contextmanager
+def signals_deferred() -> Iterator[None]:
+    """SIGTERM and SIGINT wait until the block ends. For engine calls whose answer we must hold
+    to clean up (a container the engine made but we never heard of would stay), for clean-up
+    itself, and for threads started in the block, which inherit the mask and so never take
+    those signals from the main thread (a signal a thread takes would wake the main thread only
+    once the blocked main thread next runs Python code)."""
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+class Watch:
+    """The engine's events about one container, read on a thread of their own: how it ended
+    (`die`, with its exit code), whether the kernel OOM-killed a process in it (`oom`), and its
+    removal (`destroy`). Events, not an inspect after the end: with auto_remove the engine may
+    remove the container, and its state, the moment it exits."""
+
+    def __init__(self, engine: Any, container_id: str, since: int) -> None:
+        # `since`: the engine subscribes only after it answered, so replay from before the
+        # container existed; the filter keeps only this container's events.
+        self.stream = engine.events(since=since, decode=True,
+                                    filters={"type": "container", "container": container_id})
+        self.exit_code: int | None = None
+        self.oom_killed = False
+        self.removed = False
+        self.died = threading.Event()  # set on `die`, and when the stream ends without one
+        self.done = threading.Event()  # the stream ended: after `destroy`, or lost
+        self.thread = threading.Thread(target=self._read, name=f"events-{container_id[:12]}", daemon=True)
+        self.thread.start()
+
+    def _read(self) -> None:
+        try:
+            for event in self.stream:
+                action = str(event.get("Action") or event.get("status") or "")
+                if action == "oom":
+                    self.oom_killed = True
+                elif action == "die":
+                    code = str((event.get("Actor") or {}).get("Attributes", {}).get("exitCode", ""))
+                    self.exit_code = int(code) if code.lstrip("-").isdigit() else None
+                    self.died.set()
+                elif action == "destroy":
+                    self.removed = True
+                    return
+        except Exception:  # the stream was closed under us, or the engine went away
+            pass
+        finally:
+            self.died.set()
+            self.done.set()
+
+    def close(self) -> None:
+        close_stream(self.stream)
+        self.thread.join(timeout=5)
+
+
+def close_stream(stream: Any) -> None:
+    """Close an SDK stream and its HTTP response: CancellableStream.close() shuts its socket,
+    but the response's file object keeps the descriptor (a ResourceWarning later) until the
+    response itself is closed."""
+    with contextlib.suppress(Exception):
+        stream.close()
+    response = getattr(stream, "_response", None)
+    if response is not None:
+        with contextlib.suppress(Exception):
+            response.close()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -149,22 +256,122 @@ class Outcome:
     oom_killed: bool
 
 
+class Running:
+    """A started container: its output as it comes, and how it ended."""
+
+    def __init__(self, container: Any, output: Any, watch: Watch) -> None:
+        self.container = container
+        self.output = output
+        self.watch = watch
+
+    def outcome(self) -> Outcome:
+        """Once its output ended: the exit status, after the engine removed it (so that an
+        `oom` event that came late is counted too)."""
+        self.watch.died.wait(EVENT_WAIT)
+        self.watch.done.wait(EVENT_WAIT)
+        code = self.watch.exit_code
+        if code is None:  # the events were lost: the engine may still hold the container
+            try:
+                code = int(self.container.wait(timeout=EVENT_WAIT).get("StatusCode", 1))
+            except NotFound:
+                raise EngineError(f"docker: the container {self.container.short_id} was removed "
+                                  "before its exit status was known") from None
+            except (DockerException, OSError) as exc:
+                raise EngineError(f"docker: lost the container {self.container.short_id}: "
+                                  f"{first_line(exc)}") from None
+        return Outcome(exit_code=code, oom_killed=self.watch.oom_killed)
+
+
+@contextlib.contextmanager
+def started(engine: Any, spec: RunSpec, log: BinaryIO) -> Iterator[Running]:
+    """A running container, attached to and watched from before its start, which the engine
+    removes when it exits; ended early (an exception, Interrupted among them) it is killed,
+    and removed here where the engine has not confirmed its removal in time."""
+    container = output = watch = None
+    running = False  # auto_remove applies only to a container that started
+    interrupt: Interrupted | None = None
+    try:
+        with signals_deferred():
+            try:
+                container = engine.containers.create(**run_kwargs(spec))
+            except ImageNotFound:
+                raise EngineError(f"docker: image {spec.image} is missing; run `nox -s build`") from None
+            except (DockerException, OSError) as exc:
+                raise EngineError(f"docker: cannot create the container: {first_line(exc)}") from None
+            try:
+                watch = Watch(engine, container.id, since=int(time.time()) - 60)
+                output = container.attach(stdout=True, stderr=True, stream=True, logs=False)
+                container.start()
+                running = True
+            except (DockerException, OSError) as exc:
+                # "could not select device driver" is a GPU runner without the NVIDIA container runtime.
+                raise EngineError(f"docker: cannot start the container: {first_line(exc)}") from None
+        yield Running(container, output, watch)
+    except BaseException as exc:
+        if container is not None:
+            with signals_deferred():
+                with contextlib.suppress(DockerException, OSError):
+                    container.kill()  # already gone: nothing to kill
+                if isinstance(exc, Interrupted):
+                    interrupt = exc
+                    log.write(f"\nconvmatrix: {exc}: the container was killed\n".encode())
+                    log.flush()
+        raise
+    finally:
+        if container is not None:
+            with signals_deferred():
+                gone = remove(container, watch if running else None)
+            if output is not None:
+                close_stream(output)
+            if watch is not None:
+                watch.close()
+            if interrupt is not None:
+                interrupt.detail = ("the container was killed and removed" if gone else
+                                    f"the container {container.short_id} was killed but not removed")
+
+
+def remove(container: Any, watch: Watch | None) -> bool:
+    """Whether the container is gone: removed by the engine (auto_remove) within EVENT_WAIT of
+    its end, as `watch` saw, or else by us (and at once where there is no watch: a container
+    that never started is not the engine's to remove)."""
+    if watch is not None and watch.done.wait(EVENT_WAIT) and watch.removed:
+        return True
+    try:
+        container.remove(force=True)
+        return True
+    except NotFound:
+        return True
+    except APIError as exc:
+        if exc.status_code != 409:  # 409: the engine's own removal is under way
+            return False
+    except (DockerException, OSError):
+        return False
+    deadline = time.monotonic() + EVENT_WAIT
+    while time.monotonic() < deadline:
+        try:
+            container.reload()
+        except NotFound:
+            return True
+        except (DockerException, OSError):
+            return False
+        time.sleep(0.2)
+    return False
+
+
 def run(engine: Any, spec: RunSpec, log: Path) -> Outcome:
     """Run the suite in a container, appending all it prints to log; its exit status."""
-    with started(engine, spec) as container, log.open("ab") as out:
+    with log.open("ab") as out:
         out.write(f"$ docker run {spec.image} {' '.join(spec.command)}\n".encode())
-        try:
-            for chunk in container.logs(stream=True, follow=True):
-                out.write(chunk)
-                out.flush()
-            status = container.wait()
-            container.reload()  # for State.OOMKilled, known only once it has exited
-            state = container.attrs
-        except DockerException as exc:
-            out.write(f"convmatrix: lost the container: {first_line(exc)}\n".encode())
-            raise EngineError(f"docker: lost the container of {spec.image}: {first_line(exc)}") from None
-    oom = bool(state.get("State", {}).get("OOMKilled"))
-    return Outcome(exit_code=int(status.get("StatusCode", 1)), oom_killed=oom)
+        out.flush()
+        with started(engine, spec, out) as running:
+            try:
+                for chunk in running.output:
+                    out.write(chunk)
+                    out.flush()
+            except (DockerException, OSError) as exc:
+                out.write(f"convmatrix: lost the container: {first_line(exc)}\n".encode())
+                raise EngineError(f"docker: lost the container of {spec.image}: {first_line(exc)}") from None
+            return running.outcome()
 
 
 def describe(engine: Any, p: Plan) -> dict[str, str]:
