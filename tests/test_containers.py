@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import pytest
 from docker.errors import APIError, NotFound
 
-from convmatrix import container_lane, containers
+from convmatrix import container_lane, containers, interrupts
 
 
 def spec(tmp_path: Path, gpu: int | None) -> containers.RunSpec:
@@ -59,59 +59,6 @@ def test_the_engine_removes_the_container_when_it_exits(tmp_path):
     kwargs = containers.run_kwargs(spec(tmp_path, None))
     assert kwargs["auto_remove"] is True
     assert "detach" not in kwargs  # create() then start(): attached before it runs
-
-
-# --- signals ---------------------------------------------------------------------------------
-
-def interrupted_then_signalled_again(cleaned: list[str]) -> None:
-    with containers.interruptible():
-        try:
-            os.kill(os.getpid(), signal.SIGTERM)
-            time.sleep(30)  # the handler raises out of this sleep
-        finally:
-            os.kill(os.getpid(), signal.SIGINT)  # nox's follow-up: must not cut the clean-up short
-            os.kill(os.getpid(), signal.SIGTERM)
-            time.sleep(0.05)
-            cleaned.append("cleaned up")
-
-
-def test_the_first_sigterm_interrupts_and_later_ones_are_ignored():
-    before = {signum: signal.getsignal(signum) for signum in containers.STOP_SIGNALS}
-    cleaned: list[str] = []
-    with pytest.raises(containers.Interrupted) as err:
-        interrupted_then_signalled_again(cleaned)
-    assert cleaned == ["cleaned up"]
-    assert (err.value.signum, err.value.name, err.value.exit_code) == (signal.SIGTERM, "SIGTERM", 143)
-    assert str(err.value) == "interrupted by SIGTERM"
-    assert {signum: signal.getsignal(signum) for signum in containers.STOP_SIGNALS} == before
-
-
-def sigint_in_sleep() -> None:
-    with containers.interruptible():
-        os.kill(os.getpid(), signal.SIGINT)
-        time.sleep(30)
-
-
-def test_sigint_is_interrupted_too_not_keyboard_interrupt():
-    with pytest.raises(containers.Interrupted) as err:
-        sigint_in_sleep()
-    assert (err.value.name, err.value.exit_code) == ("SIGINT", 130)
-
-
-def sigterm_while_deferred(reached: list[str]) -> None:
-    with containers.interruptible():
-        with containers.signals_deferred():
-            os.kill(os.getpid(), signal.SIGTERM)
-            time.sleep(0.05)
-            reached.append("end of the deferred block")
-        reached.append("after it")  # never: the signal lands as the block ends
-
-
-def test_signals_wait_while_deferred():
-    reached: list[str] = []
-    with pytest.raises(containers.Interrupted):
-        sigterm_while_deferred(reached)
-    assert reached == ["end of the deferred block"]
 
 
 # --- a run against a fake engine: what is read, and what is removed, when ---------------------
@@ -231,12 +178,12 @@ def test_an_interrupt_kills_the_container_and_says_so(tmp_path):
         return engine.output
 
     def lane() -> None:
-        with containers.interruptible():
+        with interrupts.interruptible():
             containers.run(engine, spec(tmp_path, None), tmp_path / "log.txt")
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(FakeContainer, "attach", attach)
-        with pytest.raises(containers.Interrupted) as err:
+        with pytest.raises(interrupts.Interrupted) as err:
             lane()
     assert err.value.detail == "the container was killed and removed"
     assert "kill" in engine.calls and "remove(force=True)" not in engine.calls  # the engine removed it

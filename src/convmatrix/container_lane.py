@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from convmatrix import containers, images, lanes, options, runner
+from convmatrix import containers, images, interrupts, lanes, options, runner
 from convmatrix.cells import Cell
 from convmatrix.errors import BadInput
 from convmatrix.matrix import Matrix, load
@@ -127,7 +127,7 @@ def run_target(engine: Any, matrix: Matrix, target: runner.Target, image: dict[s
     )
     try:
         outcome = containers.run(engine, spec, target.results_dir / "log.txt")
-    except containers.Interrupted as exc:
+    except interrupts.Interrupted as exc:
         # The suite was killed mid-run: each case it had in flight becomes a `crashed` line
         # naming the signal, and cell.json records the run as ended by it (exit code -signal:
         # not complete, so the report does not trust it and --resume runs it again).
@@ -147,7 +147,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     the signal's number (143, 130)."""
     args = list(sys.argv[1:] if argv is None else argv)
     try:
-        with containers.interruptible():
+        with interrupts.interruptible():
             die_with_parent()
             if not args:
                 raise BadInput("usage: python -m convmatrix.container_lane CELL_ID [run options]")
@@ -156,7 +156,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BadInput as exc:
         say(f"convmatrix: {exc}")
         return exc.exit_code
-    except containers.Interrupted as exc:
+    except interrupts.Interrupted as exc:
         if exc.recorded_in is None:
             say(f"convmatrix: {args[0]}: interrupted by {exc.name} before its suite ran; {exc.detail}")
         else:

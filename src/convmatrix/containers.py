@@ -20,14 +20,12 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
 import socket
 import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from types import FrameType
 from typing import Any, BinaryIO
 
 import docker
@@ -36,11 +34,11 @@ from docker.types import DeviceRequest
 
 from convmatrix.errors import BadInput
 from convmatrix.images import LABEL_HASH, Plan
+from convmatrix.interrupts import Interrupted, signals_deferred
 
 SUITE_MOUNT = "/suite"
 RESULTS_MOUNT = "/results"
 SHM_SIZE = "2g"  # xdist workers and DataLoader-style code share tensors through /dev/shm
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 EVENT_WAIT = 30.0  # seconds: for the engine's `die` after the output ended, and for `destroy`
 
 
@@ -142,57 +140,6 @@ def run_kwargs(spec: RunSpec) -> dict[str, Any]:
         },
         "device_requests": device_requests,
     }
-
-
-class Interrupted(BaseException):
-    """SIGTERM or SIGINT reached the lane (see interruptible()). A BaseException, as
-    KeyboardInterrupt is, so that no `except Exception` on the way up swallows it."""
-
-    def __init__(self, signum: int) -> None:
-        self.signum = signum
-        self.name = signal.Signals(signum).name
-        self.detail = "no container was running"  # what became of the container, once known
-        self.recorded_in: Path | None = None  # the results directory that records the cut-short run
-        super().__init__(f"interrupted by {self.name}")
-
-    @property
-    def exit_code(self) -> int:
-        return 128 + self.signum  # the shell's convention: 143 for SIGTERM, 130 for SIGINT
-
-
-@contextlib.contextmanager
-def interruptible() -> Iterator[None]:
-    """While the block runs (in the main thread), the first SIGTERM or SIGINT raises Interrupted
-    where the main thread is, even blocked on a socket; later ones are ignored so that the
-    clean-up the first one starts is not cut short (interrupted nox sends its command SIGINT,
-    then SIGTERM 0.3 s later). The previous handlers come back when the block ends."""
-    fired: list[int] = []
-
-    def handler(signum: int, frame: FrameType | None) -> None:
-        if not fired:
-            fired.append(signum)
-            raise Interrupted(signum)
-
-    previous = {signum: signal.signal(signum, handler) for signum in STOP_SIGNALS}
-    try:
-        yield
-    finally:
-        for signum, old in previous.items():
-            signal.signal(signum, old)
-
-
-@contextlib.contextmanager
-def signals_deferred() -> Iterator[None]:
-    """SIGTERM and SIGINT wait until the block ends. For engine calls whose answer we must hold
-    to clean up (a container the engine made but we never heard of would stay), for clean-up
-    itself, and for threads started in the block, which inherit the mask and so never take
-    those signals from the main thread (a signal a thread takes would wake the main thread only
-    once the blocked main thread next runs Python code)."""
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 class Watch:
