@@ -9,15 +9,15 @@ second `--`. A broken matrix fails only the sessions that need it: `nox -s tests
 from __future__ import annotations
 
 import os
+import shutil
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
 import nox
 
 sys.path.insert(0, str(Path(__file__).parent / "src"))
 
-from convmatrix import lanes, options
+from convmatrix import options
 from convmatrix.cells import Cell
 from convmatrix.errors import BadInput
 from convmatrix.matrix import Matrix, load
@@ -43,103 +43,112 @@ def the_matrix(session: nox.Session) -> Matrix:
     return MATRIX
 
 
-def install_harness(session: nox.Session) -> None:
-    session.install("-e", ".")
+def harness(session: nox.Session) -> str:
+    """The convmatrix command from one venv that every lane session shares (.nox/harness), made
+    or refreshed only when pyproject.toml changed: a lane session installs nothing per cell."""
+    venv = Path(".nox") / "harness"
+    stamp = venv / "pyproject.toml"
+    if not stamp.exists() or stamp.read_text() != Path("pyproject.toml").read_text():
+        uv = shutil.which("uv")
+        if uv:
+            session.run(uv, "venv", "--quiet", "--allow-existing", str(venv), external=True)
+            session.run(uv, "pip", "install", "--quiet", "--python", str(venv / "bin" / "python"), "-e", ".",
+                        external=True, env={"UV_NATIVE_TLS": "1"})
+        else:
+            session.run(sys.executable, "-m", "venv", str(venv), external=True)
+            session.run(str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", "-e", ".", external=True)
+        stamp.write_text(Path("pyproject.toml").read_text())
+    return str(venv / "bin" / "convmatrix")
 
 
-@nox.session(reuse_venv=True)
+def run_cells(session: nox.Session, *selection: str, strict: bool = True,
+              success_codes: list[int] | None = None) -> None:
+    """`convmatrix run` over the selected cells (run options and suite options from posargs)."""
+    the_matrix(session)
+    session.run(harness(session), "run", "-m", MATRIX_FILE, *selection, *(["--strict"] if strict else []),
+                *session.posargs, external=True, success_codes=success_codes or [0])
+
+
+@nox.session(python=False)
 def matrix(session: nox.Session) -> None:
     """The expanded cells of the matrix, and what was pruned and why."""
-    install_harness(session)
-    session.run("convmatrix", "matrix", "-m", MATRIX_FILE, *session.posargs)
+    session.run(harness(session), "matrix", "-m", MATRIX_FILE, *session.posargs, external=True)
 
 
-@nox.session(python=False, venv_backend="none")
+@nox.session(python=False)
 def host(session: nox.Session) -> None:
-    """The suite on the interpreter at hand ($CONVMATRIX_PYTHON or python3), installing nothing."""
-    lanes.host(session, the_matrix(session))
+    """The suite on the interpreter at hand ($CONVMATRIX_PYTHON or python3), installing nothing into it."""
+    run_cells(session, "--lane", "host")
 
 
-def cell_session(cell: Cell, run: Callable[[nox.Session], None], doc: str, *, python: str | None = None,
-                 venv_backend: str | None = None, reuse_venv: bool | None = None) -> None:
+def cell_session(cell: Cell) -> None:
     """One nox session per cell, so that `nox -l` lists them and `nox -s <cell-id>` runs one."""
-    run.__doc__ = doc
-    nox.session(name=cell.id, python=python, venv_backend=venv_backend, reuse_venv=reuse_venv)(run)
-
-
-def baremetal_cell(cell: Cell, matrix: Matrix) -> None:
     def run(session: nox.Session) -> None:
-        lanes.baremetal(session, cell, matrix)
+        run_cells(session, "--cell", cell.id)
 
-    cell_session(cell, run, f"The suite in a uv venv: torch {cell.torch}+{cell.cuda}, cuDNN {cell.cudnn}.",
-                 python=cell.python, venv_backend="uv")
-
-
-def container_cell(cell: Cell) -> None:
-    def run(session: nox.Session) -> None:
-        install_harness(session)
-        session.run("python", "-m", "convmatrix.container_lane", cell.id, *session.posargs,
-                    env={"CONVMATRIX_MATRIX": MATRIX_FILE})
-
-    cell_session(cell, run, f"The suite in a container on {cell.base}: torch {cell.torch}+{cell.cuda}, "
-                 f"cuDNN {cell.cudnn}.", reuse_venv=True)
+    where = f"in a container on {cell.base}" if cell.lane == "container" else f"in a {cell.lane} venv"
+    run.__doc__ = f"The suite {where}: torch {cell.torch}+{cell.cuda}, cuDNN {cell.cudnn}."
+    nox.session(name=cell.id, python=False)(run)
 
 
 if MATRIX is not None:
-    for _cell in MATRIX.lane("baremetal"):
-        baremetal_cell(_cell, MATRIX)
-    for _cell in MATRIX.lane("container"):
-        container_cell(_cell)
+    for _cell in MATRIX.cells:
+        if _cell.lane != "host":
+            cell_session(_cell)
 
 
-@nox.session(python=False, venv_backend="none")
+@nox.session(python=False)
 def baremetal(session: nox.Session) -> None:
     """Every baremetal cell of the matrix, one venv each."""
-    lanes.fan_out(session, the_matrix(session), ["baremetal"], strict=True)
+    run_cells(session, "--lane", "baremetal")
 
 
-@nox.session(python=False, venv_backend="none")
+@nox.session(python=False)
 def container(session: nox.Session) -> None:
     """Every container cell of the matrix; each builds its image first when it is missing."""
-    lanes.fan_out(session, the_matrix(session), ["container"], strict=True)
+    run_cells(session, "--lane", "container")
 
 
-@nox.session(reuse_venv=True)
+@nox.session(python=False)
 def build(session: nox.Session) -> None:
     """Build the images the matrix's container cells need (-- --dry-run: say what and why)."""
     the_matrix(session)
-    install_harness(session)
-    session.run("convmatrix", "build", "-m", MATRIX_FILE, *session.posargs)
+    session.run(harness(session), "build", "-m", MATRIX_FILE, *session.posargs, external=True)
 
 
-@nox.session(name="base-image", reuse_venv=True)
+@nox.session(name="base-image", python=False)
 def base_image(session: nox.Session) -> None:
     """A local convmatrix/base:bookworm (Debian bookworm + python3) from Debian packages, no registry."""
-    install_harness(session)
-    session.run("python", "-m", "convmatrix.base_image", *session.posargs)
+    python = str(Path(harness(session)).parent / "python")
+    session.run(python, "-m", "convmatrix.lanes.base_image", *session.posargs, external=True)
 
 
-@nox.session(reuse_venv=True)
+@nox.session(python=False)
 def report(session: nox.Session) -> None:
     """The report over the latest run (or the RESULTS given): text here, json/markdown/junit beside it."""
+    write_report(session, session.posargs)
+
+
+def write_report(session: nox.Session, paths: list[str]) -> None:
     try:
-        paths = session.posargs or [str(options.latest())]
+        paths = paths or [str(options.latest())]
     except BadInput as exc:
         session.error(f"convmatrix: {exc}")
-    install_harness(session)
+    convmatrix = harness(session)
     run_dir = Path(paths[0])
     for fmt, name in (("json", "report.json"), ("markdown", "report.md"), ("junit", "junit.xml")):
         # Written whatever the verdict; the text report below decides the exit status.
-        session.run("convmatrix", "report", *paths, "--format", fmt, "-o", str(run_dir / name),
-                    "--fail-on", "never", success_codes=[0, 2, 3], silent=True)
-    session.run("convmatrix", "report", *paths, "--format", "text")
+        session.run(convmatrix, "report", *paths, "--format", fmt, "-o", str(run_dir / name),
+                    "--fail-on", "never", success_codes=[0, 2, 3], silent=True, external=True)
+    session.run(convmatrix, "report", *paths, "--format", "text", external=True)
 
 
-@nox.session(python=False, venv_backend="none")
+@nox.session(python=False)
 def nightly(session: nox.Session) -> None:
-    """The main job: every cell this machine can run, then the report."""
-    lanes.fan_out(session, the_matrix(session), ["host", "baremetal", "container"])
-    session.notify("report")
+    """The main job: every cell this machine can run, then the report (whatever the run's end: a
+    cell that failed to set up is in the report as INVALID, and that fails it)."""
+    run_cells(session, strict=False, success_codes=[0, 4])
+    write_report(session, [])  # the run just made: `convmatrix run` marked it as the latest
 
 
 @nox.session(python="3.11", venv_backend="venv")

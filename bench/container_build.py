@@ -27,7 +27,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
-from convmatrix import container_lane, containers, images  # noqa: E402
+from convmatrix.lanes import container, containers, images  # noqa: E402
 from convmatrix.matrix import load  # noqa: E402
 
 BASE = "convmatrix/base:bookworm"
@@ -67,7 +67,7 @@ def noop(tmp: Path) -> None:
     path.write_text(NOOP_MATRIX)
     matrix = load(path)
     with containers.client() as engine:
-        plans = container_lane.plans(engine, matrix, matrix.lane("container"), None)
+        plans = container.plans(engine, matrix, matrix.lane("container"), None)
         built = containers.built_digests(engine)
     docker = images.docker_cli()
     for p in plans:  # stand-ins: an empty image under the cell's tag, with its hash label
@@ -98,7 +98,7 @@ def reuse(tmp: Path) -> None:
     for cell in matrix.lane("container"):
         lines: list[str] = []
         start = time.perf_counter()
-        container_lane.build_all(matrix, [cell.id], log=lines.append)
+        container.build_all(matrix, [cell.id], log=lines.append)
         seconds = time.perf_counter() - start
         text = "\n".join(lines)
         megabytes = sum(float(m) * (1024 if unit == "GB" else 1 if unit == "MB" else 1 / 1024)

@@ -33,6 +33,17 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("filterwarnings", "error")
 
 
+@pytest.fixture(autouse=True)
+def runs_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """In-process runs record their LATEST pointer here, not in the checkout's reports/runs."""
+    from convmatrix import options
+
+    runs = tmp_path_factory.mktemp("runs")
+    monkeypatch.setattr(options, "RUNS_DIR", runs)
+    monkeypatch.setattr(options, "LATEST", runs / "LATEST")
+    return runs
+
+
 @pytest.fixture
 def write_matrix(tmp_path: Path) -> Callable[[str], Path]:
     def write(text: str, name: str = "m.toml") -> Path:
@@ -85,7 +96,7 @@ def docker_answers() -> str | None:
     """Why no Docker engine answers here, or None when one does."""
     import subprocess
 
-    from convmatrix.images import docker_cli
+    from convmatrix.lanes.images import docker_cli
 
     try:
         done = subprocess.run([docker_cli(), "info"], capture_output=True, text=True, timeout=60, check=False)

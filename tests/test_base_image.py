@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from convmatrix import base_image
 from convmatrix.errors import BadInput
+from convmatrix.lanes import base_image
 
 DOCKER = "/usr/bin/docker"
 

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO
-from convmatrix import base_image, containers
-from convmatrix.images import LABEL_CELL, docker_cli
+from convmatrix.lanes import base_image, containers
+from convmatrix.lanes.images import LABEL_CELL, docker_cli
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("docker_engine")]
 WHEELHOUSE = Path.home() / ".cache" / "convmatrix" / "test-wheelhouse"
@@ -156,11 +156,12 @@ def test_unreachable_engine_fails_the_lane_in_one_line_and_keeps_other_results(r
 
 # --- an interrupted lane (issue 8, item 10) ------------------------------------------------------
 
-# The lane's own main(), with the tests' fault plugin mounted into its container: the only
-# change to what `nox -s <container cell>` runs (python -m convmatrix.container_lane).
+# `convmatrix run --cell CELL`, with the tests' fault plugin mounted into its container: the
+# only change to what `nox -s <container cell>` runs.
 FAULTY_LANE = """
 import sys
-from convmatrix import container_lane, containers
+from convmatrix import cli
+from convmatrix.lanes import containers
 
 plugins = sys.argv[1]
 run_kwargs = containers.run_kwargs
@@ -175,7 +176,7 @@ def with_faults(spec):
 
 
 containers.run_kwargs = with_faults
-sys.exit(container_lane.main(sys.argv[2:]))
+sys.exit(cli.main(["run", "--cell", *sys.argv[2:]]))
 """
 HANGS = "conv2d-fp32-k3-p1"
 PASSES = "conv1d-fp32-k3-p1"
@@ -224,7 +225,7 @@ def start_lane(tmp_path: Path, wheelhouse: Path, started: list[tuple[subprocess.
     matrix = tmp_path / "m.toml"
     matrix.write_text(MATRIX.format(wheelhouse=wheelhouse))
     out = tmp_path / "run"
-    results = out / f"{CONTAINER}@cpu"
+    results = out / f"{CONTAINER}@cpu.partial"  # where a run writes until it ends
     command = [sys.executable, "-c", FAULTY_LANE, str(plugins), CONTAINER, "--out", str(out),
                "--", "-p", "convmatrix_faults", "-k", f"[{PASSES}] or [{HANGS}]"]
     lane = subprocess.Popen([sys.executable, "-c", PARENT, *command] if parent else command,

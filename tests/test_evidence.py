@@ -8,8 +8,10 @@ import sys
 import pytest
 
 from conftest import REPO, record
-from convmatrix import evidence, runner
+from convmatrix import evidence, options, orchestrate, runner
 from convmatrix.cells import Cell
+from convmatrix.lanes import Prepared
+from convmatrix.lanes.host import Host
 from convmatrix.results import load
 
 NOT_SUPPORTED = "cuDNN error: CUDNN_STATUS_NOT_SUPPORTED. This error may appear if you passed in a non-contiguous input."
@@ -60,7 +62,7 @@ def faulty_run(tmp_path, monkeypatch):
     target = runner.Target(cell=Cell(lane="host"), gpu=None, out=tmp_path / "run")
     runner.write_cell_json(target, python=sys.executable, control=False, extra={})
     args = ["-p", "convmatrix_faults", "-k", "conv1d-fp32-k3-p1 or conv2d-fp32-k3-p1"]
-    code = runner.run_suite(target, sys.executable, args)
+    code = runner.run_local(sys.executable, target, args)
     runner.finish(target, code)
     return target, args
 
@@ -77,6 +79,14 @@ def test_evidence_of_a_real_failing_case_is_saved_and_reported(faulty_run):
     assert result.cases["conv2d-fp32-k3-p1"].evidence is None
 
 
+def rerun_blocking(target: runner.Target, args: list[str]) -> list[str]:
+    """The blocking re-run of --rerun-blocking on the host lane; what it told the user."""
+    said: list[str] = []
+    opts = options.parse(["--out", str(target.out), "--", *args])
+    orchestrate.rerun_blocking(Host(), Prepared(python=sys.executable, isolate=True), target, opts, said.append)
+    return said
+
+
 def test_blocking_rerun_runs_only_the_failing_cases_with_the_variable_set(faulty_run, monkeypatch):
     target, args = faulty_run
     seen = []
@@ -87,7 +97,8 @@ def test_blocking_rerun_runs_only_the_failing_cases_with_the_variable_set(faulty
         return real_stream(command, **kwargs)
 
     monkeypatch.setattr(runner.popen, "stream", spy)
-    assert runner.rerun_blocking(target, sys.executable, args) == 1
+    said = rerun_blocking(target, args)
+    assert said == [f"{target.cell.id}: failing cases re-run with CUDA_LAUNCH_BLOCKING=1 in blocking/"]
     assert seen == ["1"]
     lines = (target.results_dir / "blocking" / "results.jsonl").read_text().splitlines()
     assert [json.loads(line)["case"] for line in lines] == ["conv1d-fp32-k3-p1"]
@@ -99,7 +110,7 @@ def test_no_failures_no_blocking_rerun(tmp_path):
     target = runner.Target(cell=Cell(lane="host"), gpu=None, out=tmp_path)
     target.results_dir.mkdir()
     (target.results_dir / "results.jsonl").write_text(json.dumps(record("a")) + "\n")
-    assert runner.rerun_blocking(target, sys.executable) is None
+    assert rerun_blocking(target, []) == []
     assert not (target.results_dir / "blocking").exists()
 
 

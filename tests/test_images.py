@@ -4,9 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from convmatrix import images
 from convmatrix.cells import Cell
 from convmatrix.errors import BadInput
+from convmatrix.lanes import images
 
 
 def cell(**kw) -> Cell:

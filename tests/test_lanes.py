@@ -13,10 +13,11 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO
-from convmatrix import lanes, options, runner
+from convmatrix import options, orchestrate, runner
 from convmatrix.cells import Cell
 from convmatrix.errors import BadInput
 from convmatrix.gpus import Gpu
+from convmatrix.lanes import host
 
 
 def test_suite_command_and_env_for_a_gpu_target(tmp_path):
@@ -33,17 +34,17 @@ def test_suite_command_and_env_for_a_gpu_target(tmp_path):
 
 
 def test_cpu_target_runs_on_cpu(tmp_path, monkeypatch):
-    monkeypatch.setattr(lanes.gpus, "discover", list)
-    (target,) = lanes.targets(Cell(lane="host"), options.parse(["--out", str(tmp_path)]))
+    monkeypatch.setattr(orchestrate.gpus, "discover", list)
+    (target,) = orchestrate.targets(Cell(lane="host"), options.parse(["--out", str(tmp_path)]))
     assert target.key == "cpu"
     command = runner.suite_command(target, "py", [])
     assert command[command.index("--device") + 1] == "cpu"
 
 
 def test_gpus_option_without_such_gpu_is_bad_input(tmp_path, monkeypatch):
-    monkeypatch.setattr(lanes.gpus, "discover", list)
+    monkeypatch.setattr(orchestrate.gpus, "discover", list)
     with pytest.raises(BadInput, match="no such GPU on this runner"):
-        lanes.targets(Cell(lane="host"), options.parse(["--out", str(tmp_path), "--gpus", "1"]))
+        orchestrate.targets(Cell(lane="host"), options.parse(["--out", str(tmp_path), "--gpus", "1"]))
 
 
 def test_crash_accounting_names_the_case_in_flight(tmp_path):
@@ -58,19 +59,10 @@ def test_crash_accounting_names_the_case_in_flight(tmp_path):
 
 
 def test_host_problem_names_the_interpreter(tmp_path):
-    assert "no interpreter" in lanes.host_problem(str(tmp_path / "nope"))
+    assert "no interpreter" in host.host_problem(str(tmp_path / "nope"))
     false = shutil.which("false")
     assert false is not None
-    assert "cannot import torch and pytest" in lanes.host_problem(false)
-
-
-def test_forward_fixes_the_run_dir():
-    class S:
-        posargs = ["--resume", "--", "-k", "x"]
-
-    assert lanes.forward(S(), Path("o")) == ["--out", "o", "--resume", "--", "-k", "x"]
-    S.posargs = ["--out", "mine"]
-    assert lanes.forward(S(), Path("o")) == ["--out", "mine"]
+    assert "cannot import torch and pytest" in host.host_problem(false)
 
 
 BAREMETAL = """
@@ -143,9 +135,9 @@ def two_gpu_runner(tmp_path, monkeypatch):
 
 
 def test_identical_gpus_are_one_generation_one_target(tmp_path, two_gpu_runner):
-    (target,) = lanes.targets(Cell(lane="host"), options.parse(["--out", str(tmp_path)]))
+    (target,) = orchestrate.targets(Cell(lane="host"), options.parse(["--out", str(tmp_path)]))
     assert (target.key, target.gpu.index) == ("h100-80gb-hbm3-sm90", 0)
-    every = lanes.targets(Cell(lane="host"), options.parse(["--out", str(tmp_path), "--every-gpu"]))
+    every = orchestrate.targets(Cell(lane="host"), options.parse(["--out", str(tmp_path), "--every-gpu"]))
     assert [t.key for t in every] == ["h100-80gb-hbm3-sm90-gpu0", "h100-80gb-hbm3-sm90-gpu1"]
     assert len({t.results_dir for t in every}) == 2
 

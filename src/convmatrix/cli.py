@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from convmatrix import compare, matrix, render, report_model, results, triage_cli
+from convmatrix import compare, interrupts, matrix, options, orchestrate, render, report_model, results, triage_cli
 from convmatrix.errors import BadInput, ConvmatrixError
+from convmatrix.lanes import LANES
 
 DEFAULT_MATRIX = "matrix/default.toml"
 
@@ -39,19 +41,48 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--format", choices=render.FORMATS, default="text")
     r.add_argument("-o", "--output", type=Path, help="write the report here instead of stdout")
     r.add_argument("--fail-on", choices=compare.FAIL_ON, default="regression")
+    ru = sub.add_parser(
+        "run", help="run the suite for the matrix's cells on this machine, into a run directory",
+        description="Run options: --out DIR, --shard I/N, --resume, --gpus 0,1, --every-gpu, "
+                    "--rerun-blocking; suite options after --.")
+    ru.add_argument("-m", "--matrix", default=None, help="matrix file (default as for `matrix`)")
+    ru.add_argument("--lane", action="append", default=[], choices=sorted(LANES), help="only these lanes")
+    ru.add_argument("--cell", action="append", default=[], metavar="ID", help="only these cells")
+    ru.add_argument("--strict", action="store_true",
+                    help="a cell that cannot run here is recorded (INVALID) and fails the run")
     triage_cli.add_parser(sub)
     return top
 
 
+def parse(argv: Sequence[str]) -> argparse.Namespace:
+    """The command line; `run` hands what it does not know, and all after `--`, to the run options."""
+    argv = list(argv)
+    if argv[:1] != ["run"]:
+        return parser().parse_args(argv)
+    cut = argv.index("--") if "--" in argv else len(argv)
+    args, rest = parser().parse_known_args(argv[:cut])
+    args.run_options = [*rest, *argv[cut:]]
+    return args
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    args = parse(sys.argv[1:] if argv is None else argv)
     try:
         code: int = COMMANDS[args.command](args)
         return code
     except ConvmatrixError as exc:
         for line in exc.lines():
-            print(f"convmatrix: {line}", file=sys.stderr)
+            say_err(line)
         return exc.exit_code
+    except interrupts.Interrupted as exc:
+        say_err(exc.line())
+        return exc.exit_code
+
+
+def say_err(line: str) -> None:
+    """One line on stderr, which may be gone (nox, killed with us, read our output)."""
+    with contextlib.suppress(OSError, ValueError):
+        print(f"convmatrix: {line}", file=sys.stderr, flush=True)
 
 
 def cmd_matrix(args: argparse.Namespace) -> int:
@@ -105,11 +136,30 @@ def render_matrix(m: matrix.Matrix, fmt: str) -> str:
     return "\n".join(out) + "\n"
 
 
-def cmd_build(args: argparse.Namespace) -> int:
-    from convmatrix import container_lane  # needs the docker SDK; the other commands do not
+def cmd_run(args: argparse.Namespace) -> int:
+    loaded = matrix.load(args.matrix or default_matrix())
+    opts = options.parse(args.run_options)
+    cells = [c for c in loaded.cells if (not args.lane or c.lane in args.lane) and (not args.cell or c.id in args.cell)]
+    unknown = sorted(set(args.cell) - {c.id for c in loaded.cells})
+    if unknown:
+        raise BadInput(f"{loaded.path}: no cell {unknown[0]} (`convmatrix matrix` lists them)")
+    # SIGTERM or SIGINT (CI cancelling, nox interrupted) ends the run promptly: the suite and
+    # its container are stopped, the cut-short run recorded as such, and one line says where.
+    with interrupts.interruptible():
+        interrupts.die_with_parent()
+        orchestrate.run(loaded, cells, opts, say, strict=args.strict)
+    return 0
 
-    container_lane.build_all(matrix.load(args.matrix or default_matrix()), args.cell, dry_run=args.dry_run,
-                             wheelhouse=args.wheelhouse.resolve() if args.wheelhouse else None)
+
+def say(line: str) -> None:
+    print(line, flush=True)
+
+
+def cmd_build(args: argparse.Namespace) -> int:
+    from convmatrix.lanes import container  # needs the docker SDK; the other commands do not
+
+    container.build_all(matrix.load(args.matrix or default_matrix()), args.cell, dry_run=args.dry_run,
+                        wheelhouse=args.wheelhouse.resolve() if args.wheelhouse else None)
     return 0
 
 
@@ -142,4 +192,4 @@ def write_output(text: str, output: Path | None) -> None:
         raise BadInput(f"-o {output}: cannot write the report ({exc.strerror or exc})") from None
 
 
-COMMANDS = {"matrix": cmd_matrix, "build": cmd_build, "report": cmd_report, "triage": triage_cli.run}
+COMMANDS = {"matrix": cmd_matrix, "build": cmd_build, "report": cmd_report, "run": cmd_run, "triage": triage_cli.run}

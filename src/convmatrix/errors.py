@@ -1,7 +1,7 @@
 """Error classes that carry their own exit code (docs/contracts.md: Exit codes).
 
 Raised wherever the failure is found and printed once, as `convmatrix: <message>`, by the entry
-point (cli.main, container_lane.main, the nox session steps).
+point (cli.main; the nox sessions run `convmatrix`).
 """
 
 from __future__ import annotations

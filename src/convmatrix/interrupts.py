@@ -8,7 +8,10 @@ way; and why a BaseException: so that no `except Exception` on the way up swallo
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import os
 import signal
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,13 +26,24 @@ class Interrupted(BaseException):
     def __init__(self, signum: int) -> None:
         self.signum = signum
         self.name = signal.Signals(signum).name
-        self.detail = "no container was running"  # what became of the container, once known
+        self.cell: str | None = None  # the cell whose run it cut short, once known
+        self.detail = ""  # what became of the run's container, once known
         self.recorded_in: Path | None = None  # the results directory recording the cut-short run
         super().__init__(f"interrupted by {self.name}")
 
     @property
     def exit_code(self) -> int:
         return 128 + self.signum  # the shell's convention: 143 for SIGTERM, 130 for SIGINT
+
+    def line(self) -> str:
+        """What the entry point prints: what was cut short, and where it is recorded."""
+        where = f"{self.cell}: " if self.cell else ""
+        if self.recorded_in is None:
+            said = f"{where}interrupted by {self.name} before its suite ran"
+            return f"{said}; {self.detail}" if self.detail else said
+        detail = f"; {self.detail}" if self.detail else ""
+        return (f"{where}interrupted by {self.name}{detail}; its run is recorded as incomplete in "
+                f"{self.recorded_in} (run it again, or --resume)")
 
 
 class _State:
@@ -97,3 +111,22 @@ def signals_deferred() -> Iterator[None]:
             signum, _state.pending = _state.pending, None
             _state.fired = True
             raise Interrupted(signum)
+
+
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def die_with_parent() -> None:
+    """SIGTERM this process when its parent dies (Linux; best effort): a run whose nox was
+    killed alone (kill PID, or `timeout`, which signal one process) then stops its suite and
+    container too, instead of running to its end unattended."""
+    if not sys.platform.startswith("linux"):
+        return
+    parent = os.getppid()
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # it died before prctl took effect
+        os.kill(os.getpid(), signal.SIGTERM)

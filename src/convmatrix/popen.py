@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import subprocess
 import sys
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import BinaryIO
 
@@ -21,9 +21,11 @@ class Tee:
     """Lines to a log file (appended, flushed per line, so a crash loses nothing) and, when
     echo is on, to our stdout."""
 
-    def __init__(self, log: BinaryIO | None, *, echo: bool = True) -> None:
+    def __init__(self, log: BinaryIO | None, *, echo: bool = True,
+                 on_line: Callable[[str], None] | None = None) -> None:
         self.log = log
         self.echo = echo
+        self.on_line = on_line
 
     def write(self, line: bytes) -> None:
         if self.log is not None:
@@ -32,29 +34,34 @@ class Tee:
         if self.echo:
             sys.stdout.buffer.write(line)
             sys.stdout.flush()
+        if self.on_line is not None:
+            self.on_line(line.decode(errors="replace").rstrip("\n"))
 
     def say(self, text: str) -> None:
         self.write(f"{text}\n".encode())
 
 
 @contextlib.contextmanager
-def tee_to(log_path: Path | None, *, echo: bool = True) -> Iterator[Tee]:
+def tee_to(log_path: Path | None, *, echo: bool = True,
+           on_line: Callable[[str], None] | None = None) -> Iterator[Tee]:
     if log_path is None:
-        yield Tee(None, echo=echo)
+        yield Tee(None, echo=echo, on_line=on_line)
         return
     with log_path.open("ab") as log:
-        yield Tee(log, echo=echo)
+        yield Tee(log, echo=echo, on_line=on_line)
 
 
 def stream(command: Sequence[str], *, log_path: Path | None = None, env: Mapping[str, str] | None = None,
-           cwd: Path | None = None, echo: bool = True, stdin: bytes | None = None) -> int:
-    """Run command, each line it prints (stdout and stderr together) to log_path and our stdout;
-    its exit status (negative: the signal that ended it; 127: it could not start).
+           cwd: Path | None = None, echo: bool = True, stdin: bytes | None = None,
+           on_line: Callable[[str], None] | None = None) -> int:
+    """Run command, each line it prints (stdout and stderr together) to log_path, our stdout
+    (echo) and on_line; its exit status (negative: the signal that ended it; 127: it could not
+    start).
 
     Interrupted (Ctrl-C, or SIGTERM turned into an exception by the entry point), the child is
     terminated, then killed after GRACE_S, before the interrupt goes on up.
     """
-    with tee_to(log_path, echo=echo) as out:
+    with tee_to(log_path, echo=echo, on_line=on_line) as out:
         out.say(f"$ {' '.join(command)}")
         try:
             proc = subprocess.Popen(list(command), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 import signal
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -17,8 +17,6 @@ from convmatrix.cells import Cell
 from convmatrix.gpus import CPU_KEY, Gpu
 
 SUITE_DIR = rundir.SUITE_DIR
-# container_lane still asks runner; rundir owns the answer.
-is_complete = rundir.is_complete
 CASE_TIMEOUT = 900  # seconds: far above any case's need, so only a hang reaches it
 
 
@@ -55,11 +53,6 @@ def fresh(target: Target) -> Iterator[Target]:
         yield replace(target, staging=staging)
 
 
-def run_fresh(target: Target, body: Callable[[Target], object]) -> None:
-    with fresh(target) as staged:
-        body(staged)
-
-
 def write_cell_json(target: Target, *, python: str, control: bool, extra: dict[str, object]) -> None:
     target.results_dir.mkdir(parents=True, exist_ok=True)
     gpu = target.gpu
@@ -83,19 +76,22 @@ def write_cell_json(target: Target, *, python: str, control: bool, extra: dict[s
 
 def suite_command(
     target: Target, python: str, suite_args: Sequence[str], *, results_dir: Path | None = None,
-    select: Sequence[str] = (), isolate: bool = True,
+    select: Sequence[str] = (), isolate: bool = True, suite_root: Path = SUITE_DIR,
 ) -> list[str]:
-    """The suite's command line: all of suites/, or the `select`ed node ids.
+    """The suite's command line: all of suites/, or the `select`ed node ids (from the repository
+    root, `suites/test_conv.py::test_conv[<case>]`), with suites/ where the suite runs it
+    (suite_root: a container mounts it elsewhere).
 
     isolate (needs pytest-xdist where the suite runs): a case that crashes, hangs past
     CASE_TIMEOUT or poisons the CUDA context costs that case alone; the user's own
     --case-timeout, given later among suite_args, wins.
     """
+    paths = [str(suite_root / nodeid.removeprefix(f"{SUITE_DIR.name}/")) for nodeid in select]
     return [
         python,
         "-m",
         "pytest",
-        *(select or [str(SUITE_DIR)]),
+        *(paths or [str(suite_root)]),
         "--results-dir",
         str(results_dir or target.results_dir),
         "--cell-id",
@@ -116,25 +112,19 @@ def suite_env(target: Target) -> dict[str, str]:
     return env
 
 
-def run_suite(target: Target, python: str, suite_args: Sequence[str] = (), *, isolate: bool = True) -> int:
-    """Run the suite, teeing everything it prints into log.txt; returns its exit status."""
-    command = suite_command(target, python, suite_args, isolate=isolate)
-    return popen.stream(command, env=suite_env(target), log_path=target.results_dir / rundir.LOG)
-
-
-def rerun_blocking(
-    target: Target, python: str, suite_args: Sequence[str] = (), *, isolate: bool = True
-) -> int | None:
-    """Re-run the failing cases with CUDA_LAUNCH_BLOCKING=1 into <results>/blocking/, so that an
-    asynchronous CUDA error is reported at the call that caused it. None: nothing failed."""
-    failing = evidence.failures(target.results_dir / rundir.RESULTS)
-    select = [str(SUITE_DIR.parent / f.nodeid) for f in failing if f.nodeid]
-    if not select:
-        return None
-    out = target.results_dir / rundir.BLOCKING
-    out.mkdir(exist_ok=True)
+def run_local(python: str, target: Target, suite_args: Sequence[str] = (), *, isolate: bool = True,
+              select: Sequence[str] = (), results_dir: Path | None = None, env: Mapping[str, str] | None = None) -> int:
+    """Run the suite with an interpreter of this machine (the host's, a venv's), everything it
+    prints into <results>/log.txt and our stdout; its exit status."""
+    out = results_dir or target.results_dir
+    out.mkdir(parents=True, exist_ok=True)
     command = suite_command(target, python, suite_args, results_dir=out, select=select, isolate=isolate)
-    return popen.stream(command, env=dict(suite_env(target), CUDA_LAUNCH_BLOCKING="1"), log_path=out / rundir.LOG)
+    return popen.stream(command, env={**suite_env(target), **(env or {})}, log_path=out / rundir.LOG)
+
+
+def failing_nodeids(results_dir: Path) -> tuple[str, ...]:
+    """The failing cases of a run, as node ids from the repository root, for a re-run."""
+    return tuple(f.nodeid for f in evidence.failures(results_dir / rundir.RESULTS) if f.nodeid)
 
 
 def finish(target: Target, exit_code: int) -> list[str]:

@@ -3,7 +3,7 @@
 An image is named by a hash of everything that goes into it (the Dockerfile and its scripts, the
 build arguments, the wheelhouse listing, the base image's id), so an up-to-date image is found
 by its tag and never rebuilt. The docker CLI builds (BuildKit: secrets and cache mounts; the
-Python SDK's build has neither); every other engine call is in containers.py.
+Python SDK's build has neither); every other engine call is in lanes/containers.py.
 """
 
 from __future__ import annotations
@@ -18,11 +18,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from convmatrix import install
+from convmatrix import popen
 from convmatrix.cells import Cell
-from convmatrix.errors import BadInput
+from convmatrix.errors import BadInput, InfrastructureError
+from convmatrix.lanes import baremetal
 
-IMAGES_DIR = Path(__file__).resolve().parents[2] / "images"
+IMAGES_DIR = Path(__file__).resolve().parents[3] / "images"
 CONTEXT_FILES = ("Dockerfile", "pip-install", "check-python")
 REPOSITORY = "convmatrix/cell"
 LABEL_CELL = "convmatrix.cell"
@@ -51,15 +52,15 @@ class Plan:
 
 def build_args(cell: Cell, flavour: str, wheelhouse: Path | None) -> dict[str, str]:
     """The Dockerfile's arguments for a cell: the same install steps as the baremetal lane."""
-    torch_step, suite_step, *cudnn_step = install.steps(cell, Path("/wheelhouse") if wheelhouse else None)
-    source = suite_step[: -len(install.SUITE_REQUIREMENTS)]
+    torch_step, suite_step, *cudnn_step = baremetal.steps(cell, Path("/wheelhouse") if wheelhouse else None)
+    source = suite_step[: -len(baremetal.SUITE_REQUIREMENTS)]
     return {
         "BASE": cell.base,
         "FLAVOUR": flavour,
         "PYTHON_VERSION": cell.python,
         "SOURCE_ARGS": " ".join(source),
         "TORCH_ARGS": " ".join(torch_step[len(source):]),
-        "SUITE_REQUIREMENTS": " ".join(install.SUITE_REQUIREMENTS),
+        "SUITE_REQUIREMENTS": " ".join(baremetal.SUITE_REQUIREMENTS),
         "CUDNN_SPEC": cudnn_step[0][-1] if cudnn_step else "",
     }
 
@@ -143,22 +144,21 @@ def make_context(p: Plan, directory: Path) -> None:
 
 
 def build(p: Plan, secrets: Secrets, log: Callable[[str], None] = print) -> None:
-    """Build one image with BuildKit, streaming its output; BadInput with the last lines on failure."""
+    """Build one image with BuildKit, each line of its output to log; InfrastructureError with
+    the last line on failure."""
     docker = docker_cli()
+    tail: list[str] = []
+
+    def line(text: str) -> None:
+        log(text)
+        if text.strip():
+            tail[:] = [text]
+
     with tempfile.TemporaryDirectory(prefix="convmatrix-build-") as tmp:
         make_context(p, Path(tmp))
         command = build_command(p, Path(tmp), secrets, docker)
-        env = dict(os.environ, DOCKER_BUILDKIT="1")
-        try:
-            proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
-        except OSError as exc:
-            raise BadInput(f"docker: cannot run {docker}: {exc.strerror or exc}") from None
-        tail: list[str] = []
-        with proc:
-            assert proc.stdout is not None
-            for line in proc.stdout:
-                log(line.rstrip("\n"))
-                tail = [*tail[-19:], line.rstrip("\n")]
-        if proc.returncode != 0:
-            last = next((t for t in reversed(tail) if t.strip()), "no output")
-            raise BadInput(f"{p.cell.id}: image build failed (exit {proc.returncode}): {last}")
+        code = popen.stream(command, env=dict(os.environ, DOCKER_BUILDKIT="1"), echo=False, on_line=line)
+    if code == popen.NOT_STARTED:
+        raise InfrastructureError(f"docker: cannot run {docker}: {tail[0] if tail else 'not found'}")
+    if code != 0:
+        raise InfrastructureError(f"{p.cell.id}: image build failed (exit {code}): {tail[0] if tail else 'no output'}")

@@ -32,9 +32,9 @@ import docker
 from docker.errors import APIError, DockerException, ImageNotFound, NotFound
 from docker.types import DeviceRequest
 
-from convmatrix.errors import BadInput
-from convmatrix.images import LABEL_HASH, Plan
+from convmatrix.errors import InfrastructureError
 from convmatrix.interrupts import Interrupted, signals_deferred
+from convmatrix.lanes.images import LABEL_HASH, Plan
 
 SUITE_MOUNT = "/suite"
 RESULTS_MOUNT = "/results"
@@ -42,7 +42,7 @@ SHM_SIZE = "2g"  # xdist workers and DataLoader-style code share tensors through
 EVENT_WAIT = 30.0  # seconds: for the engine's `die` after the output ended, and for `destroy`
 
 
-class EngineError(BadInput):
+class EngineError(InfrastructureError):
     """The Docker engine failed (not reachable, image missing, no GPU runtime): an infrastructure
     failure of the cell, never a finding about its stack."""
 

@@ -3,7 +3,7 @@
 No container registry is reachable in air-gapped clusters or in this project's CI, so the
 container lane's base image is built from the Debian mirror that apt already uses: debootstrap
 into a temporary directory, then `tar | docker import`. Stdlib and the docker CLI only, so that
-it runs before anything else is installed (`python -m convmatrix.base_image`).
+it runs before anything else is installed (`python -m convmatrix.lanes.base_image`).
 """
 
 from __future__ import annotations
@@ -193,7 +193,7 @@ def _first_line(text: str) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m convmatrix.base_image", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m convmatrix.lanes.base_image", description=__doc__)
     parser.add_argument("--tag", default=TAG, help=f"image tag (default {TAG})")
     parser.add_argument("--force", action="store_true", help="rebuild even when the tag exists")
     args = parser.parse_args(argv)
