@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from conftest import REPO
+from testkit import REPO
 
 SUITES = REPO / "suites"
 sys.path.insert(0, str(SUITES))  # catalog.py, sizing.py and test_conv.py import each other by name

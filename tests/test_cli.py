@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO
+from testkit import REPO
 from convmatrix.cli import main
 
 PLUGINS = REPO / "tests" / "plugins"
@@ -161,7 +161,7 @@ def test_report_on_nothing_exits_2(tmp_path, capsys):
 
 
 def test_slower_stack_and_fingerprint_drift_are_called_out(tmp_path, capsys):
-    from conftest import record, write_result
+    from testkit import record, write_result
 
     def line(case, ms, sha):
         return record(case, timing={"forward_ms": ms, "backward_ms": None}, fingerprint={"sha": sha})
@@ -181,7 +181,7 @@ def test_slower_stack_and_fingerprint_drift_are_called_out(tmp_path, capsys):
 # --- verdicts you can trust (issue 8) ---------------------------------------------------------
 
 def two_cells(tmp_path, candidate_records, *, env=None, cell=None):
-    from conftest import record, write_result
+    from testkit import record, write_result
 
     cases = [record(f"c{i}") for i in range(11)]
     write_result(tmp_path, "ctl", cases, cell={"control": True, "ended": "2026-12-02T00:01:00Z"})
@@ -190,7 +190,7 @@ def two_cells(tmp_path, candidate_records, *, env=None, cell=None):
 
 
 def test_a_candidate_killed_after_3_of_11_cases_is_invalid_and_fails(tmp_path, capsys):
-    from conftest import env_json
+    from testkit import env_json
 
     two_cells(tmp_path, lambda cases: cases[:3], env=env_json("cand", ended=None), cell={"exit_code": -9})
     code, out, err = report(capsys, str(tmp_path), "--format", "json")
@@ -238,7 +238,7 @@ def test_the_same_run_twice_is_counted_once_and_said(tmp_path, capsys):
 
 
 def test_of_two_copies_of_a_cell_the_newest_wins(tmp_path, capsys):
-    from conftest import env_json, record, write_result
+    from testkit import env_json, record, write_result
 
     older, newer = tmp_path / "a", tmp_path / "b"
     write_result(older, "x", [record("c", "failed", "boom")], env=env_json("x", ended="2026-12-01T00:00:00Z"))
@@ -256,7 +256,7 @@ def test_of_two_copies_of_a_cell_the_newest_wins(tmp_path, capsys):
     ("env.json", {"schema": 1, "gpus": [{"name": 3, "capability": "9.0"}]}, "env.json: gpus[0].'name': expected string"),
 ])
 def test_a_field_of_the_wrong_type_is_one_line_and_exit_2(tmp_path, capsys, where, text, named):
-    from conftest import record
+    from testkit import record
 
     directory = two_cells(tmp_path, lambda cases: [*cases[:1], record("c1", message=12345), *cases[2:]])
     if text is not None:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO
+from testkit import REPO
 from convmatrix.lanes import base_image, containers
 from convmatrix.lanes.images import LABEL_CELL, docker_cli
 

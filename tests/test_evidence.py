@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from conftest import REPO, record
+from testkit import REPO, record
 from convmatrix import evidence, options, orchestrate, runner
 from convmatrix.cells import Cell
 from convmatrix.lanes import Prepared

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from conftest import load_suite_module
+from testkit import load_suite_module
 from test_suite import CASE_IDS, Run, run_suite
 
 isolation = load_suite_module("isolation")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO
+from testkit import REPO
 from convmatrix import options, orchestrate, runner
 from convmatrix.cells import Cell
 from convmatrix.errors import BadInput

@@ -211,7 +211,7 @@ def test_non_ascii_digits_are_rejected_naming_the_field(write_matrix, text, wher
 @pytest.mark.parametrize("path", ["matrix/default.toml", "matrix/nightly.toml",
                                   "matrix/examples/upgrade.toml", "matrix/examples/fix-proof.toml"])
 def test_shipped_matrices_load_with_a_control(path):
-    from conftest import REPO
+    from testkit import REPO
 
     m = matrix.load(REPO / path)
     assert m.control is not None and m.control in m.cells

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from conftest import REPO
+from testkit import REPO
 
 
 def nox(matrix: str, *args: str) -> subprocess.CompletedProcess[str]:

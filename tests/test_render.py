@@ -15,7 +15,7 @@ from xml.etree import ElementTree as ET
 
 import pytest
 
-from conftest import env_json, record, write_result
+from testkit import env_json, record, write_result
 from convmatrix import escape, render, report_model, results
 from convmatrix.compare import Health
 from convmatrix.outcomes import Delta, Outcome, Verdict

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import json
 
-from conftest import env_json, record, write_result
+from testkit import env_json, record, write_result
 from convmatrix import results
 
 NOT_SUPPORTED = "cuDNN error: CUDNN_STATUS_NOT_SUPPORTED. This error may appear if you passed in a non-contiguous input."

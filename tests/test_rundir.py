@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from conftest import REPO
+from testkit import REPO
 from convmatrix import rundir
 
 

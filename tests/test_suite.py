@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from conftest import REPO, load_suite_module
+from testkit import REPO, load_suite_module
 
 PLUGINS = REPO / "tests" / "plugins"
 ENV_KEYS = {

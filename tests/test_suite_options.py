@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, load_suite_module
+from testkit import REPO, load_suite_module
 
 isolation = load_suite_module("isolation")
 CASE = "conv1d-fp32-k3-p1"

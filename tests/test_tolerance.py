@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import torch
 
-from conftest import load_suite_module
+from testkit import load_suite_module
 
 tolerance = load_suite_module("tolerance")
 FP16 = tolerance.Precision.named("float16")

@@ -1,0 +1,75 @@
+"""What the tests share that is not a fixture: the checkout's path, the suite's modules loaded by
+path, and results directories written the way the suite and the harness write them. Importable as
+`testkit` (pyproject's pytest `pythonpath`), so no test imports conftest."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def load_suite_module(name: str) -> Any:
+    """suites/<name>.py by its path, as `suite_<name>`: suites/ is not a package, and the
+    harness must not be able to import the suite by accident."""
+    spec = importlib.util.spec_from_file_location(f"suite_{name}", REPO / "suites" / f"{name}.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while it loads
+    spec.loader.exec_module(module)
+    return module
+
+
+def env_json(cell_id: str, **overrides: Any) -> dict[str, Any]:
+    env: dict[str, Any] = {
+        "schema": 1, "cell_id": cell_id, "torch": "2.5.1+cu124", "cuda": "12.4", "cudnn": 90100,
+        "cudnn_error": None, "python": "3.11.7", "platform": "Linux", "machine": "x86_64",
+        "driver": None, "gpus": [], "device": "cpu", "lane": "baremetal", "image_id": None,
+        "hostname": "h", "pid": 1, "started": "2026-12-02T00:00:00Z", "ended": "2026-12-02T00:01:00Z",
+        "knobs": {}, "argv": [],
+    }
+    env.update(overrides)
+    return env
+
+
+def record(case: str, status: str = "passed", message: str | None = None, **extra: Any) -> dict[str, Any]:
+    rec: dict[str, Any] = {
+        "schema": 1, "cell_id": "x", "case": case, "nodeid": f"suites/test_conv.py::test_conv[{case}]",
+        "params": {}, "knobs": {"device": "cpu", "cudnn_benchmark": False, "cudnn_deterministic": False},
+        "device": "cpu", "status": status, "exc_type": "RuntimeError" if status == "failed" else None,
+        "message": message, "warnings": [], "numeric": None, "duration_s": 0.01, "worker": "main",
+        "started": "2026-12-02T00:00:00Z", "ended": "2026-12-02T00:00:01Z",
+    }
+    rec.update(extra)
+    return rec
+
+
+def write_result(
+    run: Path, cell_id: str, records: list[dict[str, Any]], *, gpu: str = "cpu",
+    env: dict[str, Any] | None = None, cell: dict[str, Any] | None = None,
+) -> Path:
+    """A results directory as the harness leaves it (cell.json may be None for a direct run)."""
+    directory = run / f"{cell_id}@{gpu}"
+    directory.mkdir(parents=True)
+    (directory / "env.json").write_text(json.dumps(env if env is not None else env_json(cell_id)))
+    (directory / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    if cell is not None:
+        (directory / "cell.json").write_text(json.dumps({"schema": 1, "cell": cell_id, "exit_code": 0, **cell}))
+    return directory
+
+
+def docker_answers() -> str | None:
+    """Why no Docker engine answers here, or None when one does."""
+    from convmatrix.lanes.images import docker_cli
+
+    try:
+        done = subprocess.run([docker_cli(), "info"], capture_output=True, text=True, timeout=60, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return str(exc)
+    return None if done.returncode == 0 else (done.stderr.strip().splitlines() or ["docker info failed"])[-1]
