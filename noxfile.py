@@ -160,7 +160,9 @@ def tests(session: nox.Session) -> None:
 
 @nox.session(python="3.11", venv_backend="venv")
 def lint(session: nox.Session) -> None:
-    """ruff and mypy, as configured in pyproject.toml."""
-    session.install("-e", ".", "ruff", "mypy", "types-tabulate", "nox")
+    """ruff, and mypy --strict over src, noxfile.py, bench and tests (pyproject.toml), then suites/
+    on its own (its conftest.py is not the tests' one); mypy reads torch's and pytest's types."""
+    session.install("-e", ".[test]", "-r", "tests/requirements.txt", "ruff", "mypy", "types-tabulate")
     session.run("ruff", "check", "src", "tests", "suites", "bench", "noxfile.py")
     session.run("mypy")
+    session.run("mypy", "--strict", "suites")

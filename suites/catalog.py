@@ -233,10 +233,10 @@ class Case:
             parts.append(self.layout)
         if self.backward:
             parts.append("bwd")
-        for name, value in (("bench", self.benchmark), ("det", self.deterministic),
-                            ("tf32", self.tf32)):
-            if value is not None:
-                parts.append(f"{name}_{_ON_OFF[value]}")
+        for name, switch in (("bench", self.benchmark), ("det", self.deterministic),
+                             ("tf32", self.tf32)):
+            if switch is not None:
+                parts.append(f"{name}_{_ON_OFF[switch]}")
         if self.over_int32:
             parts.append("over2g")
         if self.trigger:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import configparser
 import contextlib
-import datetime
 import importlib.util
 import json
 import math
@@ -30,17 +29,16 @@ from typing import Any
 import pytest
 import torch
 
-SCHEMA = 1
 SUITE_DIR = os.path.dirname(os.path.abspath(__file__))
 
 
-def _load_isolation() -> Any:
-    """isolation.py beside this file, loaded by path under a name of its own: whatever pytest's
+def _load_beside(stem: str) -> Any:
+    """<stem>.py beside this file, loaded by path under a name of its own: whatever pytest's
     rootdir and import mode (which decide whether suites/ is on sys.path) and whatever else is
-    called `isolation` on the path."""
-    name = "convmatrix_suite_isolation"
+    called `isolation` or `records` on the path."""
+    name = f"convmatrix_suite_{stem}"
     if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, os.path.join(SUITE_DIR, "isolation.py"))
+        spec = importlib.util.spec_from_file_location(name, os.path.join(SUITE_DIR, f"{stem}.py"))
         assert spec is not None and spec.loader is not None
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module  # dataclasses look their module up while it loads
@@ -48,7 +46,10 @@ def _load_isolation() -> Any:
     return sys.modules[name]
 
 
-isolation = _load_isolation()
+# records.py is the one definition of the lines and env.json written here (the harness reads
+# them with it); isolation.py holds the case isolation.
+records = _load_beside("records")
+isolation = _load_beside("isolation")
 SUITE_INI = os.path.join(SUITE_DIR, "pytest.ini")
 NUMERIC_KEY = "convmatrix_numeric"
 FACTS_KEY = "convmatrix_facts"
@@ -217,7 +218,7 @@ def pytest_report_header(config: pytest.Config) -> str:
 @pytest.fixture
 def device(pytestconfig: pytest.Config) -> str:
     """The device the cases run on: "cuda" or "cpu"."""
-    return pytestconfig.stash[SETTINGS].knobs["device"]
+    return str(pytestconfig.stash[SETTINGS].knobs["device"])
 
 
 @pytest.fixture
@@ -241,14 +242,10 @@ def record_facts(request: pytest.FixtureRequest) -> Callable[..., None]:
 
 # --- observed stack ------------------------------------------------------------------------
 
-def now() -> str:
-    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds")
-
-
 def cudnn_version() -> tuple[int | None, str | None]:
     """cuDNN's version, or the error that asking for it raised (a version mismatch, say)."""
     try:
-        version = torch.backends.cudnn.version()
+        version = torch.backends.cudnn.version()  # type: ignore[no-untyped-call]  # untyped in torch
     except Exception as exc:
         return None, str(exc)
     return (None if version is None else int(version)), None
@@ -302,7 +299,7 @@ def visible_gpus() -> list[dict[str, Any]]:
 def observe_env(settings: Settings) -> dict[str, Any]:
     cudnn, cudnn_error = cudnn_version()
     return {
-        "schema": SCHEMA,
+        "schema": records.SCHEMA,
         "cell_id": settings.cell_id,
         "torch": str(torch.__version__),
         "cuda": torch.version.cuda,
@@ -318,7 +315,7 @@ def observe_env(settings: Settings) -> dict[str, Any]:
         "image_id": os.environ.get("CONVMATRIX_IMAGE_ID") or None,
         "hostname": socket.gethostname(),
         "pid": os.getpid(),
-        "started": now(),
+        "started": records.now(),
         "ended": None,
         "knobs": dict(settings.knobs),
         "argv": list(sys.argv),
@@ -452,7 +449,7 @@ class CaseRecorder:
     @pytest.hookimpl(hookwrapper=True, tryfirst=True)
     def pytest_runtest_protocol(self, item: pytest.Item,
                                 nextitem: pytest.Item | None) -> Generator[None, Any, None]:
-        started, clock = now(), time.monotonic()
+        started, clock = records.now(), time.monotonic()
         self.phases[item.nodeid] = []
         self.warnings[item.nodeid] = []
         self.clocks[item.nodeid] = (started, clock)
@@ -478,7 +475,7 @@ class CaseRecorder:
 
     def _timed_out(self, item: pytest.Item) -> None:
         """The watchdog's thread, as the case runs past its timeout: its line, then it leaves."""
-        started, clock = self.clocks.get(item.nodeid, (now(), time.monotonic()))
+        started, clock = self.clocks.get(item.nodeid, (records.now(), time.monotonic()))
         timeout = Phase("timeout", None, isolation.timeout_message(self.settings.isolation.case_timeout))
         record = self._record(item, started, time.monotonic() - clock, timeout)
         append_line(self.results_path, encode_record(record))
@@ -502,7 +499,7 @@ class CaseRecorder:
         phase = combine(phases) if outcome is None else outcome
         knobs = self.settings.knobs
         return {
-            "schema": SCHEMA,
+            "schema": records.SCHEMA,
             "cell_id": self.settings.cell_id,
             "case": case_id(item),
             "nodeid": suite_nodeid(item),
@@ -518,7 +515,7 @@ class CaseRecorder:
             "duration_s": round(duration, 6),
             "worker": self.settings.worker,
             "started": started,
-            "ended": now(),
+            "ended": records.now(),
         }
 
 
@@ -536,21 +533,21 @@ def case_id(item: pytest.Item) -> str:
 
 def case_params(item: pytest.Item) -> dict[str, Any]:
     """The parameters of the case object a test is parametrized with (a catalog.Case)."""
-    callspec = getattr(item, "callspec", None)
-    case = callspec.params.get("case") if callspec is not None else None
-    return case.params() if hasattr(case, "params") else {}
+    callspec: Any = getattr(item, "callspec", None)
+    case: Any = callspec.params.get("case") if callspec is not None else None
+    return dict(case.params()) if hasattr(case, "params") else {}
 
 
 def facts_of(item: pytest.Item) -> dict[str, Any]:
     facts: dict[str, Any] = {}
     for key, value in item.user_properties:
-        if key == FACTS_KEY:
+        if key == FACTS_KEY and isinstance(value, dict):
             facts.update(value)
     return facts
 
 
 def numeric_of(item: pytest.Item) -> dict[str, float] | None:
-    values = [value for key, value in item.user_properties if key == NUMERIC_KEY]
+    values = [value for key, value in item.user_properties if key == NUMERIC_KEY and isinstance(value, dict)]
     return values[-1] if values else None
 
 
@@ -571,7 +568,7 @@ class EnvWriter:
         write_json_atomic(self.path, self.env)
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        self.env["ended"] = now()
+        self.env["ended"] = records.now()
         write_json_atomic(self.path, self.env)
 
 
@@ -584,23 +581,7 @@ class CrashLines:
         self.results_path = os.path.join(settings.results_dir, "results.jsonl")
 
     def write(self, marker: dict[str, Any], status: str, message: str, worker: str) -> None:
-        knobs = self.settings.knobs
-        record = {
-            "schema": SCHEMA,
-            "cell_id": self.settings.cell_id,
-            "case": marker["case"],
-            "nodeid": marker.get("nodeid"),
-            "params": {},
-            "knobs": dict(knobs),
-            "device": knobs["device"],
-            "status": status,
-            "exc_type": None,
-            "message": message,
-            "warnings": [],
-            "numeric": None,
-            "duration_s": None,
-            "worker": worker,
-            "started": marker.get("started"),
-            "ended": now(),
-        }
+        record = records.crash_record(cell_id=self.settings.cell_id, case=marker["case"],
+                                      nodeid=marker.get("nodeid"), status=status, message=message,
+                                      worker=worker, started=marker.get("started"), knobs=self.settings.knobs)
         append_line(self.results_path, encode_record(record))

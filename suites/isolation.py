@@ -210,7 +210,7 @@ def stderr_copy() -> Any:
     while pytest's capture is suspended."""
     if not _STDERR:
         try:
-            _STDERR.append(os.fdopen(os.dup(sys.__stderr__.fileno()), "w"))
+            _STDERR.append(os.fdopen(os.dup(sys.__stderr__.fileno()), "w"))  # type: ignore[union-attr]  # None: AttributeError below
         except (AttributeError, OSError, ValueError):
             _STDERR.append(None)
     return _STDERR[0]

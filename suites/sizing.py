@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Sequence
 
 from catalog import Case
 
@@ -42,7 +43,7 @@ def shapes(case: Case) -> dict[str, tuple[int, ...]]:
     return case.shapes()
 
 
-def numel(shape: tuple[int, ...]) -> int:
+def numel(shape: Sequence[int]) -> int:
     return math.prod(shape)
 
 

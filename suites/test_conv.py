@@ -324,7 +324,7 @@ def pad_dim(t: torch.Tensor, dim: int, groups: int, per: int, new_groups: int,
 
 def unpad_dim(t: torch.Tensor, dim: int, new_groups: int, new_per: int, groups: int,
               per: int) -> torch.Tensor:
-    t = t.unflatten(dim, (new_groups, new_per))
+    t = t.unflatten(dim, (new_groups, new_per))  # type: ignore[no-untyped-call]  # torch leaves it untyped
     index = (slice(None),) * dim + (slice(0, groups), slice(0, per))
     return t[index].flatten(dim, dim + 1)
 
@@ -374,7 +374,7 @@ def run_on_device(case: Case, inputs: Tensors, grad_out: torch.Tensor | None, de
         grad = grad_out.to(device=device, dtype=out.dtype)
         if plan is not None:  # the padded output channels get zero gradient
             grad = pad_dim(grad, 1, case.groups, plan[2], plan[0], plan[4])
-        out.backward(grad)
+        out.backward(grad)  # type: ignore[no-untyped-call]  # torch leaves it untyped
 
     if device == "cuda":  # a warm-up call, excluded from the timing (benchmark mode searches here)
         warm = forward()
@@ -399,6 +399,7 @@ def run_on_device(case: Case, inputs: Tensors, grad_out: torch.Tensor | None, de
         out = unpad_dim(out, 1, plan[0], plan[4], case.groups, plan[2])
     got = {"output": out.detach()}
     if grad_out is not None:
+        assert x_leaf.grad is not None and w_leaf.grad is not None  # backward() just filled them
         got.update(grad_input=x_leaf.grad, grad_weight=w_leaf.grad)
     return got, clock.timing(case.backward), computed
 
@@ -420,7 +421,7 @@ class Clock:
     @contextlib.contextmanager
     def measure(self, name: str) -> Iterator[None]:
         if self.device == "cuda":
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
             start.record()
             yield
             end.record()
@@ -491,7 +492,7 @@ def round_significant(values: torch.Tensor, digits: int) -> torch.Tensor:
     return torch.where(values == 0, torch.zeros_like(values), rounded) + 0.0  # no -0.0
 
 
-def autocast(case: Case, device: str) -> contextlib.AbstractContextManager:
+def autocast(case: Case, device: str) -> contextlib.AbstractContextManager[object]:
     if case.autocast is None:
         return contextlib.nullcontext()
     return torch.autocast(device_type=device, dtype=TORCH_DTYPES[case.autocast])

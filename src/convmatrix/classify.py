@@ -246,7 +246,7 @@ _STATUS_NUMBER = re.compile(r"cudnn_status:\s*(\d+)\b")
 
 # --- phrases, per family --------------------------------------------------------------------
 # Plain lower-case substrings wherever the real text is fixed (the cheap path: no regex at all),
-# regexes only where the text varies. Sources of each text are in tests/test_classify.py.
+# regexes only where the text varies. Sources of each text are in tests/unit/test_classify.py.
 _LITERALS: dict[str, tuple[str, ...]] = {
     "cuda_no_device": (
         "no cuda-capable device is detected",

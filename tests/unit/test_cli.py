@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from testkit import REPO
+import suiterun
 from convmatrix.cli import main
 
-PLUGINS = REPO / "tests" / "plugins"
 # Real-world texts (PyTorch issues): the signature and siblings that must never be counted as it.
 INJECTED = {
     "conv1d-*": ("cudnn_not_supported",
@@ -27,17 +26,10 @@ PLAN_FAILED = ("Plan failed with a cudnnException: CUDNN_BACKEND_EXECUTION_PLAN_
                "cudnnFinalize Descriptor Failed cudnn_status: CUDNN_STATUS_NOT_SUPPORTED")
 
 
-def run_suite(out: Path, cell_id: str, faults: dict | None = None, *extra: str) -> Path:
+def run_suite(out: Path, cell_id: str, faults: dict[str, Any] | None = None, *extra: str) -> Path:
+    """The suite into OUT/<cell_id>@cpu, as a harness run would leave it (bar cell.json)."""
     results_dir = out / f"{cell_id}@cpu"
-    env = dict(os.environ, PYTHONPATH=str(PLUGINS))
-    args = [sys.executable, "-m", "pytest", str(REPO / "suites"), "-q", "--results-dir", str(results_dir),
-            "--cell-id", cell_id, "--device", "cpu", *extra]
-    if faults is not None:
-        spec = out / f"{cell_id}.faults.json"
-        spec.write_text(json.dumps(faults))
-        env["CONVMATRIX_FAULTS"] = str(spec)
-        args += ["-p", "convmatrix_faults"]
-    subprocess.run(args, env=env, capture_output=True, check=False, timeout=600)
+    suiterun.run_suite(results_dir, "-q", *extra, faults=faults, cell_id=cell_id)
     return results_dir
 
 
@@ -54,85 +46,6 @@ def report(capsys, *args: str) -> tuple[int, str, str]:
     code = main(["report", *args])
     captured = capsys.readouterr()
     return code, captured.out, captured.err
-
-
-def test_injected_failures_get_their_family_and_a_regression(run, capsys):
-    code, out, _ = report(capsys, str(run), "--control", "control", "--format", "json")
-    data = json.loads(out)
-    cases = [c for c in data["cases"] if c["cell"] == "candidate"]
-    assert cases, "the candidate recorded no cases"
-    from fnmatch import fnmatch
-
-    for case in cases:
-        expected = next((fam for glob, (fam, _) in INJECTED.items() if fnmatch(case["case"], glob)), None)
-        if case["control_outcome"] == "skip":  # a case this CPU cannot run (say, a GPU-only dtype)
-            assert (case["outcome"], case["delta"]) == ("skip", "same"), case
-        elif expected:
-            assert (case["outcome"], case["family"], case["delta"]) == ("fail", expected, "regression"), case
-        else:
-            assert (case["outcome"], case["family"], case["delta"]) == ("pass", None, "same"), case
-    warned = [c for c in cases if c["case"].startswith("conv2d-") and c["outcome"] != "skip"]
-    assert warned and all(c["warnings"] == ["cudnn_not_supported"] for c in warned)
-    cells = {c["cell"]: c for c in data["cells"]}
-    assert cells["control"]["verdict"] == "control"
-    assert cells["candidate"]["verdict"] == "regression"
-    assert cells["candidate"]["signature"] is True
-    assert cells["candidate"]["regressions"] == sum(1 for c in cases if c["delta"] == "regression")
-    assert data["control"]["per_gpu"] == {"cpu": {"healthy": True, "reason": None}}
-    assert code == 1
-
-
-def test_report_json_contract_keys(run, capsys):
-    _, out, _ = report(capsys, str(run), "--control", "control", "--format", "json", "--fail-on", "never")
-    data = json.loads(out)
-    assert data["schema"] == 1
-    assert {"cell", "gpu", "lane", "stack", "observed", "stack_mismatch", "counts", "signature",
-            "regressions", "fixed", "verdict"} <= set(data["cells"][0])
-    assert {"name", "capability", "generation"} <= set(data["cells"][0]["gpu"])
-    assert {"cell", "gpu", "case", "knobs", "outcome", "family", "message", "control_outcome",
-            "delta"} <= set(data["cases"][0])
-
-
-@pytest.mark.parametrize(("fail_on", "code"), [("never", 0), ("signature", 1), ("regression", 1)])
-def test_fail_on(run, capsys, fail_on, code):
-    assert report(capsys, str(run), "--control", "control", "--fail-on", fail_on)[0] == code
-
-
-def test_swapped_control_shows_fixed(run, capsys):
-    code, out, _ = report(capsys, str(run), "--control", "candidate", "--format", "json")
-    cells = {c["cell"]: c for c in json.loads(out)["cells"]}
-    assert cells["control"]["verdict"] == "fixed"
-    assert code == 0
-
-
-@pytest.mark.parametrize("fmt", ["text", "markdown", "html", "junit"])
-def test_human_formats_name_the_regression(run, capsys, fmt):
-    _, out, _ = report(capsys, str(run), "--control", "control", "--format", fmt)
-    assert "cudnn_not_supported" in out
-    assert "candidate" in out
-
-
-def test_unhealthy_control_exits_3_and_says_why(tmp_path, capsys):
-    run_suite(tmp_path, "control", {"raise": {"conv2d-*": "CUDA error: no CUDA-capable device is detected"}})
-    run_suite(tmp_path, "candidate")
-    code, out, err = report(capsys, str(tmp_path), "--control", "control")
-    assert code == 3
-    assert "control unhealthy on cpu: infrastructure failure on the control: cuda_no_device" in err
-    assert "INVALID" in out
-
-
-def test_corrupt_line_exits_2_and_still_reports_the_rest(run, tmp_path, capsys):
-    import shutil
-
-    copy = tmp_path / "run"
-    shutil.copytree(run, copy)
-    with (copy / "candidate@cpu" / "results.jsonl").open("a") as fh:
-        fh.write('{"schema": 1, "case": "trunc')
-    code, out, err = report(capsys, str(copy), "--control", "control", "--format", "json")
-    lines = (copy / "candidate@cpu" / "results.jsonl").read_text().count("\n")
-    assert code == 2
-    assert f"candidate@cpu/results.jsonl:{lines + 1}: not a JSON object" in err
-    assert {c["cell"] for c in json.loads(out)["cells"]} == {"control", "candidate"}
 
 
 def test_matrix_command(write_matrix, capsys):

@@ -16,11 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from testkit import REPO
 from convmatrix.lanes import base_image, containers
 from convmatrix.lanes.images import LABEL_CELL, docker_cli
+from suiterun import PLUGINS
+from testkit import REPO
 
-pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("docker_engine")]
+pytestmark = pytest.mark.usefixtures("docker_engine")
 WHEELHOUSE = Path.home() / ".cache" / "convmatrix" / "test-wheelhouse"
 CONTAINER = "container-torch2.13.0-cpu-cudnnbundled-py3.11"
 BAREMETAL = "baremetal-torch2.13.0-cpu-cudnnbundled-py3.11"
@@ -220,7 +221,7 @@ def start_lane(tmp_path: Path, wheelhouse: Path, started: list[tuple[subprocess.
     """The lane of the container cell, its suite hanging in its second case; once that case runs."""
     plugins = tmp_path / "plugins"
     plugins.mkdir()
-    shutil.copy(REPO / "tests" / "plugins" / "convmatrix_faults.py", plugins)
+    shutil.copy(PLUGINS / "convmatrix_faults.py", plugins)
     (plugins / "faults.json").write_text(json.dumps({"hang": {HANGS: 3600}}))
     matrix = tmp_path / "m.toml"
     matrix.write_text(MATRIX.format(wheelhouse=wheelhouse))

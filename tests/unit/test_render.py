@@ -15,11 +15,11 @@ from xml.etree import ElementTree as ET
 
 import pytest
 
-from testkit import env_json, record, write_result
 from convmatrix import escape, render, report_model, results
 from convmatrix.compare import Health
 from convmatrix.outcomes import Delta, Outcome, Verdict
 from convmatrix.report_model import CaseRow, CellRow, FirstCause, GpuInfo, Report, Rerun
+from testkit import env_json, record, write_result
 
 HOSTILE = (
     "cuDNN error: CUDNN_STATUS_NOT_SUPPORTED \x1b[31mred\x1b[0m \x1b]0;owned title\x07"

@@ -9,15 +9,14 @@ import re
 import shutil
 import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from suiterun import PLUGINS, Run, run_suite
 from testkit import REPO, load_suite_module
 
-PLUGINS = REPO / "tests" / "plugins"
 ENV_KEYS = {
     "schema", "cell_id", "torch", "cuda", "cudnn", "cudnn_error", "python", "platform",
     "machine", "driver", "gpus", "device", "lane", "image_id", "hostname", "pid", "started",
@@ -79,54 +78,6 @@ FORCED_PATHS = {
 }
 
 
-@dataclass
-class Run:
-    returncode: int
-    output: str
-    results_dir: Path
-
-    def env(self) -> dict[str, Any]:
-        return json.loads((self.results_dir / "env.json").read_text())
-
-    def records(self) -> list[dict[str, Any]]:
-        lines = (self.results_dir / "results.jsonl").read_text().splitlines()
-        return [json.loads(line) for line in lines]
-
-    def by_case(self) -> dict[str, dict[str, Any]]:
-        return {record["case"]: record for record in self.records()}
-
-    def markers(self) -> list[Path]:
-        return sorted(self.results_dir.glob("running-*.json"))
-
-
-def run_suite(results_dir: Path, *args: str, cases: tuple[str, ...] = (),
-              faults: dict[str, Any] | None = None, cwd: Path = REPO,
-              env_extra: dict[str, str] | None = None) -> Run:
-    """python -m pytest suites/ as the harness runs it, from the repository root."""
-    # The outer pytest's own settings (PYTEST_ADDOPTS, xdist worker ids) must not leak in.
-    env = {key: value for key, value in os.environ.items() if not key.startswith("PYTEST_")}
-    env.update(env_extra or {})
-    targets = [f"suites/test_conv.py::test_conv[{case}]" for case in cases] or ["suites/"]
-    command = [sys.executable, "-m", "pytest", *targets, "--results-dir", str(results_dir),
-               "--cell-id", "test-cell", "--device", "cpu", *args]
-    if faults is not None:
-        spec = results_dir.parent / f"{results_dir.name}.faults.json"
-        spec.write_text(json.dumps(faults))
-        env["CONVMATRIX_FAULTS"] = str(spec)
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PLUGINS), env.get("PYTHONPATH")]))
-        command += ["-p", "convmatrix_faults"]
-    done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=600, check=False)
-    return Run(done.returncode, done.stdout + done.stderr, results_dir)
-
-
-@pytest.fixture(scope="module")
-def full_run(tmp_path_factory: pytest.TempPathFactory) -> Run:
-    run = run_suite(tmp_path_factory.mktemp("full") / "results")
-    assert run.returncode == 0, run.output
-    return run
-
-
 @pytest.fixture(scope="module")
 def faulted_run(tmp_path_factory: pytest.TempPathFactory) -> Run:
     faults = {
@@ -147,8 +98,8 @@ def observed_torch_version() -> str:
     return done.stdout.strip()
 
 
-def test_full_cpu_run_writes_env_json(full_run: Run) -> None:
-    env = full_run.env()
+def test_full_cpu_run_writes_env_json(default_cpu_run: Run) -> None:
+    env = default_cpu_run.env()
     assert set(env) == ENV_KEYS
     assert env["torch"] == observed_torch_version()
     assert env["cell_id"] == "test-cell"
@@ -160,9 +111,9 @@ def test_full_cpu_run_writes_env_json(full_run: Run) -> None:
                             "cudnn_deterministic": False, "channels_last": False, "pad_channels": 0}
 
 
-def test_full_cpu_run_records_every_case_once_passed(full_run: Run) -> None:
-    collected = int(re.search(r"collected (\d+) items", full_run.output).group(1))
-    records = full_run.records()
+def test_full_cpu_run_records_every_case_once_passed(default_cpu_run: Run) -> None:
+    collected = int(re.search(r"collected (\d+) items", default_cpu_run.output).group(1))
+    records = default_cpu_run.records()
     assert len(records) == collected == len(CASE_IDS)
     assert [record["case"] for record in records] == CASE_IDS
     for record in records:
@@ -176,11 +127,11 @@ def test_full_cpu_run_records_every_case_once_passed(full_run: Run) -> None:
         if not cuda_only:
             assert set(record["numeric"]) == NUMERIC_KEYS
             assert 0 <= record["numeric"]["ratio"] <= 1
-    assert full_run.markers() == []
+    assert default_cpu_run.markers() == []
 
 
-def test_catalog_covers_every_op_dtype_and_variant(full_run: Run) -> None:
-    params = [record["params"] for record in full_run.records()]
+def test_catalog_covers_every_op_dtype_and_variant(default_cpu_run: Run) -> None:
+    params = [record["params"] for record in default_cpu_run.records()]
     assert len(params) >= 24
 
     def seen(key: str) -> set[Any]:
@@ -275,7 +226,6 @@ def test_wrong_weights_are_numeric_mismatches(wrong_run: Run, action: str) -> No
         assert_numeric_mismatch(records[case])
 
 
-@pytest.mark.slow
 def test_a_dropped_group_fails_every_case(tmp_path: Path) -> None:
     run = run_suite(tmp_path / "results", faults={"drop_group": {"*": True}})
     assert run.returncode == 1, run.output
@@ -307,7 +257,6 @@ def test_issue_8_cases_pass_on_atens_own_kernels(tmp_path: Path) -> None:
             assert record["warnings"] == [], record  # no_mkldnn itself warns nothing
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("path", sorted(FORCED_PATHS))
 def test_whole_cpu_run_passes_on_every_kernel_path(tmp_path: Path, path: str) -> None:
     env, faults = FORCED_PATHS[path]

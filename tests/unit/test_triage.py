@@ -4,7 +4,7 @@ Logs are built at test time the way torchrun leaves them: every line of a worker
 ``[rankN]:``, log-framework timestamps, thousands of training lines, a cuDNN "Plan failed" warning
 on the failing rank well before its fatal error, NCCL watchdog timeouts of the other ranks and
 the elastic ChildFailedError summary after it. The error texts are real ones; the URL above each
-is where a user reported it (the same sources as tests/test_classify.py).
+is where a user reported it (the same sources as tests/unit/test_classify.py).
 """
 
 from __future__ import annotations
@@ -24,8 +24,9 @@ import pytest
 
 from convmatrix import cli, remedies, triage
 from convmatrix.classify import FAMILIES, SIGNATURE, classify
+from testkit import REPO
 
-DATA = Path(__file__).parent / "data" / "logs"
+DATA = REPO / "tests" / "data" / "logs"
 
 PLAN_WARNING = (
     "/usr/lib/python3.11/site-packages/torch/nn/modules/conv.py:456: UserWarning: Plan failed with a "

@@ -4,20 +4,18 @@ unit checks of the suite's reference slicing, and real CPU runs of the suite in 
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import os
 import re
 import subprocess
 import sys
-import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+import suiterun
+from suiterun import Run
 from testkit import REPO
 
 SUITES = REPO / "suites"
@@ -141,30 +139,8 @@ FACT_KEYS = {"timing", "fingerprint", "need_mb", "scaled", "trigger", "sources"}
 CPU_RUN_LIMIT_S = 120
 
 
-@dataclass
-class Run:
-    returncode: int
-    output: str
-    results_dir: Path
-    wall_s: float
-
-    def records(self) -> list[dict[str, Any]]:
-        lines = (self.results_dir / "results.jsonl").read_text().splitlines()
-        return [json.loads(line) for line in lines]
-
-    def by_case(self) -> dict[str, dict[str, Any]]:
-        return {record["case"]: record for record in self.records()}
-
-
 def run_suite(results_dir: Path, *args: str) -> Run:
-    """python -m pytest suites/ on the CPU, as the harness runs it, from the repository root."""
-    env = {key: value for key, value in os.environ.items() if not key.startswith("PYTEST_")}
-    command = [sys.executable, "-m", "pytest", "suites/", "--results-dir", str(results_dir),
-               "--cell-id", "catalog-cell", "--device", "cpu", *args]
-    begin = time.monotonic()
-    done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True,
-                          timeout=600, check=False)
-    return Run(done.returncode, done.stdout + done.stderr, results_dir, time.monotonic() - begin)
+    return suiterun.run_suite(results_dir, *args, cell_id="catalog-cell")
 
 
 def collect(*args: str) -> list[str]:
@@ -204,13 +180,6 @@ def select_by_keyword(*words: str) -> dict[str, list[str]]:
     return selected
 
 
-@pytest.fixture(scope="module")
-def default_run(tmp_path_factory: pytest.TempPathFactory) -> Run:
-    run = run_suite(tmp_path_factory.mktemp("default") / "results")
-    assert run.returncode == 0, run.output
-    return run
-
-
 # --- the catalog as data ---------------------------------------------------------------------
 
 def test_ids_are_unique_stable_and_collected_in_order() -> None:
@@ -218,15 +187,6 @@ def test_ids_are_unique_stable_and_collected_in_order() -> None:
     assert len(set(ids)) == len(ids)
     assert tuple(ids) == EXPECTED_IDS
     assert collect() == ids  # the parametrize id is the case id
-
-
-def test_ids_are_derived_from_the_fields() -> None:
-    for case in catalog.CASES:
-        rebuilt = catalog.Case(**{key: tuple(value) if isinstance(value, list) else value
-                                  for key, value in case.params().items()})
-        assert rebuilt.id == case.id
-        # Why a case exists and where it comes from is not part of what it is.
-        assert dataclasses.replace(case, source="elsewhere").id == case.id
 
 
 def _past_int32(case: catalog.Case) -> bool:
@@ -266,52 +226,6 @@ def test_a_natural_word_selects_what_it_names(word: str, keyword_selections: dic
     assert keyword_selections[word] == expected
 
 
-def test_2g_selects_every_int32_trigger() -> None:
-    int32 = [c for c in catalog.CASES if c.trigger in ("int32_split_batch", "int32_no_split")]
-    assert len(int32) >= 4 and all(_past_int32(c) and c.over_int32 for c in int32)
-    assert all(c.over_int32 == _past_int32(c) for c in catalog.CASES)
-    assert all(("2g" in c.id) == c.over_int32 for c in catalog.CASES)
-
-
-def test_every_trigger_family_has_cases_with_public_sources() -> None:
-    by_family: dict[str, list[catalog.Case]] = {}
-    for case in catalog.CASES:
-        if case.trigger is not None:
-            by_family.setdefault(case.trigger, []).append(case)
-    assert set(by_family) == TRIGGER_FAMILIES == set(catalog.TRIGGERS)
-    for family, cases in by_family.items():
-        for case in cases:
-            assert case.sources, case.id
-            for url in case.sources:
-                assert re.fullmatch(r"https://github\.com/[\w.-]+/[\w.-]+/(issues|pull)/\d+", url), url
-        print(f"{family}: {len(cases)} cases, sources {sorted({u for c in cases for u in c.sources})}")
-
-
-def test_trigger_families_cover_what_they_name() -> None:
-    cases = {family: [c for c in catalog.CASES if c.trigger == family] for family in TRIGGER_FAMILIES}
-    limit = 2**31
-
-    def elements(case: catalog.Case) -> int:
-        return max(sizing.numel(shape) for shape in sizing.shapes(case).values())
-
-    assert any(elements(c) > limit and c.n > 1 for c in cases["int32_split_batch"])
-    assert any(elements(c) > limit and c.n == 1 and c.depthwise for c in cases["int32_no_split"])
-    assert {c.backward for c in cases["large_3d"]} == {True, False}
-    assert {c.backward for c in cases["large_transposed_3d"]} == {True, False}
-    assert {c.layout for c in cases["non_contiguous"]} == {"permuted", "transposed", "sliced"}
-    odd = cases["channels_last_odd"]
-    assert all(c.memory_format == "channels_last" for c in odd)
-    assert any(c.c_in % 8 and c.groups == 1 for c in odd) and any(c.groups > 1 for c in odd)
-    assert {c.dtype for c in cases["half_pre_sm80"]} == {"float16", "bfloat16"}
-    assert all(c.needs_gpu for c in cases["half_pre_sm80"] + cases["tf32"])
-    assert all(c.deterministic and c.dilation != 1 for c in cases["dilation_deterministic"])
-    assert {c.tf32 for c in cases["tf32"]} == {True, False}
-    assert {c.benchmark for c in cases["cudnn_benchmark"]} == {True, False}
-    assert {c.autocast for c in cases["autocast"]} == {"float16", "bfloat16"}
-    assert all(c.backward for c in cases["backward_input_weight"])
-    assert all(sizing.is_large(c) for c in cases["int32_split_batch"] + cases["int32_no_split"])
-
-
 def test_every_workload_is_there_and_marked_model() -> None:
     workloads = {case.workload for case in catalog.CASES} - {None}
     assert workloads == WORKLOADS == set(catalog.WORKLOADS)
@@ -328,33 +242,6 @@ def test_markers_follow_sizing_and_fields() -> None:
     assert collect("-m", "gpu") == [c.id for c in catalog.CASES if c.needs_gpu]
     assert collect("-m", "backward") == [c.id for c in catalog.CASES if c.backward]
     assert len(collect("-m", "large")) >= 10
-
-
-def test_need_mb_counts_tensors_grads_and_workspace() -> None:
-    case = catalog.Case("conv2d", 2, 8, 16, (10, 10), 3, padding=1, source="x")
-    elements = 2 * 8 * 100 + 16 * 8 * 9 + 16 + 2 * 16 * 100
-    assert sizing.need_bytes(case) == int(elements * 4 * 1.25) + 256 * 2**20
-    backward = catalog.Case("conv2d", 2, 8, 16, (10, 10), 3, padding=1, backward=True, source="x")
-    assert sizing.need_bytes(backward) == int(elements * 4 * 2 * 1.25) + 256 * 2**20
-    big = next(c for c in catalog.CASES if c.id == "conv2d-fp16-k3-p1-vae_decoder-out2048_128")
-    assert 2048 < sizing.need_mb(big) < 4096  # two 1 GiB fp16 activations, plus margins
-
-
-def test_scaled_variants_keep_the_case_and_fit_the_cpu() -> None:
-    for case in catalog.CASES:
-        small = sizing.scaled(case)
-        assert sizing.fits_cpu(small), case.id
-        if small is case:
-            continue
-        for field in ("op", "dtype", "autocast", "memory_format", "layout", "backward", "kernel",
-                      "stride", "padding", "dilation", "output_padding", "benchmark",
-                      "deterministic", "tf32", "trigger", "workload"):
-            assert getattr(small, field) == getattr(case, field), (case.id, field)
-        assert small.depthwise == case.depthwise, case.id
-        assert (small.groups > 1) == (case.groups > 1), case.id
-        assert (small.c_in % 8 == 0) == (case.c_in % 8 == 0), case.id
-        assert all(o >= 1 for o in sizing.output_size(small)), case.id
-    assert all(sizing.scaled(c) is not c for c in catalog.CASES if sizing.is_large(c))
 
 
 # --- the reference on a slice ----------------------------------------------------------------
@@ -404,34 +291,6 @@ def test_sliced_reference_matches_the_full_one(suite: Any, case: catalog.Case) -
     assert float(outside.abs().max()) == 0.0  # nothing outside the window got a gradient
 
 
-def test_forced_settings_are_restored(suite: Any) -> None:
-    import torch
-
-    cudnn = torch.backends.cudnn
-    before = (cudnn.benchmark, cudnn.deterministic, cudnn.allow_tf32)
-    case = catalog.Case("conv2d", 1, 1, 1, (4, 4), 3, benchmark=not before[0],
-                        deterministic=not before[1], tf32=not before[2], source="x")
-    with suite.forced_settings(case):
-        assert (cudnn.benchmark, cudnn.deterministic, cudnn.allow_tf32) == tuple(
-            not value for value in before)
-    assert (cudnn.benchmark, cudnn.deterministic, cudnn.allow_tf32) == before
-    with pytest.raises(ValueError, match="boom"), suite.forced_settings(case):
-        raise ValueError("boom")
-    assert (cudnn.benchmark, cudnn.deterministic, cudnn.allow_tf32) == before
-
-
-def test_pad_plan_keeps_depthwise_and_pads_groups_alike(suite: Any) -> None:
-    def plan(c_in: int, c_out: int, groups: int) -> Any:
-        return suite.pad_plan(catalog.Case("conv2d", 1, c_in, c_out, (4, 4), 1, groups=groups,
-                                           source="x"), 8)
-
-    assert plan(3, 20, 1) == (1, 3, 20, 8, 24)
-    assert plan(6, 12, 6) == (8, 1, 2, 1, 2)  # depthwise: more groups, still depthwise
-    assert plan(30, 30, 3) == (3, 10, 10, 16, 16)  # every group padded alike to 48 in all
-    assert plan(16, 16, 1) is None
-    assert plan(16, 16, 16) is None
-
-
 def test_fingerprint_is_stable_and_sees_drift(suite: Any) -> None:
     import torch
 
@@ -453,10 +312,10 @@ def test_fingerprint_is_stable_and_sees_drift(suite: Any) -> None:
 
 # --- real CPU runs ---------------------------------------------------------------------------
 
-def test_default_cpu_run_records_facts_on_every_line(default_run: Run) -> None:
-    print(f"default CPU run of the whole suite: {default_run.wall_s:.1f} s wall "
+def test_default_cpu_run_records_facts_on_every_line(default_cpu_run: Run) -> None:
+    print(f"default CPU run of the whole suite: {default_cpu_run.wall_s:.1f} s wall "
           f"(limit {CPU_RUN_LIMIT_S} s on 2 cores)")
-    records = default_run.by_case()
+    records = default_cpu_run.by_case()
     assert list(records) == list(EXPECTED_IDS)
     for case in catalog.CASES:
         record = records[case.id]
@@ -490,10 +349,10 @@ def test_large_cases_run_scaled_on_cpu_and_pass(tmp_path: Path) -> None:
         assert record["need_mb"] > 1024
 
 
-def test_pad_channels_knob_pads_and_passes(tmp_path: Path, default_run: Run) -> None:
+def test_pad_channels_knob_pads_and_passes(tmp_path: Path, default_cpu_run: Run) -> None:
     run = run_suite(tmp_path / "results", "--pad-channels", "8")
     assert run.returncode == 0, run.output
-    baseline = default_run.by_case()
+    baseline = default_cpu_run.by_case()
     padded = 0
     for case_id, record in run.by_case().items():
         assert record["knobs"]["pad_channels"] == 8

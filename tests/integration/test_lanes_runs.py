@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -12,58 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from suiterun import PLUGINS
 from testkit import REPO
-from convmatrix import options, orchestrate, runner
-from convmatrix.cells import Cell
-from convmatrix.errors import BadInput
-from convmatrix.gpus import Gpu
-from convmatrix.lanes import host
-
-
-def test_suite_command_and_env_for_a_gpu_target(tmp_path):
-    cell = Cell(lane="baremetal", torch="2.5.1", cuda="cu124", cudnn="bundled", python="3.11")
-    target = runner.Target(cell=cell, gpu=Gpu(index=3, name="NVIDIA H200", capability="9.0"), out=tmp_path)
-    assert target.results_dir == tmp_path / f"{cell.id}@h200-sm90"
-    command = runner.suite_command(target, "py", ["-k", "conv2d"])
-    assert command[:4] == ["py", "-m", "pytest", str(REPO / "suites")]
-    assert command[command.index("--device") + 1] == "cuda"
-    assert command[-2:] == ["-k", "conv2d"]
-    env = runner.suite_env(target)
-    assert env["CUDA_VISIBLE_DEVICES"] == "3"
-    assert env["CONVMATRIX_LANE"] == "baremetal"
-
-
-def test_cpu_target_runs_on_cpu(tmp_path, monkeypatch):
-    monkeypatch.setattr(orchestrate.gpus, "discover", list)
-    (target,) = orchestrate.targets(Cell(lane="host"), options.parse(["--out", str(tmp_path)]))
-    assert target.key == "cpu"
-    command = runner.suite_command(target, "py", [])
-    assert command[command.index("--device") + 1] == "cpu"
-
-
-def test_gpus_option_without_such_gpu_is_bad_input(tmp_path, monkeypatch):
-    monkeypatch.setattr(orchestrate.gpus, "discover", list)
-    with pytest.raises(BadInput, match="no such GPU on this runner"):
-        orchestrate.targets(Cell(lane="host"), options.parse(["--out", str(tmp_path), "--gpus", "1"]))
-
-
-def test_crash_accounting_names_the_case_in_flight(tmp_path):
-    target = runner.Target(cell=Cell(lane="host"), gpu=None, out=tmp_path)
-    directory = target.results_dir
-    directory.mkdir()
-    (directory / "running-main.json").write_text(json.dumps({"case": "conv2d-x", "nodeid": "n"}))
-    assert runner.record_crashes(target, -11) == ["conv2d-x"]
-    line = json.loads((directory / "results.jsonl").read_text())
-    assert line["status"] == "crashed" and "signal 11, SIGSEGV" in line["message"]
-    assert not list(directory.glob("running-*"))
-
-
-def test_host_problem_names_the_interpreter(tmp_path):
-    assert "no interpreter" in host.host_problem(str(tmp_path / "nope"))
-    false = shutil.which("false")
-    assert false is not None
-    assert "cannot import torch and pytest" in host.host_problem(false)
-
 
 BAREMETAL = """
 name = "cudnn-override"
@@ -78,7 +27,6 @@ cudnn = "bundled"
 """
 
 
-@pytest.mark.slow
 def test_baremetal_lane_observes_the_requested_cudnn(tmp_path):
     """Real uv venvs with real torch 2.5.1 wheels: the override changes the cuDNN torch loads."""
     matrix = tmp_path / "m.toml"
@@ -104,14 +52,6 @@ def test_baremetal_lane_observes_the_requested_cudnn(tmp_path):
         assert json.loads((Path(cell["path"]) / "cell.json").read_text())["exit_code"] == 0
 
 
-def test_the_harness_isolates_cases_unless_told_not_to(tmp_path):
-    target = runner.Target(cell=Cell(lane="host"), gpu=None, out=tmp_path)
-    isolated = runner.suite_command(target, "py", ["--case-timeout", "30"])
-    timeouts = [isolated[i + 1] for i, arg in enumerate(isolated) if arg == "--case-timeout"]
-    assert timeouts == [str(runner.CASE_TIMEOUT), "30"]  # the user's own value comes last and wins
-    assert "--case-timeout" not in runner.suite_command(target, "py", [], isolate=False)
-
-
 # --- one result per cell and generation, each case once (issue 8) ------------------------------
 
 STUB_SMI = """#!/bin/sh
@@ -134,14 +74,6 @@ def two_gpu_runner(tmp_path, monkeypatch):
     return bin_dir
 
 
-def test_identical_gpus_are_one_generation_one_target(tmp_path, two_gpu_runner):
-    (target,) = orchestrate.targets(Cell(lane="host"), options.parse(["--out", str(tmp_path)]))
-    assert (target.key, target.gpu.index) == ("h100-80gb-hbm3-sm90", 0)
-    every = orchestrate.targets(Cell(lane="host"), options.parse(["--out", str(tmp_path), "--every-gpu"]))
-    assert [t.key for t in every] == ["h100-80gb-hbm3-sm90-gpu0", "h100-80gb-hbm3-sm90-gpu1"]
-    assert len({t.results_dir for t in every}) == 2
-
-
 def host_lane(out: Path, *args: str, env: dict[str, str] | None = None, **popen: object) -> subprocess.Popen[str]:
     """`nox -s host` as a user runs it, on the test interpreter (it has torch and xdist)."""
     command = [sys.executable, "-m", "nox", "-f", str(REPO / "noxfile.py"), "-s", "host", "--",
@@ -161,7 +93,6 @@ def case_lines(directory: Path) -> list[str]:
     return [json.loads(line)["case"] for line in (directory / "results.jsonl").read_text().splitlines()]
 
 
-@pytest.mark.slow
 def test_a_two_gpu_runner_writes_one_directory_per_generation_each_case_once(tmp_path, two_gpu_runner):
     out = tmp_path / "run"
     finished(host_lane(out, "--", "--device", "cpu", "-k", "conv1d-fp32"))
@@ -171,7 +102,6 @@ def test_a_two_gpu_runner_writes_one_directory_per_generation_each_case_once(tmp
     assert cases and len(cases) == len(set(cases))
 
 
-@pytest.mark.slow
 def test_a_rerun_with_another_selection_replaces_the_cell(tmp_path):
     out = tmp_path / "run"
     finished(host_lane(out, "--", "-k", "conv1d-fp32"))
@@ -181,13 +111,12 @@ def test_a_rerun_with_another_selection_replaces_the_cell(tmp_path):
     assert (out / "host@cpu" / "log.txt").read_text().count("$ ") == 1  # one run's log, not two
 
 
-@pytest.mark.slow
 def test_kill_9_then_resume_records_every_case_exactly_once(tmp_path):
     out = tmp_path / "run"
     selection = ["-k", "conv2d and not large"]
     faults = tmp_path / "faults.json"
     faults.write_text(json.dumps({"hang": {"conv2d-fp32-k3-p1-bwd": True}}))
-    env = {"PYTHONPATH": str(REPO / "tests" / "plugins"), "CONVMATRIX_FAULTS": str(faults)}
+    env = {"PYTHONPATH": str(PLUGINS), "CONVMATRIX_FAULTS": str(faults)}
     proc = host_lane(out, "--", *selection, "-p", "convmatrix_faults", env=env, start_new_session=True)
     partial = out / "host@cpu.partial" / "results.jsonl"
     deadline = time.monotonic() + 600  # a guard against a stuck test, not a measurement

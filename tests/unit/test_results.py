@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import json
 
-from testkit import env_json, record, write_result
 from convmatrix import results
+from testkit import env_json, record, write_result
 
 NOT_SUPPORTED = "cuDNN error: CUDNN_STATUS_NOT_SUPPORTED. This error may appear if you passed in a non-contiguous input."
 

@@ -1,0 +1,99 @@
+"""The lanes: what they run, and (slow) the real baremetal lane through nox with real wheels."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+import pytest
+
+from convmatrix import options, orchestrate, runner
+from convmatrix.cells import Cell
+from convmatrix.errors import BadInput
+from convmatrix.gpus import Gpu
+from convmatrix.lanes import host
+from testkit import REPO
+
+
+def test_suite_command_and_env_for_a_gpu_target(tmp_path):
+    cell = Cell(lane="baremetal", torch="2.5.1", cuda="cu124", cudnn="bundled", python="3.11")
+    target = runner.Target(cell=cell, gpu=Gpu(index=3, name="NVIDIA H200", capability="9.0"), out=tmp_path)
+    assert target.results_dir == tmp_path / f"{cell.id}@h200-sm90"
+    command = runner.suite_command(target, "py", ["-k", "conv2d"])
+    assert command[:4] == ["py", "-m", "pytest", str(REPO / "suites")]
+    assert command[command.index("--device") + 1] == "cuda"
+    assert command[-2:] == ["-k", "conv2d"]
+    env = runner.suite_env(target)
+    assert env["CUDA_VISIBLE_DEVICES"] == "3"
+    assert env["CONVMATRIX_LANE"] == "baremetal"
+
+
+def test_cpu_target_runs_on_cpu(tmp_path, monkeypatch):
+    monkeypatch.setattr(orchestrate.gpus, "discover", list)
+    (target,) = orchestrate.targets(Cell(lane="host"), options.parse(["--out", str(tmp_path)]))
+    assert target.key == "cpu"
+    command = runner.suite_command(target, "py", [])
+    assert command[command.index("--device") + 1] == "cpu"
+
+
+def test_gpus_option_without_such_gpu_is_bad_input(tmp_path, monkeypatch):
+    monkeypatch.setattr(orchestrate.gpus, "discover", list)
+    with pytest.raises(BadInput, match="no such GPU on this runner"):
+        orchestrate.targets(Cell(lane="host"), options.parse(["--out", str(tmp_path), "--gpus", "1"]))
+
+
+def test_crash_accounting_names_the_case_in_flight(tmp_path):
+    target = runner.Target(cell=Cell(lane="host"), gpu=None, out=tmp_path)
+    directory = target.results_dir
+    directory.mkdir()
+    (directory / "running-main.json").write_text(json.dumps({"case": "conv2d-x", "nodeid": "n"}))
+    assert runner.record_crashes(target, -11) == ["conv2d-x"]
+    line = json.loads((directory / "results.jsonl").read_text())
+    assert line["status"] == "crashed" and "signal 11, SIGSEGV" in line["message"]
+    assert not list(directory.glob("running-*"))
+
+
+def test_host_problem_names_the_interpreter(tmp_path):
+    assert "no interpreter" in host.host_problem(str(tmp_path / "nope"))
+    false = shutil.which("false")
+    assert false is not None
+    assert "cannot import torch and pytest" in host.host_problem(false)
+
+
+def test_the_harness_isolates_cases_unless_told_not_to(tmp_path):
+    target = runner.Target(cell=Cell(lane="host"), gpu=None, out=tmp_path)
+    isolated = runner.suite_command(target, "py", ["--case-timeout", "30"])
+    timeouts = [isolated[i + 1] for i, arg in enumerate(isolated) if arg == "--case-timeout"]
+    assert timeouts == [str(runner.CASE_TIMEOUT), "30"]  # the user's own value comes last and wins
+    assert "--case-timeout" not in runner.suite_command(target, "py", [], isolate=False)
+
+
+# --- one result per cell and generation, each case once (issue 8) ------------------------------
+
+STUB_SMI = """#!/bin/sh
+case "$*" in
+  *driver_version*) echo "550.54.15" ;;
+  *) printf '0, NVIDIA H100 80GB HBM3, 9.0, 81559\\n1, NVIDIA H100 80GB HBM3, 9.0, 81559\\n' ;;
+esac
+"""
+
+
+@pytest.fixture
+def two_gpu_runner(tmp_path, monkeypatch):
+    """A runner whose nvidia-smi lists two identical GPUs (the suite itself runs on the CPU)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    smi = bin_dir / "nvidia-smi"
+    smi.write_text(STUB_SMI)
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    return bin_dir
+
+
+def test_identical_gpus_are_one_generation_one_target(tmp_path, two_gpu_runner):
+    (target,) = orchestrate.targets(Cell(lane="host"), options.parse(["--out", str(tmp_path)]))
+    assert (target.key, target.gpu.index) == ("h100-80gb-hbm3-sm90", 0)
+    every = orchestrate.targets(Cell(lane="host"), options.parse(["--out", str(tmp_path), "--every-gpu"]))
+    assert [t.key for t in every] == ["h100-80gb-hbm3-sm90-gpu0", "h100-80gb-hbm3-sm90-gpu1"]
+    assert len({t.results_dir for t in every}) == 2
