@@ -1,7 +1,7 @@
 """Container-lane build figures, printed, never asserted (needs a Docker engine and
 convmatrix/base:bookworm: `nox -s base-image`).
 
-    python bench/container_build.py noop      # a no-op `convmatrix build` over an up-to-date 50-cell matrix
+    python bench/container_build.py noop      # a no-op `convmatrix build` over an up-to-date matrix (65 cells after pruning)
     python bench/container_build.py reuse     # rebuild after changing only the cuDNN override
 
 noop: every cell's image is made "up to date" with a stand-in (an empty image carrying the cell's
@@ -32,7 +32,7 @@ from convmatrix.matrix import load  # noqa: E402
 
 BASE = "convmatrix/base:bookworm"
 NOOP_MATRIX = f"""
-name = "bench-50"
+name = "bench-noop"
 [axes]
 lane = ["container"]
 torch = ["2.4.0", "2.4.1", "2.5.0", "2.5.1", "2.6.0", "2.7.0", "2.7.1", "2.8.0"]
