@@ -113,7 +113,7 @@ def all_strings(element: ET.Element) -> list[str]:
     return out
 
 
-def test_junit_from_hostile_messages_parses(tmp_path):
+def test_junit_from_hostile_messages_parses(tmp_path: Path) -> None:
     for report in reports(tmp_path):
         text = render.render(report, "junit")
         assert not _NOT_XML.search(text), ascii(_NOT_XML.findall(text))
@@ -127,7 +127,7 @@ def test_junit_from_hostile_messages_parses(tmp_path):
             assert "None" not in (failure.get("message") or "")
 
 
-def test_junit_keeps_the_message_readable(tmp_path):
+def test_junit_keeps_the_message_readable(tmp_path: Path) -> None:
     root = ET.fromstring(render.render(hostile_report(), "junit"))
     failure = root.findall(".//failure")[0]
     text = failure.text or ""
@@ -145,7 +145,7 @@ def test_junit_keeps_the_message_readable(tmp_path):
     assert skipped and '<script>alert("x")</script>' in (skipped[0].get("message") or "")
 
 
-def test_junit_benign_message_unchanged():
+def test_junit_benign_message_unchanged() -> None:
     report = hostile_report()
     message = "cuDNN error: CUDNN_STATUS_NOT_SUPPORTED. This error may appear if you passed in a non-contiguous input."
     report = replace(report, cases=(case_row("cand", "cpu", "conv1d-fp16", "fail", "cudnn_not_supported", message),))
@@ -155,7 +155,7 @@ def test_junit_benign_message_unchanged():
     assert failure.get("message") == "regression cudnn_not_supported"
 
 
-def test_text_writes_no_terminal_control(tmp_path):
+def test_text_writes_no_terminal_control(tmp_path: Path) -> None:
     for report in reports(tmp_path):
         text = render.render(report, "text")
         assert not _TERMINAL.search(text.replace("\n", "")), ascii(_TERMINAL.findall(text))
@@ -201,7 +201,7 @@ def _tables(markdown: str) -> list[list[str]]:
     return tables
 
 
-def test_markdown_stays_one_table_per_section(tmp_path):
+def test_markdown_stays_one_table_per_section(tmp_path: Path) -> None:
     for report in reports(tmp_path):
         text = render.render(report, "markdown")
         tables = _tables(text)
@@ -221,7 +221,7 @@ def test_markdown_stays_one_table_per_section(tmp_path):
 
 
 @pytest.mark.parametrize("fmt", ["text", "markdown", "html"])
-def test_report_wide_notes_are_shown_escaped(fmt):
+def test_report_wide_notes_are_shown_escaped(fmt: str) -> None:
     report = hostile_report()
     text = render.render(report, fmt)
     notes = [line for line in text.splitlines() if "two results; kept one" in line]
@@ -245,7 +245,7 @@ class _Tags(HTMLParser):
         self.text.append(data)
 
 
-def test_html_escapes_every_string(tmp_path):
+def test_html_escapes_every_string(tmp_path: Path) -> None:
     for report in reports(tmp_path):
         text = render.render(report, "html")
         parser = _Tags()
@@ -257,7 +257,7 @@ def test_html_escapes_every_string(tmp_path):
     assert any('<script>alert("x")</script>' in t for t in parser.text)
 
 
-def test_json_is_valid_and_ascii(tmp_path):
+def test_json_is_valid_and_ascii(tmp_path: Path) -> None:
     for report in reports(tmp_path):
         text = render.render(report, "json")
         assert text.isascii()
@@ -265,7 +265,7 @@ def test_json_is_valid_and_ascii(tmp_path):
 
 
 @pytest.mark.parametrize("fmt", ["text", "markdown", "html"])
-def test_benign_report_reads_as_before(fmt):
+def test_benign_report_reads_as_before(fmt: str) -> None:
     message = "cuDNN error: CUDNN_STATUS_NOT_SUPPORTED. This error may appear if you passed in a non-cont"
     report = Report(
         control="control",
@@ -280,7 +280,7 @@ def test_benign_report_reads_as_before(fmt):
     assert "REGRESSION: 0 pass, cudnn_not_supported×1, SIGNATURE" in text
 
 
-def test_visible_is_idempotent_and_keeps_printable_unicode():
+def test_visible_is_idempotent_and_keeps_printable_unicode() -> None:
     once = escape.visible(HOSTILE)
     assert escape.visible(once) == once
     assert escape.visible("é ü 中文 ×") == "é ü 中文 ×"
