@@ -107,9 +107,10 @@ def grid_section(grid: Grid, ids: dict[tuple[str, str], str]) -> list[str]:
         out.append(f'<tr class="group"><th colspan="{len(grid.columns) + 1}">{html_cell(group.title)}</th></tr>')
         for row in group.rows:
             cells = "".join(grid_cell(grid.entry(row, c), ids) for c in grid.columns)
+            short = f' <span class="short">{html_cell(row.short)}</span>' if row.short != row.label else ""
             out.append(f'<tr class="stack{" control-row" if row.control else ""}"><th scope="row" '
-                       f'title="{html_cell(row.cell)}"><span class="label">{html_cell(row.label)}</span> '
-                       f'<span class="short">{html_cell(row.short)}</span></th>{cells}</tr>')
+                       f'title="{html_cell(row.cell)}"><span class="label">{html_cell(row.label)}</span>'
+                       f"{short}</th>{cells}</tr>")
     return [*out, "</tbody>", "</table>", *legend(), "</section>"]
 
 

@@ -58,7 +58,8 @@ def grid_table(grid: Grid) -> list[str]:
     for group in grid.groups:
         out.append(row([f"**{markdown_cell(group.title)}**", *[""] * len(grid.columns)]))
         for stack in group.rows:
-            label = f"{markdown_cell(stack.label)} ({markdown_cell(stack.short)})"
+            label = markdown_cell(stack.label)
+            label += f" ({markdown_cell(stack.short)})" if stack.short != stack.label else ""
             label = f"▶ **{label}**" if stack.control else label
             entries = [grid.entry(stack, c) for c in grid.columns]
             out.append(row([label, *(f"{MARKS[e.verdict]} {markdown_cell(report_grid.summary(e))}" if e else ""

@@ -115,8 +115,9 @@ def group_title(cell: CellRow) -> str:
 
 def sub_label(cell: CellRow, axes: Iterable[str], knobs: Mapping[str, Any]) -> str:
     cudnn = cell.stack.get("cudnn")
-    parts = [f"cuDNN {cudnn}"] if cudnn else [abbreviate(cell.cell)]
-    parts += [str(cell.stack[a]) for a in axes if cell.stack.get(a)]
+    if not cudnn:
+        return abbreviate(cell.cell)  # no matrix axes to name it by (host lane, direct run): its id
+    parts = [f"cuDNN {cudnn}"] + [str(cell.stack[a]) for a in axes if cell.stack.get(a)]
     parts += [f"{k}={v}" for k, v in sorted(knobs.items())]
     return " · ".join(parts)
 
