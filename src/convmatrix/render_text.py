@@ -119,9 +119,9 @@ def row_line(grid: Grid, row: Row, columns: list[Column], widths: dict[str, int]
     for column in columns:
         cell = grid.entry(row, column)
         text = texts[(row.cell, column.key)] if cell else ""
-        # Padded before painting, so that escape sequences never count as width.
-        padded = text.ljust(widths[column.key])
-        parts.append(paint(padded, COLOURS[cell.verdict], color) if cell else padded)
+        # Painted, then padded: escape sequences never count as width, nor colour the gap.
+        padding = " " * (widths[column.key] - len(text))
+        parts.append((paint(text, COLOURS[cell.verdict], color) if cell else text) + padding)
     return (parts[0] + "".join(GAP + p for p in parts[1:])).rstrip()
 
 

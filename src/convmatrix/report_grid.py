@@ -88,7 +88,7 @@ def build(report: Report) -> Grid:
         label = sub_label(cell, shown_axes, {k: v for k, v in knobs[cell_id].items() if k in shown_knobs})
         row = Row(cell=cell_id, short=abbreviate(cell_id), label=label, control=cell_id == report.control)
         grouped.setdefault(group_title(cell), []).append(row)
-    groups = [Group(title=title, rows=tuple(sorted(rows, key=lambda r: natural(r.label)))) for title, rows
+    groups = [Group(title=title, rows=tuple(sorted(rows, key=row_order))) for title, rows
               in sorted(grouped.items(), key=lambda item: natural(item[0]))]
     return Grid(columns=tuple(sorted(columns.values(), key=lambda c: natural(c.key))), groups=tuple(groups),
                 entries={(c.cell, c.gpu.key): c for c in report.cells})
@@ -144,6 +144,11 @@ def varying(knob_sets: Iterable[Mapping[str, Any]]) -> set[str]:
     sets = list(knob_sets)
     names = {k for s in sets for k in s}
     return {k for k in names if len({repr(s.get(k)) for s in sets}) > 1}
+
+
+def row_order(row: Row) -> tuple[bool, tuple[tuple[int, int | str], ...]]:
+    """The wheel's own cuDNN (bundled) first in its group, then overrides by version."""
+    return "cuDNN bundled" not in row.label, natural(row.label)
 
 
 def natural(text: str) -> tuple[tuple[int, int | str], ...]:
