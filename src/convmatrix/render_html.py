@@ -25,6 +25,8 @@ from convmatrix.report_model import CaseRow, CellRow, Report
 MESSAGE_LIMIT = 16_384  # characters of a message shown; the whole one is in results.jsonl
 EVIDENCE_LIMIT = 32_768  # characters of an evidence file shown (its end: the failure)
 EVIDENCE_BUDGET = 8_000_000  # characters of evidence in the whole page; the rest is linked by path
+MESSAGE_BUDGET = 8_000_000  # characters of messages in the whole page; past it each is cut shorter
+SHORT_MESSAGE = 1_000
 OBSERVED = (("torch", "torch"), ("CUDA", "cuda"), ("cuDNN", "cudnn"), ("cuDNN error", "cudnn_error"),
             ("driver", "driver"), ("image", "image_id"), ("python", "python"), ("device", "device"),
             ("host", "hostname"))
@@ -47,13 +49,14 @@ def render(report: Report) -> str:
     grid = report_grid.build(report)
     ids = {(c.cell, c.gpu.key): f"c{i}" for i, c in enumerate(report.cells)}
     budget = Budget(EVIDENCE_BUDGET)
+    words = Budget(MESSAGE_BUDGET)
     cases: dict[tuple[str, str], list[CaseRow]] = {}
     for case in report.cases:
         cases.setdefault((case.cell, case.gpu), []).append(case)
     body = [*heading(report), *overview(report), *grid_section(grid, ids), *filter_box()]
     body += ["<section id=\"cells\">", "<h2>Cells</h2>"]
     body += [line for cell in report.cells
-             for line in panel(cell, cases.get((cell.cell, cell.gpu.key), []), ids, budget)]
+             for line in panel(cell, cases.get((cell.cell, cell.gpu.key), []), ids, budget, words)]
     body += ["</section>", *baseline_section(report), *notes_section(report)]
     return page(f"convmatrix report: control {report.control or '(none)'}", body)
 
@@ -147,7 +150,8 @@ def filter_box() -> list[str]:
             '<input id="filter" type="search" placeholder="case id or family" autocomplete="off"></p>']
 
 
-def panel(cell: CellRow, cases: list[CaseRow], ids: dict[tuple[str, str], str], budget: Budget) -> list[str]:
+def panel(cell: CellRow, cases: list[CaseRow], ids: dict[tuple[str, str], str], budget: Budget,
+          words: Budget) -> list[str]:
     ordered = listed(cases) + [c for c in cases if not noteworthy(c)]
     first = next((c for c in ordered if noteworthy(c)), None)
     out = [f'<section class="panel" id="{ids[(cell.cell, cell.gpu.key)]}" data-where="{html_cell(cell.where)}">',
@@ -158,7 +162,7 @@ def panel(cell: CellRow, cases: list[CaseRow], ids: dict[tuple[str, str], str], 
         out.append(f'<p class="cause">{html_cell(first_cause(cell))}</p>')
     out.append(f'<p class="shown-count"><span class="shown">{len(ordered)}</span> of {len(ordered)} cases shown</p>')
     out.append('<ul class="cases">')
-    out += [line for case in ordered for line in case_item(cell, case, case is first, budget)]
+    out += [line for case in ordered for line in case_item(cell, case, case is first, budget, words)]
     return [*out, "</ul>", "</section>"]
 
 
@@ -184,14 +188,14 @@ def first_cause(cell: CellRow) -> str:
     return f"first failure in the log: {cause.family} at {cause.log}:{cause.line}{rank}"
 
 
-def case_item(cell: CellRow, case: CaseRow, opened: bool, budget: Budget) -> list[str]:
+def case_item(cell: CellRow, case: CaseRow, opened: bool, budget: Budget, words: Budget) -> list[str]:
     attrs = (f'class="case d-{case.delta or "none"}{" noteworthy" if noteworthy(case) else ""}" '
              f'data-case="{html_cell(case.case)}" data-family="{html_cell(case.family or "")}"')
     line = case_line(case)
     if not noteworthy(case):
         return [f"<li {attrs}>{line}</li>"]
     return [f"<li {attrs}><details{' open' if opened else ''}><summary>{line}</summary>", '<div class="body">',
-            *case_body(cell, case, opened, budget), "</div></details></li>"]
+            *case_body(cell, case, opened, budget, words), "</div></details></li>"]
 
 
 def case_line(case: CaseRow) -> str:
@@ -210,8 +214,12 @@ def case_line(case: CaseRow) -> str:
     return " ".join(parts)
 
 
-def case_body(cell: CellRow, case: CaseRow, opened: bool, budget: Budget) -> list[str]:
-    message = report_bounds.head(case.message or "", MESSAGE_LIMIT, f"{cell.path}/results.jsonl")
+def case_body(cell: CellRow, case: CaseRow, opened: bool, budget: Budget, words: Budget) -> list[str]:
+    # Thousands of huge messages would still make a page too big to open: past the page's
+    # budget each is cut shorter (the note says how much there was).
+    size = min(len(case.message or ""), MESSAGE_LIMIT)
+    limit = MESSAGE_LIMIT if words.take(size) else SHORT_MESSAGE
+    message = report_bounds.head(case.message or "", limit, f"{cell.path}/results.jsonl")
     out = [f'<pre class="message">{html_text(message.text)}</pre>']
     if message.note:
         out.append(f'<p class="cut">{html_cell(message.note)}</p>')

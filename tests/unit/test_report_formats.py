@@ -260,6 +260,14 @@ def test_a_10_mb_message_is_cut_with_a_note_not_embedded():
     assert "y" * render_html.MESSAGE_LIMIT not in text.replace("CUDNN_STATUS_NOT_SUPPORTED ", "")
 
 
+def test_past_the_page_budget_messages_are_cut_shorter(monkeypatch):
+    monkeypatch.setattr(render_html, "MESSAGE_BUDGET", 3 * render_html.MESSAGE_LIMIT)
+    report = reports.matrix(2, 1, message="CUDNN_STATUS_NOT_SUPPORTED " + "y" * TEN_MB, failures=5)
+    text = render.render(report, "html")
+    assert text.count(f"the first {render_html.MESSAGE_LIMIT:,} shown") == 3
+    assert text.count(f"the first {render_html.SHORT_MESSAGE:,} shown") == 2
+
+
 def test_evidence_is_embedded_bounded_and_the_failure_kept(tmp_path):
     report = reports.matrix(2, 1, failures=2)
     small, large = tmp_path / "small.txt", tmp_path / "large.txt"

@@ -12,6 +12,14 @@
     if (!panel || !panel.classList.contains("panel")) return;
     panels.forEach(function (p) { p.classList.toggle("open", p === panel); });
     cells.forEach(function (td) { td.classList.toggle("selected", td.getAttribute("data-panel") === id); });
+    panel.querySelectorAll("details.evidence[open] pre").forEach(toFailure);
+  }
+
+  // Evidence ends at the failure (its line marked "NNN>"), after 100 lines of lead-up: show that line.
+  function toFailure(pre) {
+    var lines = pre.textContent.split("\n");
+    var at = lines.findIndex(function (line) { return /^\s*\d+>/.test(line); });
+    if (at >= 0) pre.scrollTop = pre.scrollHeight * at / lines.length - pre.clientHeight / 2;
   }
 
   // The link's own navigation then scrolls to the panel, now shown; back and forward work too.
