@@ -11,7 +11,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -74,7 +74,7 @@ def visible(page: cdp.Page, selector: str) -> bool:
                               " return !!e && e.checkVisibility(); })()"))
 
 
-def test_the_grid_is_coloured_by_verdict(page):
+def test_the_grid_is_coloured_by_verdict(page: cdp.Page) -> None:
     verdicts = page.evaluate("[...document.querySelectorAll('.grid td.v')].map(td => td.className)")
     assert sorted(v.split()[1] for v in verdicts) == ["v-control", "v-ok", "v-regression"]
     red, green, blue = rgb(page, ".grid td.v-regression")
@@ -92,7 +92,7 @@ def test_the_grid_is_coloured_by_verdict(page):
     assert dark[0] > dark[1] and dark[0] > dark[2]
 
 
-def test_a_click_on_a_regression_shows_its_evidence(page):
+def test_a_click_on_a_regression_shows_its_evidence(page: cdp.Page) -> None:
     assert not visible(page, ".panel")  # the panels wait for a click
     page.click(".grid td.v-regression a.cellref")
     panel = page.evaluate("document.querySelector('.grid td.v-regression').dataset.panel")
@@ -111,7 +111,7 @@ def test_a_click_on_a_regression_shows_its_evidence(page):
     assert visible(page, f"#{panel} .cause")  # triage's first cause in the cell's log
 
 
-def test_the_filter_hides_cases_that_do_not_match(page):
+def test_the_filter_hides_cases_that_do_not_match(page: cdp.Page) -> None:
     page.click(".grid td.v-regression a.cellref")
     panel = page.evaluate("document.querySelector('.grid td.v-regression').dataset.panel")
     before = page.evaluate(f"document.querySelectorAll('#{panel} li.case').length")
@@ -132,7 +132,8 @@ def test_the_filter_hides_cases_that_do_not_match(page):
     assert cases and all("conv3d-fp16" in c for c in cases)
 
 
-def test_a_hostile_message_stays_text(page, tmp_path, record_property):
+def test_a_hostile_message_stays_text(page: cdp.Page, tmp_path: Path,
+                                      record_property: Callable[[str, object], None]) -> None:
     started = time.monotonic()
     page.click(".grid td.v-regression a.cellref")
     page.evaluate("document.querySelectorAll('details').forEach(d => d.open = true)")

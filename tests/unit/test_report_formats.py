@@ -36,7 +36,7 @@ def grid_lines(text: str) -> list[str]:
 
 # --- the grid ---------------------------------------------------------------------------------
 
-def test_stacks_are_grouped_by_torch_and_cuda_with_cudnn_sub_rows():
+def test_stacks_are_grouped_by_torch_and_cuda_with_cudnn_sub_rows() -> None:
     grid = report_grid.build(reports.matrix(7, 2))
     assert [g.title for g in grid.groups] == ["torch 2.4.1 · cu121", "torch 2.4.1 · cu124", "torch 2.4.1 · cu126"]
     assert [r.label for r in grid.groups[0].rows] == ["cuDNN bundled", "cuDNN 9.5.1.17", "cuDNN 9.10.2.21"]
@@ -46,7 +46,7 @@ def test_stacks_are_grouped_by_torch_and_cuda_with_cudnn_sub_rows():
     assert all(grid.entry(r, c) is not None for r in grid.rows for c in grid.columns)
 
 
-def test_a_varying_lane_or_knob_names_the_sub_row():
+def test_a_varying_lane_or_knob_names_the_sub_row() -> None:
     report = reports.matrix(2, 1)
     other = reports.stacks(1)[0] | {"lane": "container"}
     cid = reports.cell_id(other)
@@ -56,6 +56,7 @@ def test_a_varying_lane_or_knob_names_the_sub_row():
     grid = report_grid.build(replace(report, cells=(*report.cells, cell), cases=report.cases + cases))
     labels = {r.cell: r.label for r in grid.rows}
     assert labels[cid] == "cuDNN bundled · container · cudnn_benchmark=True"
+    assert report.control is not None
     assert labels[report.control] == "cuDNN bundled · baremetal · cudnn_benchmark=False"
 
 
@@ -65,11 +66,11 @@ def test_a_varying_lane_or_knob_names_the_sub_row():
     ("host", "host"),
     ("candidate", "candidate"),
 ])
-def test_ids_are_abbreviated_one_way(cell_id, short):
+def test_ids_are_abbreviated_one_way(cell_id: str, short: str) -> None:
     assert report_grid.abbreviate(cell_id) == short
 
 
-def test_every_format_names_a_stack_by_the_same_abbreviation():
+def test_every_format_names_a_stack_by_the_same_abbreviation() -> None:
     report = reports.matrix(4, 1)
     short = report_grid.abbreviate(report.cells[1].cell)
     assert short == "bm-2.4.1-cu121-9.5.1.17-py3.11"
@@ -80,7 +81,7 @@ def test_every_format_names_a_stack_by_the_same_abbreviation():
 # --- text -------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize(("stacks", "gpus"), [(50, 1), (25, 2), (17, 3), (10, 5), (5, 10)])
-def test_the_text_grid_of_a_50_cell_matrix_fits_120_columns(stacks, gpus):
+def test_the_text_grid_of_a_50_cell_matrix_fits_120_columns(stacks: int, gpus: int) -> None:
     report = reports.matrix(stacks, gpus)
     text = render.render(report, "text")
     lines = grid_lines(text)
@@ -92,7 +93,7 @@ def test_the_text_grid_of_a_50_cell_matrix_fits_120_columns(stacks, gpus):
                for line in lines) >= gpus
 
 
-def test_a_long_gpu_name_and_a_hostile_id_keep_the_grid_within_120_columns():
+def test_a_long_gpu_name_and_a_hostile_id_keep_the_grid_within_120_columns() -> None:
     report = reports.matrix(3, 10)
     bad = replace(report.cells[1], cell="x" * 300 + "\x1b[2J<b>", stack={})
     text = render.render(replace(report, cells=(*report.cells, bad)), "text")
@@ -100,7 +101,7 @@ def test_a_long_gpu_name_and_a_hostile_id_keep_the_grid_within_120_columns():
     assert "\x1b" not in text
 
 
-def test_text_is_coloured_only_when_asked():
+def test_text_is_coloured_only_when_asked() -> None:
     report = reports.matrix(3, 1)
     plain = render.render(report, "text")
     coloured = render.render(report, "text", color=True)
@@ -117,11 +118,12 @@ def test_text_is_coloured_only_when_asked():
     ("always", False, {"CI": "true"}, True),
     ("never", True, {}, False),
 ])
-def test_color_auto_means_a_terminal_outside_ci(choice, tty, env, wanted):
+def test_color_auto_means_a_terminal_outside_ci(choice: str, tty: bool, env: dict[str, str], wanted: bool) -> None:
     assert cli.color_wanted(choice, tty, env) is wanted
 
 
-def test_the_report_command_colours_on_request_only(tmp_path, capsys, monkeypatch):
+def test_the_report_command_colours_on_request_only(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     from testkit import record, write_result
 
     monkeypatch.delenv("CI", raising=False)
@@ -152,7 +154,7 @@ def tables(text: str) -> list[list[str]]:
     return found
 
 
-def test_markdown_of_50_cells_by_99_cases_with_10_mb_messages_fits_a_job_summary():
+def test_markdown_of_50_cells_by_99_cases_with_10_mb_messages_fits_a_job_summary() -> None:
     report = reports.matrix(50, 1, message="CUDNN_STATUS_NOT_SUPPORTED " + "x" * TEN_MB, failures=99)
     text = render.render(report, "markdown")
     assert len(text.encode()) < 2**20
@@ -163,7 +165,7 @@ def test_markdown_of_50_cells_by_99_cases_with_10_mb_messages_fits_a_job_summary
     assert text.count("<details>") == text.count("</details>") == render_markdown.DETAILS
 
 
-def test_markdown_puts_the_grid_first_then_regressions_then_folded_messages():
+def test_markdown_puts_the_grid_first_then_regressions_then_folded_messages() -> None:
     report = reports.matrix(4, 2)
     report = replace(report, cases=tuple(
         replace(c, delta=Delta.FIXED, outcome=Outcome.PASS, control_outcome=Outcome.FAIL) if c.case.endswith("019")
@@ -178,7 +180,7 @@ def test_markdown_puts_the_grid_first_then_regressions_then_folded_messages():
     assert text.index("<details><summary>") > text.index(case_table[-1])
 
 
-def test_markdown_stays_valid_whatever_a_message_holds():
+def test_markdown_stays_valid_whatever_a_message_holds() -> None:
     report = reports.matrix(3, 1, message=HOSTILE)
     text = render.render(report, "markdown")
     grid, case_table = tables(text)
@@ -222,7 +224,7 @@ def sha(text: str) -> str:
     return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode()).digest()).decode() + "'"
 
 
-def test_html_is_self_contained_and_allows_only_its_own_style_and_script():
+def test_html_is_self_contained_and_allows_only_its_own_style_and_script() -> None:
     text = render.render(reports.matrix(3, 2, message=HOSTILE), "html")
     page = parsed(text)
     policy = next(a["content"] for t, a in page.tags if t == "meta" and a.get("http-equiv") == "Content-Security-Policy")
@@ -239,11 +241,11 @@ def test_html_is_self_contained_and_allows_only_its_own_style_and_script():
     assert "@media (prefers-color-scheme: dark)" in style and "@media print" in style
 
 
-def test_html_grid_cells_carry_verdict_counts_and_the_signature():
+def test_html_grid_cells_carry_verdict_counts_and_the_signature() -> None:
     report = reports.matrix(3, 2)
     page = parsed(render.render(report, "html"))
     cells = [a for t, a in page.tags if t == "td" and "v" in (a.get("class") or "").split()]
-    assert sorted(a["class"] for a in cells) == sorted(f"v v-{c.verdict}" for c in report.cells)
+    assert sorted(a["class"] or "" for a in cells) == sorted(f"v v-{c.verdict}" for c in report.cells)
     panels = {a["id"] for t, a in page.tags if t == "section" and a.get("class") == "panel"}
     assert {a["data-panel"] for a in cells} == panels and len(panels) == len(report.cells)
     control_rows = [a for t, a in page.tags if t == "tr" and "control-row" in (a.get("class") or "")]
@@ -252,7 +254,7 @@ def test_html_grid_cells_carry_verdict_counts_and_the_signature():
     assert text.count(">SIGNATURE</span>") >= sum(1 for c in report.cells if c.signature)
 
 
-def test_a_10_mb_message_is_cut_with_a_note_not_embedded():
+def test_a_10_mb_message_is_cut_with_a_note_not_embedded() -> None:
     report = reports.matrix(2, 1, message="CUDNN_STATUS_NOT_SUPPORTED " + "y" * TEN_MB, failures=3)
     text = render.render(report, "html")
     assert len(text) < 3 * render_html.MESSAGE_LIMIT + 200_000
@@ -260,7 +262,7 @@ def test_a_10_mb_message_is_cut_with_a_note_not_embedded():
     assert "y" * render_html.MESSAGE_LIMIT not in text.replace("CUDNN_STATUS_NOT_SUPPORTED ", "")
 
 
-def test_past_the_page_budget_messages_are_cut_shorter(monkeypatch):
+def test_past_the_page_budget_messages_are_cut_shorter(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(render_html, "MESSAGE_BUDGET", 3 * render_html.MESSAGE_LIMIT)
     report = reports.matrix(2, 1, message="CUDNN_STATUS_NOT_SUPPORTED " + "y" * TEN_MB, failures=5)
     text = render.render(report, "html")
@@ -268,7 +270,7 @@ def test_past_the_page_budget_messages_are_cut_shorter(monkeypatch):
     assert text.count(f"the first {render_html.SHORT_MESSAGE:,} shown") == 2
 
 
-def test_evidence_is_embedded_bounded_and_the_failure_kept(tmp_path):
+def test_evidence_is_embedded_bounded_and_the_failure_kept(tmp_path: Path) -> None:
     report = reports.matrix(2, 1, failures=2)
     small, large = tmp_path / "small.txt", tmp_path / "large.txt"
     small.write_text("# case: failed\n    1  lead-up <b>bold</b>\n    2> CUDNN_STATUS_NOT_SUPPORTED\n")
@@ -286,7 +288,7 @@ def test_evidence_is_embedded_bounded_and_the_failure_kept(tmp_path):
     assert "evidence file not readable" in render.render(gone, "html")
 
 
-def test_evidence_past_the_page_budget_is_named_not_embedded(tmp_path, monkeypatch):
+def test_evidence_past_the_page_budget_is_named_not_embedded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(render_html, "EVIDENCE_BUDGET", 100)
     report = reports.matrix(2, 1, failures=3)
     path = tmp_path / "e.txt"
@@ -297,7 +299,7 @@ def test_evidence_past_the_page_budget_is_named_not_embedded(tmp_path, monkeypat
     assert text.count("z" * 60) == 1 and text.count("evidence not embedded") == 2
 
 
-def test_html_shows_the_baseline_and_slower_stacks():
+def test_html_shows_the_baseline_and_slower_stacks() -> None:
     report = reports.matrix(3, 1)
     slow = replace(report.cells[2], slowdown=2.5)
     moved = tuple(replace(c, baseline_outcome=Outcome.PASS, baseline_delta=Delta.REGRESSION)
@@ -310,7 +312,7 @@ def test_html_shows_the_baseline_and_slower_stacks():
     assert "Since the baseline" not in render.render(replace(report, baseline=False), "html")
 
 
-def test_the_nox_report_step_writes_html_beside_the_markdown(tmp_path, monkeypatch):
+def test_the_nox_report_step_writes_html_beside_the_markdown(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     spec = importlib.util.spec_from_file_location("noxfile_under_test", REPO / "noxfile.py")
     assert spec is not None and spec.loader is not None
     noxfile = importlib.util.module_from_spec(spec)
