@@ -17,7 +17,8 @@ from convmatrix.report_grid import Column, Grid, Row
 from convmatrix.report_model import CellRow, Report
 
 WIDTH = 120
-LABEL_WIDTH = 34  # a sub-row's label; longer ones end in "…"
+LABEL_WIDTH = 34  # a sub-row's label when the GPU columns need the room; longer ones end in "…"
+LABEL_WIDTH_MAX = 60  # ... and when every column fits beside a longer one
 HEADER_WIDTH = 30
 GAP = "  "
 MESSAGE_WIDTH = 90
@@ -66,10 +67,11 @@ def paint(text: str, code: str, color: bool) -> str:
 
 def grid_lines(grid: Grid, color: bool) -> list[str]:
     texts = {key: entry(cell) for key, cell in grid.entries.items()}
-    labels = {row.cell: fit(one_line(row.label), LABEL_WIDTH - 2) for row in grid.rows}
-    label_width = max([len(v) for v in labels.values()] + [len("stack")]) + 2
     widths = {c.key: max([len(texts[k]) for k in texts if k[1] == c.key]
                          + [len(h) for h in headers(c)]) for c in grid.columns}
+    limit = label_limit(widths)
+    labels = {row.cell: fit(one_line(row.label), limit - 2) for row in grid.rows}
+    label_width = max([len(v) for v in labels.values()] + [len("stack")]) + 2
     out: list[str] = []
     for chunk in chunks(grid.columns, widths, label_width):
         if out:
@@ -81,6 +83,13 @@ def grid_lines(grid: Grid, color: bool) -> list[str]:
 def headers(column: Column) -> tuple[str, str]:
     generation = "" if column.key == "cpu" else column.generation
     return fit(one_line(generation), HEADER_WIDTH), fit(one_line(column.key), HEADER_WIDTH)
+
+
+def label_limit(widths: dict[str, int]) -> int:
+    """How wide a row label may be: up to LABEL_WIDTH_MAX when all the GPU columns still fit
+    beside it in WIDTH (a few GPUs: nothing cut), else LABEL_WIDTH (many GPUs: more columns)."""
+    columns = sum(len(GAP) + w for w in widths.values())
+    return max(LABEL_WIDTH, min(LABEL_WIDTH_MAX, WIDTH - columns))
 
 
 def chunks(columns: tuple[Column, ...], widths: dict[str, int], label_width: int) -> list[list[Column]]:

@@ -93,6 +93,21 @@ def test_the_text_grid_of_a_50_cell_matrix_fits_120_columns(stacks: int, gpus: i
                for line in lines) >= gpus
 
 
+def test_with_few_gpu_columns_a_row_label_is_not_cut() -> None:
+    report = reports.matrix(3, 1)
+    label = "cuDNN 9.5.1.17 · baremetal · python 3.11 · pad=8"  # longer than LABEL_WIDTH
+    lines = render_text.grid_lines(relabelled(report_grid.build(report), label), color=False)
+    assert any(label in line for line in lines)
+    assert max(len(line) for line in lines) <= render_text.WIDTH
+    crowded = relabelled(report_grid.build(reports.matrix(3, 10)), label)
+    assert not any(label in line for line in render_text.grid_lines(crowded, color=False))  # cut for the columns
+
+
+def relabelled(grid: report_grid.Grid, label: str) -> report_grid.Grid:
+    groups = tuple(replace(g, rows=tuple(replace(r, label=label) for r in g.rows)) for g in grid.groups)
+    return replace(grid, groups=groups)
+
+
 def test_a_long_gpu_name_and_a_hostile_id_keep_the_grid_within_120_columns() -> None:
     report = reports.matrix(3, 10)
     bad = replace(report.cells[1], cell="x" * 300 + "\x1b[2J<b>", stack={})
