@@ -12,6 +12,7 @@ from pathlib import Path
 
 from convmatrix import compare, interrupts, matrix, options, orchestrate, render, report_model, results, triage_cli
 from convmatrix.errors import BadInput, ConvmatrixError
+from convmatrix.fleet_cli import FLEET_COMMANDS, add_fleet_parsers  # slurm, k8s
 from convmatrix.lanes import LANES
 
 DEFAULT_MATRIX = "matrix/default.toml"
@@ -53,6 +54,7 @@ def parser() -> argparse.ArgumentParser:
     ru.add_argument("--strict", action="store_true",
                     help="a cell that cannot run here is recorded (INVALID) and fails the run")
     triage_cli.add_parser(sub)
+    add_fleet_parsers(sub)
     return top
 
 
@@ -203,4 +205,5 @@ def write_output(text: str, output: Path | None) -> None:
         raise BadInput(f"-o {output}: cannot write the report ({exc.strerror or exc})") from None
 
 
-COMMANDS = {"matrix": cmd_matrix, "build": cmd_build, "report": cmd_report, "run": cmd_run, "triage": triage_cli.run}
+COMMANDS = {"matrix": cmd_matrix, "build": cmd_build, "report": cmd_report, "run": cmd_run, "triage": triage_cli.run,
+            **FLEET_COMMANDS}
