@@ -76,3 +76,20 @@ def ensure(base: TorchBase, wheelhouse: Path) -> str:
                               check=False, env={**os.environ, "DOCKER_BUILDKIT": "1"})
     assert done.returncode == 0, f"building {base.tag} failed:\n{done.stdout[-3000:]}{done.stderr[-3000:]}"
     return base.tag
+
+
+NO_ENSUREPIP = """FROM {base}
+RUN rm -rf /usr/lib/python3.*/ensurepip && ! python3 -m venv /tmp/probe
+"""
+
+
+def without_ensurepip(base: str) -> str:
+    """The base with `python3 -m venv` broken as on an Ubuntu base without python3-venv (NGC's):
+    a layer that removes ensurepip (seconds; BuildKit caches it)."""
+    tag = f"{base}-no-ensurepip"
+    with tempfile.TemporaryDirectory(prefix="torch-base-") as tmp:
+        (Path(tmp) / "Dockerfile").write_text(NO_ENSUREPIP.format(base=base))
+        done = subprocess.run([docker_cli(), "build", "--progress=plain", "--tag", tag, tmp], capture_output=True,
+                              text=True, timeout=600, check=False, env={**os.environ, "DOCKER_BUILDKIT": "1"})
+    assert done.returncode == 0, f"building {tag} failed:\n{done.stdout[-3000:]}{done.stderr[-3000:]}"
+    return tag

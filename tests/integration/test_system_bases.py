@@ -115,3 +115,19 @@ def test_a_rerun_builds_nothing(upgrade_run: tuple[Path, Path, str]) -> None:
     assert dry.returncode == 0, dry.stderr
     lines = [line for line in dry.stdout.splitlines() if " -> convmatrix/cell:" in line]
     assert len(lines) == 2 and all(line.endswith("up to date") for line in lines), dry.stdout
+
+
+def test_a_base_without_ensurepip_still_gets_the_suite(bases: tuple[str, str], tmp_path: Path) -> None:
+    """Ubuntu's python3 without python3-venv (NGC's images) cannot make a venv with pip: the cell's
+    venv is made without one, and the base's own pip installs the suite's requirements into it."""
+    base = torchbases.without_ensurepip(bases[1])
+    path = tmp_path / "m.toml"
+    path.write_text(f'name = "no-ensurepip"\n[container]\nflavour = "system"\nbase = "{base}"\n'
+                    '[axes]\nlane = ["container"]\n')
+    done = convmatrix("run", "-m", str(path), "--out", str(tmp_path / "run"), "--", "-k", "[conv1d-fp32-k3-p1]")
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    (result,) = (tmp_path / "run").glob("*@cpu")
+    meta = json.loads((result / "cell.json").read_text())
+    assert meta["exit_code"] == 0 and meta["observed"]["torch"] == torchbases.CANDIDATE.torch
+    records = (result / "results.jsonl").read_text().splitlines()
+    assert [json.loads(line)["status"] for line in records] == ["passed"]
