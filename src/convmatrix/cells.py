@@ -26,7 +26,7 @@ class Cell:
         if self.lane == "host":
             return HOST_ID
         if self.from_image():
-            return self.image_id()
+            return self.image_stack_id()
         cell_id = f"{self.lane}-torch{self.torch}-{self.cuda}-cudnn{self.cudnn}-py{self.python}"
         return f"{cell_id}-{slug(self.base)}" if self.base_in_id else cell_id
 
@@ -34,7 +34,7 @@ class Cell:
         """The stack fields this cell takes from its base image instead of requesting them."""
         return tuple(k for k in ("torch", "cuda", "cudnn", "python") if getattr(self, k) == IMAGE)
 
-    def image_id(self) -> str:
+    def image_stack_id(self) -> str:
         """The id of a cell whose stack (some of it) is its base's: what it requests, then the
         base, which is what tells it apart (container-nvcr.io-nvidia-pytorch-24.10-py3)."""
         asked = [f"{prefix}{value}" for prefix, value in (("torch", self.torch), ("", self.cuda),
