@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from convmatrix import stacks
-from convmatrix.values import slug
+from convmatrix.values import IMAGE, slug
 
 HOST_ID = "host"
 
@@ -25,8 +25,21 @@ class Cell:
     def id(self) -> str:
         if self.lane == "host":
             return HOST_ID
+        if self.from_image():
+            return self.image_stack_id()
         cell_id = f"{self.lane}-torch{self.torch}-{self.cuda}-cudnn{self.cudnn}-py{self.python}"
         return f"{cell_id}-{slug(self.base)}" if self.base_in_id else cell_id
+
+    def from_image(self) -> tuple[str, ...]:
+        """The stack fields this cell takes from its base image instead of requesting them."""
+        return tuple(k for k in ("torch", "cuda", "cudnn", "python") if getattr(self, k) == IMAGE)
+
+    def image_stack_id(self) -> str:
+        """The id of a cell whose stack (some of it) is its base's: what it requests, then the
+        base, which is what tells it apart (container-nvcr.io-nvidia-pytorch-24.10-py3)."""
+        asked = [f"{prefix}{value}" for prefix, value in (("torch", self.torch), ("", self.cuda),
+                 ("cudnn", self.cudnn), ("py", self.python)) if value != IMAGE]
+        return "-".join([self.lane, *asked, slug(self.base)])
 
     def values(self) -> dict[str, str]:
         """The axis values, for matching include/exclude/control tables and for cell.json."""
@@ -38,7 +51,7 @@ class Cell:
 
     def expected_cudnn(self) -> str:
         """The cuDNN version this cell should load: the override, or the wheel's pin ("" = unknown)."""
-        if self.cuda == "cpu" or self.lane == "host" or self.flavour == "system":
+        if self.cuda == "cpu" or self.lane == "host" or self.flavour == "system" or self.cudnn == IMAGE:
             return ""  # a system image's cuDNN is whatever its base carries
         if self.cudnn != "bundled":
             return self.cudnn
@@ -46,12 +59,14 @@ class Cell:
         return release.cudnn_pins.get(self.cuda, "") if release else ""
 
     def expected(self) -> dict[str, object]:
-        """The observed stack this cell must show: torch version, torch.version.cuda, cuDNN int."""
+        """The observed stack this cell must show: torch version, torch.version.cuda, cuDNN int.
+        What it takes from its image is not expected (not checked), only observed."""
         if self.lane == "host":
             return {}
         cudnn = self.expected_cudnn()
-        return {
+        expected = {
             "torch": self.torch,
-            "cuda": stacks.cuda_version(self.cuda),
+            "cuda": stacks.cuda_version(self.cuda) if self.cuda != IMAGE else None,
             "cudnn": stacks.cudnn_int(cudnn) if cudnn else None,
         }
+        return {k: v for k, v in expected.items() if k not in self.from_image()}

@@ -17,6 +17,7 @@ TOP_KEYS = {"name", "description", "wheelhouse", "axes", "include", "exclude", "
 CONTAINER_KEYS = {"base", "flavour"}
 FLAVOURS = ("wheel", "system")
 CELL_AXES = ("lane", "torch", "cuda", "cudnn", "python")
+FROM_IMAGE = ("torch", "cuda", "cudnn", "python")  # what a system base's cells may leave to the image
 SHOWN_REASONS = 4  # reasons the "no cells" error spells out; the rest are counted
 
 
@@ -147,17 +148,25 @@ class _Parser:
             if lane == "host":
                 cells.append(Cell(lane="host"))
                 continue
-            missing = [k for k in CELL_AXES if k not in axes]
+            stack = self.stack_axes(lane, axes)
+            missing = [k for k in CELL_AXES if k not in stack]
             if missing:
                 raise self.fail(f"[axes].{missing[0]}", f"required for lane {lane!r}")
             bases = self.bases(lane, axes, default_base, "[axes]")
-            combos = itertools.product(axes["torch"], axes["cuda"], axes["cudnn"], axes["python"], bases)
+            combos = itertools.product(stack["torch"], stack["cuda"], stack["cudnn"], stack["python"], bases)
             for torch, cuda, cudnn, python, base in combos:
                 cell = Cell(lane=lane, torch=torch, cuda=cuda, cudnn=cudnn, python=python,
                             base=base, base_in_id=base_is_axis and lane == "container",
                             flavour=self.flavour if lane == "container" else "")
                 self.keep_or_prune(cell, cells, pruned)
         return cells, pruned
+
+    def stack_axes(self, lane: str, axes: dict[str, list[str]]) -> dict[str, list[str]]:
+        """The axes a lane's cells are made of: a system base's container cells take what the
+        axes leave out (torch, cuda, cudnn, python) from the image."""
+        if lane != "container" or self.flavour != "system":
+            return axes
+        return {**{key: [values.IMAGE] for key in FROM_IMAGE}, **axes}
 
     def bases(self, lane: str, axes: dict[str, list[str]], default_base: str, where: str) -> list[str]:
         if lane != "container":
@@ -215,6 +224,7 @@ class _Parser:
         if lane == "host":
             return Cell(lane="host")
         filled = dict(given)
+        axes = self.stack_axes(lane, axes)
         for key in CELL_AXES:
             if key not in filled:
                 # A single-valued axis is the matrix-wide setting; several values are ambiguous.

@@ -11,6 +11,7 @@ from typing import Any
 
 from convmatrix.outcomes import Outcome, Verdict
 from convmatrix.report_model import CellRow, Report
+from convmatrix.values import IMAGE
 
 SLOWER = 1.5  # a cell this many times slower than the control (geometric mean) is called out
 SHOUTED = (Verdict.REGRESSION, Verdict.INVALID)
@@ -105,11 +106,12 @@ def abbreviate(cell_id: str) -> str:
 
 def group_title(cell: CellRow) -> str:
     torch, cuda = cell.stack.get("torch"), cell.stack.get("cuda")
-    if torch and cuda:
+    if torch and cuda and IMAGE not in (torch, cuda):
         return f"torch {torch} · {cuda}"
     lane = cell.stack.get("lane") or cell.lane
     seen = cell.observed.get("torch")
-    # No requested torch (the host lane, a direct suite run): grouped by what the suite saw.
+    # No requested torch (the host lane, a direct suite run, a system base's own): grouped by what
+    # the suite saw.
     return f"{lane or 'direct'} · torch {seen} (observed)" if seen else f"{lane or 'direct'} · (not observed)"
 
 
@@ -117,7 +119,13 @@ def sub_label(cell: CellRow, axes: Iterable[str], knobs: Mapping[str, Any]) -> s
     cudnn = cell.stack.get("cudnn")
     if not cudnn:
         return abbreviate(cell.cell)  # no matrix axes to name it by (host lane, direct run): its id
-    parts = [f"cuDNN {cudnn}"] + [str(cell.stack[a]) for a in axes if cell.stack.get(a)]
+    if cudnn == IMAGE:  # a system base's own cuDNN, named by what the suite saw, and the base always
+        seen = cell.observed.get("cudnn")
+        parts = [f"cuDNN {seen or 'none'} (observed)"]
+        axes = ["base", *(a for a in axes if a != "base")]
+    else:
+        parts = [f"cuDNN {cudnn}"]
+    parts += [str(cell.stack[a]) for a in axes if cell.stack.get(a)]
     parts += [f"{k}={v}" for k, v in sorted(knobs.items())]
     return " · ".join(parts)
 

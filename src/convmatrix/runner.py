@@ -140,6 +140,10 @@ def finish(target: Target, exit_code: int) -> list[str]:
     meta = rundir.read_json(target.results_dir / rundir.CELL_JSON)
     mismatch = stackcheck.mismatches(meta.get("expected", {}), env) if env else []
     lines += [f"{target.cell.id}: STACK MISMATCH {m}" for m in mismatch]
+    if env:
+        meta["observed"] = stackcheck.observed(env)
+        if target.cell.from_image():
+            lines.append(f"{target.cell.id}: the stack of {target.cell.base}: {stackcheck.describe(env)}")
     meta.update(exit_code=exit_code, ended=rundir.records.now(), evidence=evidence.write(target.results_dir))
     rundir.write_json(target.results_dir / rundir.CELL_JSON, meta)
     return lines

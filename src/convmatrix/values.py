@@ -5,6 +5,9 @@ from __future__ import annotations
 import re
 
 LANES = ("host", "baremetal", "container")
+# What a container cell on a system base (flavour "system") takes from its image instead of
+# requesting it: torch = "image" is whatever torch the base carries, observed and recorded.
+IMAGE = "image"
 
 # Each pattern is anchored (fullmatch) and admits no shell metacharacters, spaces or path tricks.
 # ASCII only: in a str pattern \d and \w match any Unicode digit or letter ("3.\u0661\u0661" would pass and
@@ -13,13 +16,13 @@ LANES = ("host", "baremetal", "container")
 _N = "(?:0|[1-9][0-9]*)"
 _PATTERNS: dict[str, tuple[re.Pattern[str], str]] = {
     "lane": (re.compile("|".join(LANES), re.ASCII), f"one of {', '.join(LANES)}"),
-    "torch": (re.compile(rf"{_N}\.{_N}\.{_N}", re.ASCII), "a torch release like 2.5.1"),
-    "cuda": (re.compile(r"cpu|cu[0-9]{3}", re.ASCII), "a wheel variant like cu124 or cpu"),
+    "torch": (re.compile(rf"{IMAGE}|{_N}\.{_N}\.{_N}", re.ASCII), f"a torch release like 2.5.1, or {IMAGE!r}"),
+    "cuda": (re.compile(rf"{IMAGE}|cpu|cu[0-9]{{3}}", re.ASCII), f"a wheel variant like cu124 or cpu, or {IMAGE!r}"),
     "cudnn": (
-        re.compile(rf"bundled|{_N}\.{_N}\.{_N}\.{_N}", re.ASCII),
-        "'bundled' or a cuDNN wheel version like 9.5.1.17",
+        re.compile(rf"{IMAGE}|bundled|{_N}\.{_N}\.{_N}\.{_N}", re.ASCII),
+        f"'bundled', a cuDNN wheel version like 9.5.1.17, or {IMAGE!r}",
     ),
-    "python": (re.compile(r"3\.(?:0|[1-9][0-9]?)", re.ASCII), "a Python version like 3.11"),
+    "python": (re.compile(rf"{IMAGE}|3\.(?:0|[1-9][0-9]?)", re.ASCII), f"a Python version like 3.11, or {IMAGE!r}"),
     "base": (
         re.compile(
             r"[a-z0-9][a-z0-9._/-]{0,200}(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[0-9a-f]{64})?", re.ASCII

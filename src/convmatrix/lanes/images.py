@@ -18,10 +18,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from convmatrix import popen
+from convmatrix import popen, stacks
 from convmatrix.cells import Cell
 from convmatrix.errors import BadInput, InfrastructureError
 from convmatrix.lanes import baremetal
+from convmatrix.values import IMAGE
 
 IMAGES_DIR = Path(__file__).resolve().parents[3] / "images"
 CONTEXT_FILES = ("Dockerfile", "pip-install", "check-python")
@@ -51,7 +52,10 @@ class Plan:
 
 
 def build_args(cell: Cell, flavour: str, wheelhouse: Path | None) -> dict[str, str]:
-    """The Dockerfile's arguments for a cell: the same install steps as the baremetal lane."""
+    """The Dockerfile's arguments for a cell: the same install steps as the baremetal lane; a
+    stack taken from the image (values.IMAGE) installs nothing of it and checks no Python."""
+    if cell.from_image():
+        return image_stack_args(cell, flavour, wheelhouse)
     torch_step, suite_step, *cudnn_step = baremetal.steps(cell, Path("/wheelhouse") if wheelhouse else None)
     source = suite_step[: -len(baremetal.SUITE_REQUIREMENTS)]
     return {
@@ -62,6 +66,21 @@ def build_args(cell: Cell, flavour: str, wheelhouse: Path | None) -> dict[str, s
         "TORCH_ARGS": " ".join(torch_step[len(source):]),
         "SUITE_REQUIREMENTS": " ".join(baremetal.SUITE_REQUIREMENTS),
         "CUDNN_SPEC": cudnn_step[0][-1] if cudnn_step else "",
+    }
+
+
+def image_stack_args(cell: Cell, flavour: str, wheelhouse: Path | None) -> dict[str, str]:
+    source = ["--no-index", "--find-links", "/wheelhouse"] if wheelhouse else []
+    # Only a system base gets here (prune.impossible): its torch is the image's, never installed.
+    cudnn = cell.cudnn if cell.cudnn not in ("bundled", IMAGE) else ""
+    return {
+        "BASE": cell.base,
+        "FLAVOUR": flavour,
+        "PYTHON_VERSION": cell.python,  # "image": check-python checks none
+        "SOURCE_ARGS": " ".join(source),
+        "TORCH_ARGS": "",
+        "SUITE_REQUIREMENTS": " ".join(baremetal.SUITE_REQUIREMENTS),
+        "CUDNN_SPEC": f"{stacks.cudnn_package(cell.cuda)}=={cudnn}" if cudnn else "",
     }
 
 
