@@ -20,7 +20,7 @@ CELL_FIELDS: dict[str, tuple[type, ...]] = {
     "schema": (int,), "cell": (str,), "lane": (str,), "requested": (dict,), "expected": (dict,),
     "control": (bool,), "gpu_key": (str,), "gpu": (dict, type(None)), "python": (str,),
     "started": (str,), "ended": (str,), "exit_code": (int, type(None)), "error": (str, type(None)),
-    "evidence": (dict,), "matrix": (str,),
+    "evidence": (dict,), "matrix": (str,), "knobs": (str,),
 }
 EPOCH = datetime.datetime.min.replace(tzinfo=datetime.UTC)
 
