@@ -1,4 +1,4 @@
-"""The convmatrix command: matrix, build, report and triage (docs/contracts.md; README.md)."""
+"""The convmatrix command: matrix, build, report, triage and prove (docs/contracts.md; README.md)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+import convmatrix.prove_cli as prove_cli  # apart from the line below, which is full
 from convmatrix import compare, interrupts, matrix, options, orchestrate, render, report_model, results, triage_cli
 from convmatrix.errors import BadInput, ConvmatrixError
 from convmatrix.lanes import LANES
@@ -53,6 +54,7 @@ def parser() -> argparse.ArgumentParser:
     ru.add_argument("--strict", action="store_true",
                     help="a cell that cannot run here is recorded (INVALID) and fails the run")
     triage_cli.add_parser(sub)
+    prove_cli.add_parser(sub)
     return top
 
 
@@ -203,4 +205,5 @@ def write_output(text: str, output: Path | None) -> None:
         raise BadInput(f"-o {output}: cannot write the report ({exc.strerror or exc})") from None
 
 
-COMMANDS = {"matrix": cmd_matrix, "build": cmd_build, "report": cmd_report, "run": cmd_run, "triage": triage_cli.run}
+COMMANDS = {"matrix": cmd_matrix, "build": cmd_build, "report": cmd_report, "run": cmd_run, "triage": triage_cli.run,
+            "prove": prove_cli.run}
