@@ -4,7 +4,10 @@ every conv whose input channels are not a multiple of 8, so that `--pad-channels
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +15,7 @@ import pytest
 
 import suiterun
 from convmatrix.cli import main
+from testkit import REPO
 
 STACK = "baremetal-torch2.5.1-cu124-cudnn9.5.1.17-py3.11"
 CONTROL = "baremetal-torch2.5.1-cu124-cudnnbundled-py3.11"
@@ -107,3 +111,26 @@ def test_an_unpadded_after_is_the_signature_still_there(run: Path, capsys: pytes
     assert code == 3, out  # the stack is no known-good control: it fails cases
     code, out = prove(capsys, str(run), str(run))
     assert code == 1 and "still fail with the signature" in out
+
+
+def test_convmatrix_run_runs_each_knob_set_with_its_options(tmp_path: Path) -> None:
+    """The host lane through `convmatrix run`, a knobs axis, the fault: the default cell fails
+    with the signature, its +pad8 sibling ran padded and passes, and each records its knob set."""
+    matrix = tmp_path / "m.toml"
+    matrix.write_text('name = "k"\n[axes]\nlane = ["host"]\nknobs = ["default", "pad=8"]\n')
+    spec = tmp_path / "faults.json"
+    spec.write_text(json.dumps(UNALIGNED))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+    env.update(CONVMATRIX_PYTHON=sys.executable, CONVMATRIX_FAULTS=str(spec),
+               PYTHONPATH=os.pathsep.join(filter(None, [str(suiterun.PLUGINS), env.get("PYTHONPATH")])))
+    out = tmp_path / "run"
+    done = subprocess.run([sys.executable, "-m", "convmatrix", "run", "-m", str(matrix), "--out", str(out), "--",
+                           "-k", "channels_last_odd", "-p", "convmatrix_faults"],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    for cell, knobs, pad, failing in (("host", "default", 0, True), ("host+pad8", "pad=8", 8, False)):
+        meta = json.loads((out / f"{cell}@cpu" / "cell.json").read_text())
+        assert meta["knobs"] == knobs and meta["exit_code"] == (1 if failing else 0)
+        lines = [json.loads(x) for x in (out / f"{cell}@cpu" / "results.jsonl").read_text().splitlines()]
+        assert lines and {r["knobs"]["pad_channels"] for r in lines} == {pad}
+        assert any(r["status"] == "failed" for r in lines) == failing
