@@ -69,6 +69,7 @@ ENV_FIELDS: dict[str, tuple[type, ...]] = {
     "started": TEXT + NONE,
     "ended": TEXT + NONE,
     "knobs": (dict,),
+    "suite_version": TEXT + NONE,  # a digest of the suite's code (conftest.suite_version)
     "argv": (list,),
     "isolation": (dict,),
 }

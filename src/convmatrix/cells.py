@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from convmatrix import knobs as knob_sets
 from convmatrix import stacks
 from convmatrix.values import IMAGE, slug
 
@@ -20,9 +21,15 @@ class Cell:
     base: str = ""
     base_in_id: bool = False  # set when base is a matrix axis, so ids stay unique
     flavour: str = ""  # container cells: "wheel" (torch from wheels) or "system" (the base's own torch)
+    knobs: str = ""  # the remedy knob set, canonical (knobs.py); "" = the suite's defaults
 
     @property
     def id(self) -> str:
+        return self.stack_id + knob_sets.parse(self.knobs).suffix  # "+pad8": the same stack, other knobs
+
+    @property
+    def stack_id(self) -> str:
+        """The id without the knob suffix: what the stack is, whatever options the suite runs with."""
         if self.lane == "host":
             return HOST_ID
         if self.from_image():
@@ -47,6 +54,8 @@ class Cell:
         del data["base_in_id"]
         if not self.flavour:
             del data["flavour"]
+        if not self.knobs:
+            del data["knobs"]  # cells of a matrix without the knobs axis keep their record
         return data
 
     def expected_cudnn(self) -> str:

@@ -1,4 +1,4 @@
-"""The convmatrix command: matrix, build, report and triage (docs/contracts.md; README.md)."""
+"""The convmatrix command: matrix, build, report, triage and prove (docs/contracts.md; README.md)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,18 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from convmatrix import compare, interrupts, matrix, options, orchestrate, render, report_model, results, triage_cli
+from convmatrix import (
+    compare,
+    interrupts,
+    matrix,
+    options,
+    orchestrate,
+    prove_cli,
+    render,
+    report_model,
+    results,
+    triage_cli,
+)
 from convmatrix.errors import BadInput, ConvmatrixError
 from convmatrix.fleet_cli import FLEET_COMMANDS, add_fleet_parsers  # slurm, k8s
 from convmatrix.lanes import LANES
@@ -55,6 +66,7 @@ def parser() -> argparse.ArgumentParser:
                     help="a cell that cannot run here is recorded (INVALID) and fails the run")
     triage_cli.add_parser(sub)
     add_fleet_parsers(sub)
+    prove_cli.add_parser(sub)
     return top
 
 
@@ -206,4 +218,4 @@ def write_output(text: str, output: Path | None) -> None:
 
 
 COMMANDS = {"matrix": cmd_matrix, "build": cmd_build, "report": cmd_report, "run": cmd_run, "triage": triage_cli.run,
-            **FLEET_COMMANDS}
+            "prove": prove_cli.run, **FLEET_COMMANDS}

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import itertools
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from convmatrix import values
+from convmatrix import knobs, values
 from convmatrix.cells import Cell
 from convmatrix.errors import BadInput
 from convmatrix.prune import impossible
@@ -83,6 +83,7 @@ class _Parser:
         axes = self.axes(self.table(raw, "axes"))
         base_is_axis = "base" in axes
         cells, pruned = self.expand(axes, default_base, base_is_axis)
+        cells = with_knobs(cells, axes.get("knobs"))
         cells, pruned, excluded = self.exclude(raw, cells, pruned)
         cells = self.include(raw, axes, cells, default_base, base_is_axis)
         if not cells:
@@ -187,7 +188,10 @@ class _Parser:
 
     def partial(self, entry: dict[str, Any], where: str) -> dict[str, str]:
         self.keys(entry, values.AXES, where)
-        return {k: self.value(k, v, f"{where}.{k}") for k, v in entry.items()}
+        given = {k: self.value(k, v, f"{where}.{k}") for k, v in entry.items()}
+        if "knobs" in given:
+            given["knobs"] = knobs.canonical(given["knobs"])  # matched as Cell.knobs holds it
+        return given
 
     def exclude(
         self, raw: dict[str, Any], cells: list[Cell], pruned: list[Pruned]
@@ -206,12 +210,15 @@ class _Parser:
     ) -> list[Cell]:
         for i, entry in enumerate(self.tables(raw, "include")):
             where = f"[[include]] #{i + 1}"
-            cell = self.explicit_cell(self.partial(entry, where), axes, default_base, base_is_axis, where)
+            given = self.partial(entry, where)
+            cell = self.explicit_cell(given, axes, default_base, base_is_axis, where)
             reason = impossible(cell)
             if reason:
                 raise self.fail(where, f"impossible stack {cell.id}: {reason}")
-            if cell not in cells:
-                cells.append(cell)
+            # An include that names no knob set gets a cell per set of the axis, as the axes' cells do.
+            for knobbed in [cell] if "knobs" in given else with_knobs([cell], axes.get("knobs")):
+                if knobbed not in cells:
+                    cells.append(knobbed)
         return cells
 
     def explicit_cell(
@@ -222,7 +229,7 @@ class _Parser:
         if lane is None:
             raise self.fail(where, "needs 'lane'")
         if lane == "host":
-            return Cell(lane="host")
+            return Cell(lane="host", knobs=given.get("knobs", ""))
         filled = dict(given)
         axes = self.stack_axes(lane, axes)
         for key in CELL_AXES:
@@ -247,6 +254,8 @@ class _Parser:
         if not match:
             raise self.fail("[control]", "names no axis values")
         found = [c for c in cells if _matches(c.values(), match)]
+        if len(found) > 1 and "knobs" not in match:
+            found = [c for c in found if not c.knobs] or found  # the stack under the suite's defaults
         if len(found) == 1:
             return found[0]
         if found:
@@ -309,4 +318,13 @@ def _count(n: int) -> str:
 
 
 def _matches(cell_values: dict[str, str], match: dict[str, str]) -> bool:
-    return all(cell_values.get(k) == v for k, v in match.items())
+    # A value a cell does not record (knobs of a default cell) is "".
+    return all(cell_values.get(k, "") == v for k, v in match.items())
+
+
+def with_knobs(cells: list[Cell], sets: list[str] | None) -> list[Cell]:
+    """A cell per knob set of the axis for each stack (the axis absent: the cells as they are)."""
+    if not sets:
+        return cells
+    canonical = list(dict.fromkeys(knobs.canonical(s) for s in sets))  # "default" once, however spelt
+    return [replace(cell, knobs=k) for cell in cells for k in canonical]

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from convmatrix import gpus, lanes, options, rundir, runner
+from convmatrix import gpus, knobs, lanes, options, rundir, runner
 from convmatrix.cells import Cell
 from convmatrix.errors import BadInput, ConvmatrixError, InfrastructureError
 from convmatrix.interrupts import Interrupted
@@ -100,7 +100,7 @@ def run_target(lane: Lane, prepared: Prepared, matrix: Matrix, target: runner.Ta
         runner.write_cell_json(staged, python=prepared.python, control=target.cell == matrix.control,
                                extra={"matrix": str(matrix.path), **prepared.record})
         try:
-            code = lane.run(prepared, SuiteRun(target=staged, args=opts.suite_args), log)
+            code = lane.run(prepared, SuiteRun(target=staged, args=suite_args(target.cell, opts)), log)
             for line in runner.finish(staged, code):
                 log(line)
             if opts.rerun_blocking:
@@ -123,10 +123,16 @@ def rerun_blocking(lane: Lane, prepared: Prepared, target: runner.Target, opts: 
     select = runner.failing_nodeids(target.results_dir)
     if not select:
         return
-    lane.run(prepared, SuiteRun(target=target, args=opts.suite_args, select=select,
+    lane.run(prepared, SuiteRun(target=target, args=suite_args(target.cell, opts), select=select,
                                 results_dir=target.results_dir / rundir.BLOCKING,
                                 env={"CUDA_LAUNCH_BLOCKING": "1"}), log)
     log(f"{target.cell.id}: failing cases re-run with CUDA_LAUNCH_BLOCKING=1 in {rundir.BLOCKING}/")
+
+
+def suite_args(cell: Cell, opts: options.RunOptions) -> tuple[str, ...]:
+    """The user's suite options, then the cell's knob set (`+pad8`: --pad-channels 8): last, so
+    that the set the cell is named after is the one that runs (pytest keeps an option's last value)."""
+    return (*opts.suite_args, *knobs.suite_args(cell.knobs))
 
 
 def record_setup_failure(target: runner.Target, reason: str, matrix: Matrix) -> None:

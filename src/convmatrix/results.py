@@ -20,7 +20,7 @@ CELL_FIELDS: dict[str, tuple[type, ...]] = {
     "schema": (int,), "cell": (str,), "lane": (str,), "requested": (dict,), "expected": (dict,),
     "control": (bool,), "gpu_key": (str,), "gpu": (dict, type(None)), "python": (str,),
     "started": (str,), "ended": (str,), "exit_code": (int, type(None)), "error": (str, type(None)),
-    "evidence": (dict,), "matrix": (str,), "observed": (dict,),
+    "evidence": (dict,), "matrix": (str,), "observed": (dict,), "knobs": (str,),
 }
 EPOCH = datetime.datetime.min.replace(tzinfo=datetime.UTC)
 
@@ -36,6 +36,7 @@ class Case:
     forward_ms: float | None = None  # device time of the conv (timing.forward_ms), for slowdowns
     fingerprint: str | None = None  # a digest of the rounded output (fingerprint.sha), for drift
     evidence: str | None = None  # evidence/<case>.txt beside the results, when the harness saved one
+    params: dict[str, Any] = field(default_factory=dict)  # the case's catalog fields (prove compares them)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -250,6 +251,7 @@ def parse_line(line: str, where: str, errors: list[str]) -> Case | None:
         warnings=tuple(classify.classify_warnings([w for w in warnings if isinstance(w, str)])),
         forward_ms=_number(record.get("timing"), "forward_ms"),
         fingerprint=_text(record.get("fingerprint"), "sha"),
+        params=record.get("params") or {},
     )
 
 

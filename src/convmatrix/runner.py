@@ -63,6 +63,7 @@ def write_cell_json(target: Target, *, python: str, control: bool, extra: dict[s
             "cell": target.cell.id,
             "lane": target.cell.lane,
             "requested": target.cell.values(),
+            "knobs": target.cell.knobs or "default",  # the cell's knob set (knobs.py), as the matrix names it
             "expected": target.cell.expected(),
             "control": control,
             "gpu_key": target.key,

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+from convmatrix import knobs
+
 LANES = ("host", "baremetal", "container")
 # What a container cell on a system base (flavour "system") takes from its image instead of
 # requesting it: torch = "image" is whatever torch the base carries, observed and recorded.
@@ -29,6 +31,7 @@ _PATTERNS: dict[str, tuple[re.Pattern[str], str]] = {
         ),
         "an image reference like python:3.11-slim-bookworm",
     ),
+    "knobs": (knobs.PATTERN, knobs.EXPECTED),  # the suite's remedy options for a cell (knobs.py)
 }
 
 AXES = tuple(_PATTERNS)
@@ -43,7 +46,7 @@ def check(key: str, value: object) -> str | None:
         if isinstance(value, str) and not value.isascii():
             shown += f" (non-ASCII: {value!a})"
         return f"{shown} is not {expected}"
-    return None
+    return knobs.problem(value) if key == "knobs" else None
 
 
 def slug(text: str) -> str:

@@ -20,7 +20,7 @@ from testkit import REPO, load_suite_module
 ENV_KEYS = {
     "schema", "cell_id", "torch", "cuda", "cudnn", "cudnn_error", "python", "platform",
     "machine", "driver", "gpus", "device", "lane", "image_id", "hostname", "pid", "started",
-    "ended", "knobs", "argv", "isolation",
+    "ended", "knobs", "suite_version", "argv", "isolation",
 }
 RESULT_KEYS = {
     "schema", "cell_id", "case", "nodeid", "params", "knobs", "device", "status", "exc_type",
@@ -104,6 +104,7 @@ def test_full_cpu_run_writes_env_json(default_cpu_run: Run) -> None:
     assert env["torch"] == observed_torch_version()
     assert env["cell_id"] == "test-cell"
     assert env["device"] == "cpu"
+    assert re.fullmatch(r"[0-9a-f]{16}", env["suite_version"])  # a digest of the suite's code
     assert env["gpus"] == []
     assert env["ended"] is not None
     assert env["ended"] >= env["started"]

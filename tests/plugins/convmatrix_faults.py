@@ -16,10 +16,15 @@ in the CONVMATRIX_FAULTS environment variable. Keys map case-id globs to an acti
      "hang": {"conv3d-*": 3600},                               # sleeps that many seconds (true: an hour)
      "spin": {"conv3d-*": true},                               # hangs holding the GIL (no thread runs)
      "sticky": {"conv2d-*": true},                             # raises a sticky CUDA error text
+     "unaligned": {"*channels_last_odd*": 8},                  # the signature unless C_in % 8 == 0
      "report_env": {"conv1d-*": "CUDA_VISIBLE_DEVICES"}}       # warns NAME=value of that variable
 
 `sticky` raises RuntimeError with an illegal-memory-access message (or the string given): on
 a CPU it only simulates the text, which is what the suite goes by.
+
+`unaligned` raises the real signature text (UNALIGNED_MESSAGE) when the conv's input channel
+count is not a multiple of the value: a fault that `--pad-channels 8` removes, as the
+tensor-core remedy does on a GPU, for proving a knob fix.
 
 `perturb` and `drop_group` make a wrong result that a correct kernel cannot: the conv sees its
 weight with value added to its first element (the suite's weights are standard normals, so the
@@ -53,7 +58,7 @@ import torch
 
 CONV_FUNCTIONS = ("conv1d", "conv2d", "conv3d",
                   "conv_transpose1d", "conv_transpose2d", "conv_transpose3d")
-ACTIONS = ("kill", "abort", "segv", "hang", "spin", "sticky", "raise", "warn", "report_env", "scale",
+ACTIONS = ("kill", "abort", "segv", "hang", "spin", "sticky", "unaligned", "raise", "warn", "report_env", "scale",
            "perturb", "drop_group", "no_mkldnn")
 KILLED_EXIT_CODE = 137  # what a SIGKILLed process reports through a shell
 HANG_SECONDS = 3600.0
@@ -62,6 +67,14 @@ STICKY_MESSAGE = (
     "CUDA kernel errors might be asynchronously reported at some other API call, so the "
     "stacktrace below might be incorrect.\nFor debugging consider passing CUDA_LAUNCH_BLOCKING=1\n"
     "Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.\n")
+UNALIGNED_MESSAGE = ("cuDNN error: CUDNN_STATUS_NOT_SUPPORTED. This error may appear if you passed in a "
+                     "non-contiguous input.")
+
+
+def in_channels(args: tuple[Any, ...]) -> int:
+    """The conv input's channel count: dimension 1, or 0 for an unbatched input."""
+    x, weight = args[0], args[1]
+    return int(x.shape[1] if x.dim() == weight.dim() else x.shape[0])
 
 
 def load_spec() -> dict[str, Any]:
@@ -137,6 +150,8 @@ def faulty(real: Callable[..., torch.Tensor], actions: list[tuple[str, Any]],
                 re.match(r"(a+)+$", "a" * 64 + "b")
             if kind == "sticky":
                 raise RuntimeError(STICKY_MESSAGE if value is True else str(value))
+            if kind == "unaligned" and in_channels(args) % int(value):
+                raise exc_type(UNALIGNED_MESSAGE)
             if kind == "report_env":
                 warnings.warn(f"{value}={os.environ.get(value)}", UserWarning, stacklevel=2)
             if kind == "raise":

@@ -65,7 +65,7 @@ def test_misspelt_matrix_key_exits_2_naming_key_and_file(write_matrix: Callable[
                           capture_output=True, text=True, check=False)
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
-        f"convmatrix: {path}: [axes]: unknown key 'lanes' (allowed: base, cuda, cudnn, lane, python, torch)"
+        f"convmatrix: {path}: [axes]: unknown key 'lanes' (allowed: base, cuda, cudnn, knobs, lane, python, torch)"
     ]
 
 

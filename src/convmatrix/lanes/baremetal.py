@@ -66,7 +66,8 @@ def python_available(version: str) -> bool:
 
 
 def venv_dir(cell: Cell) -> Path:
-    return Path(os.environ.get("CONVMATRIX_VENVS") or VENVS).resolve() / cell.id
+    # By stack: cells that differ only in their knob set (+pad8) run the suite in one venv.
+    return Path(os.environ.get("CONVMATRIX_VENVS") or VENVS).resolve() / cell.stack_id
 
 
 class Baremetal:
