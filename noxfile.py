@@ -126,7 +126,7 @@ def base_image(session: nox.Session) -> None:
 
 @nox.session(python=False)
 def report(session: nox.Session) -> None:
-    """The report over the latest run (or the RESULTS given): text here, json/markdown/junit beside it."""
+    """The report over the latest run (or the RESULTS given): text here, json/markdown/html/junit beside it."""
     write_report(session, session.posargs)
 
 
@@ -137,7 +137,8 @@ def write_report(session: nox.Session, paths: list[str]) -> None:
         session.error(f"convmatrix: {exc}")
     convmatrix = harness(session)
     run_dir = Path(paths[0])
-    for fmt, name in (("json", "report.json"), ("markdown", "report.md"), ("junit", "junit.xml")):
+    for fmt, name in (("json", "report.json"), ("markdown", "report.md"), ("html", "report.html"),
+                      ("junit", "junit.xml")):
         # Written whatever the verdict; the text report below decides the exit status.
         session.run(convmatrix, "report", *paths, "--format", fmt, "-o", str(run_dir / name),
                     "--fail-on", "never", success_codes=[0, 2, 3], silent=True, external=True)

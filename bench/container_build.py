@@ -1,7 +1,7 @@
 """Container-lane build figures, printed, never asserted (needs a Docker engine and
 convmatrix/base:bookworm: `nox -s base-image`).
 
-    python bench/container_build.py noop      # a no-op `convmatrix build` over an up-to-date matrix (65 cells after pruning)
+    python bench/container_build.py noop      # a no-op `convmatrix build` over an up-to-date 65-cell matrix
     python bench/container_build.py reuse     # rebuild after changing only the cuDNN override
 
 noop: every cell's image is made "up to date" with a stand-in (an empty image carrying the cell's

@@ -7,7 +7,7 @@ import contextlib
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from convmatrix import compare, interrupts, matrix, options, orchestrate, render, report_model, results, triage_cli
@@ -41,6 +41,8 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--format", choices=render.FORMATS, default="text")
     r.add_argument("-o", "--output", type=Path, help="write the report here instead of stdout")
     r.add_argument("--fail-on", choices=compare.FAIL_ON, default="regression")
+    r.add_argument("--color", choices=("auto", "always", "never"), default="auto",
+                   help="colour the text report (auto: on a terminal, unless NO_COLOR or CI is set)")
     ru = sub.add_parser(
         "run", help="run the suite for the matrix's cells on this machine, into a run directory",
         description="Run options: --out DIR, --shard I/N, --resume, --gpus 0,1, --every-gpu, "
@@ -175,11 +177,20 @@ def cmd_report(args: argparse.Namespace) -> int:
         baseline = results.load(args.baseline)
         errors += [f"--baseline: {e}" for e in baseline.errors]
         report = report_model.with_baseline(report, baseline)
-    write_output(render.render(report, args.format), args.output)
+    color = color_wanted(args.color, args.output is None and sys.stdout.isatty(), os.environ)
+    write_output(render.render(report, args.format, color=color), args.output)
     if errors:
         raise BadInput("\n".join(errors))
     compare.judge(report, args.fail_on)
     return 0
+
+
+def color_wanted(choice: str, terminal: bool, env: Mapping[str, str]) -> bool:
+    """--color: always, never, or auto: on a terminal, unless NO_COLOR (no-color.org) or CI is
+    set, since a CI log viewer or a pipe shows escape sequences as litter."""
+    if choice != "auto":
+        return choice == "always"
+    return terminal and not env.get("NO_COLOR") and not env.get("CI")
 
 
 def write_output(text: str, output: Path | None) -> None:

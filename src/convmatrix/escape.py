@@ -23,6 +23,8 @@ _NOT_PRINTABLE_ASCII = re.compile(r"[^\t\n\r\x20-\x7e]")
 # two noncharacters XML 1.0 forbids: shown, never passed on. Tab, newline and CR are whitespace.
 _HIDDEN_CATEGORIES = ("Cc", "Cf", "Cs")
 _MARKDOWN_SPECIAL = re.compile(r"[\\`*\[\]|]")
+# What starts a block (heading, quote, list, rule, setext underline, table) at a line's start.
+_MARKDOWN_BLOCK_START = re.compile(r"^(?:[#>+\-=~_:]|\d+(?=[.)]))")
 
 
 def _show(match: re.Match[str]) -> str:
@@ -53,8 +55,25 @@ def markdown_cell(text: str) -> str:
     return _MARKDOWN_SPECIAL.sub(r"\\\g<0>", html.escape(one_line(text), quote=False))
 
 
+def markdown_line(text: str) -> str:
+    """markdown_cell(text) that also starts no block: a line of a message shown as paragraph text
+    (a `# `, `> `, `- `, `1. ` or `---` at its start stays text)."""
+    cell = markdown_cell(text)
+    found = _MARKDOWN_BLOCK_START.match(cell)
+    if not found:
+        return cell
+    end = found.end()
+    # A digit cannot be escaped: the `.` or `)` after it is, which is what makes a list.
+    return cell[:end] + "\\" + cell[end:] if found[0][0].isdigit() else "\\" + cell
+
+
 def html_cell(text: str) -> str:
     return html.escape(one_line(text))
+
+
+def html_text(text: str) -> str:
+    """Many lines of text for a <pre>: visible, escaped, line ends newlines."""
+    return html.escape(xml_text(text))
 
 
 def xml_text(text: str) -> str:

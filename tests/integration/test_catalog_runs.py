@@ -193,6 +193,14 @@ def _past_int32(case: catalog.Case) -> bool:
     return max(sizing.numel(shape) for shape in sizing.shapes(case).values()) >= 2**31
 
 
+def trigger_is(family: str) -> Callable[[catalog.Case], bool]:
+    return lambda c: c.trigger == family
+
+
+def workload_is(name: str) -> Callable[[catalog.Case], bool]:
+    return lambda c: c.workload == name
+
+
 # A word a user types after -k, and the cases it must select: those and no others.
 KEYWORDS: dict[str, Callable[[catalog.Case], bool]] = {
     "vae": lambda c: c.workload == "vae_decoder",
@@ -208,8 +216,8 @@ KEYWORDS: dict[str, Callable[[catalog.Case], bool]] = {
     "sm80": lambda c: c.trigger == "half_pre_sm80",
     # Every trigger family and workload by its own name; `autocast` also finds the base cases
     # that run under autocast.
-    **{family: (lambda c, f=family: c.trigger == f) for family in sorted(TRIGGER_FAMILIES - {"autocast"})},
-    **{name: (lambda c, w=name: c.workload == w) for name in sorted(WORKLOADS)},
+    **{family: trigger_is(family) for family in sorted(TRIGGER_FAMILIES - {"autocast"})},
+    **{name: workload_is(name) for name in sorted(WORKLOADS)},
     "autocast": lambda c: c.autocast is not None,
 }
 
@@ -372,7 +380,7 @@ def test_pad_channels_knob_pads_and_passes(tmp_path: Path, default_cpu_run: Run)
 def test_channels_last_knob_converts_and_passes(tmp_path: Path) -> None:
     run = run_suite(tmp_path / "results", "--channels-last", "on")
     assert run.returncode == 0, run.output
-    formats = {}
+    formats: dict[str, int] = {}
     for record in run.records():
         assert record["knobs"]["channels_last"] is True
         if record["status"] == "skipped":

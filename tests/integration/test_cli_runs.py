@@ -32,7 +32,7 @@ def run_suite(out: Path, cell_id: str, faults: dict[str, Any] | None = None, *ex
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory) -> Path:
+def run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("run")
     run_suite(out, "control")
     run_suite(out, "candidate", {"raise": {g: m for g, (_, m) in INJECTED.items()},
@@ -40,13 +40,13 @@ def run(tmp_path_factory) -> Path:
     return out
 
 
-def report(capsys, *args: str) -> tuple[int, str, str]:
+def report(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
     code = main(["report", *args])
     captured = capsys.readouterr()
     return code, captured.out, captured.err
 
 
-def test_injected_failures_get_their_family_and_a_regression(run, capsys):
+def test_injected_failures_get_their_family_and_a_regression(run: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = report(capsys, str(run), "--control", "control", "--format", "json")
     data = json.loads(out)
     cases = [c for c in data["cases"] if c["cell"] == "candidate"]
@@ -72,7 +72,7 @@ def test_injected_failures_get_their_family_and_a_regression(run, capsys):
     assert code == 1
 
 
-def test_report_json_contract_keys(run, capsys):
+def test_report_json_contract_keys(run: Path, capsys: pytest.CaptureFixture[str]) -> None:
     _, out, _ = report(capsys, str(run), "--control", "control", "--format", "json", "--fail-on", "never")
     data = json.loads(out)
     assert data["schema"] == 1
@@ -84,11 +84,11 @@ def test_report_json_contract_keys(run, capsys):
 
 
 @pytest.mark.parametrize(("fail_on", "code"), [("never", 0), ("signature", 1), ("regression", 1)])
-def test_fail_on(run, capsys, fail_on, code):
+def test_fail_on(run: Path, capsys: pytest.CaptureFixture[str], fail_on: str, code: int) -> None:
     assert report(capsys, str(run), "--control", "control", "--fail-on", fail_on)[0] == code
 
 
-def test_swapped_control_shows_fixed(run, capsys):
+def test_swapped_control_shows_fixed(run: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = report(capsys, str(run), "--control", "candidate", "--format", "json")
     cells = {c["cell"]: c for c in json.loads(out)["cells"]}
     assert cells["control"]["verdict"] == "fixed"
@@ -96,13 +96,13 @@ def test_swapped_control_shows_fixed(run, capsys):
 
 
 @pytest.mark.parametrize("fmt", ["text", "markdown", "html", "junit"])
-def test_human_formats_name_the_regression(run, capsys, fmt):
+def test_human_formats_name_the_regression(run: Path, capsys: pytest.CaptureFixture[str], fmt: str) -> None:
     _, out, _ = report(capsys, str(run), "--control", "control", "--format", fmt)
     assert "cudnn_not_supported" in out
     assert "candidate" in out
 
 
-def test_unhealthy_control_exits_3_and_says_why(tmp_path, capsys):
+def test_unhealthy_control_exits_3_and_says_why(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     run_suite(tmp_path, "control", {"raise": {"conv2d-*": "CUDA error: no CUDA-capable device is detected"}})
     run_suite(tmp_path, "candidate")
     code, out, err = report(capsys, str(tmp_path), "--control", "control")
@@ -111,7 +111,9 @@ def test_unhealthy_control_exits_3_and_says_why(tmp_path, capsys):
     assert "INVALID" in out
 
 
-def test_corrupt_line_exits_2_and_still_reports_the_rest(run, tmp_path, capsys):
+def test_corrupt_line_exits_2_and_still_reports_the_rest(
+    run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     import shutil
 
     copy = tmp_path / "run"

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -69,7 +70,7 @@ def convmatrix(*args: str, env: dict[str, str] | None = None) -> subprocess.Comp
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory, wheelhouse, base) -> tuple[Path, Path]:
+def run(tmp_path_factory: pytest.TempPathFactory, wheelhouse: Path, base: str) -> tuple[Path, Path]:
     """Both lanes into one run directory, through the README's sessions."""
     tmp = tmp_path_factory.mktemp("lanes")
     matrix = tmp / "m.toml"
@@ -81,7 +82,7 @@ def run(tmp_path_factory, wheelhouse, base) -> tuple[Path, Path]:
     return matrix, out
 
 
-def test_container_and_baremetal_cells_report_side_by_side(run):
+def test_container_and_baremetal_cells_report_side_by_side(run: tuple[Path, Path]) -> None:
     _, out = run
     report = convmatrix("report", str(out), "--format", "json")
     assert report.returncode == 0, report.stderr
@@ -95,14 +96,14 @@ def test_container_and_baremetal_cells_report_side_by_side(run):
     assert json.loads((out / f"{CONTAINER}@cpu" / "env.json").read_text())["image_id"] == meta["image_id"]
 
 
-def test_no_container_is_left_behind(run):
+def test_no_container_is_left_behind(run: tuple[Path, Path]) -> None:
     listed = subprocess.run([docker_cli(), "ps", "-a", "-q", "--filter", "ancestor=convmatrix/cell"],
                             capture_output=True, text=True, check=True)
     leftovers = [line for line in listed.stdout.splitlines() if line.strip()]
     assert leftovers == []
 
 
-def test_second_run_does_not_rebuild(run, tmp_path):
+def test_second_run_does_not_rebuild(run: tuple[Path, Path], tmp_path: Path) -> None:
     matrix, _ = run
     dry = convmatrix("build", "-m", str(matrix), "--dry-run")
     assert dry.returncode == 0, dry.stderr
@@ -112,7 +113,7 @@ def test_second_run_does_not_rebuild(run, tmp_path):
     assert "building convmatrix/cell" not in again.stdout + again.stderr
 
 
-def test_secrets_never_reach_a_layer(run, tmp_path, wheelhouse):
+def test_secrets_never_reach_a_layer(run: tuple[Path, Path], tmp_path: Path, wheelhouse: Path) -> None:
     """Build a fresh image with a CA bundle and a pip.conf as secrets: no byte of either may be
     in the saved image, nor in its history."""
     marker = f"CONVMATRIX-SECRET-{uuid.uuid4().hex}"
@@ -136,7 +137,8 @@ def test_secrets_never_reach_a_layer(run, tmp_path, wheelhouse):
     subprocess.run([docker_cli(), "rmi", "-f", image], capture_output=True, check=False)
 
 
-def test_unreachable_engine_fails_the_lane_in_one_line_and_keeps_other_results(run, tmp_path):
+def test_unreachable_engine_fails_the_lane_in_one_line_and_keeps_other_results(run: tuple[Path, Path],
+                                                                               tmp_path: Path) -> None:
     _, out = run
     copy = tmp_path / "run"
     shutil.copytree(out / f"{BAREMETAL}@cpu", copy / f"{BAREMETAL}@cpu")
@@ -202,11 +204,14 @@ def containers_of(results_dir: Path, cell: str | None = CONTAINER) -> list[str]:
 PARENT = "import subprocess, sys; sys.exit(subprocess.call(sys.argv[1:]))"
 
 
+Started = list[tuple[subprocess.Popen[str], Path]]
+
+
 @pytest.fixture
-def lanes_started(tmp_path):
+def lanes_started(tmp_path: Path) -> Iterator[Started]:
     """What start_lane started; whatever a failed test left of it is ended afterwards: the
     processes (their own session) and their containers."""
-    started: list[tuple[subprocess.Popen[str], Path]] = []
+    started: Started = []
     yield started
     for lane, results in started:
         with contextlib.suppress(ProcessLookupError):
@@ -216,7 +221,7 @@ def lanes_started(tmp_path):
             subprocess.run([docker_cli(), "rm", "-f", container], capture_output=True, check=False)
 
 
-def start_lane(tmp_path: Path, wheelhouse: Path, started: list[tuple[subprocess.Popen[str], Path]], *,
+def start_lane(tmp_path: Path, wheelhouse: Path, started: Started, *,
                parent: bool = False) -> tuple[subprocess.Popen[str], Path]:
     """The lane of the container cell, its suite hanging in its second case; once that case runs."""
     plugins = tmp_path / "plugins"
@@ -273,8 +278,9 @@ def assert_interrupted_cleanly(results: Path, running: str, stderr: str, signum:
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
-def test_an_interrupted_lane_leaves_no_container_and_records_the_case_in_flight(tmp_path, wheelhouse, base,
-                                                                                lanes_started, signum):
+def test_an_interrupted_lane_leaves_no_container_and_records_the_case_in_flight(
+    tmp_path: Path, wheelhouse: Path, base: str, lanes_started: Started, signum: signal.Signals
+) -> None:
     lane, results = start_lane(tmp_path, wheelhouse, lanes_started)
     (running,) = containers_of(results)
     stdout, stderr, took = interrupt(lane, signum)
@@ -283,7 +289,8 @@ def test_an_interrupted_lane_leaves_no_container_and_records_the_case_in_flight(
     assert_interrupted_cleanly(results, running, stderr, signum)
 
 
-def test_a_lane_whose_nox_is_killed_alone_stops_too(tmp_path, wheelhouse, base, lanes_started):
+def test_a_lane_whose_nox_is_killed_alone_stops_too(tmp_path: Path, wheelhouse: Path, base: str,
+                                                    lanes_started: Started) -> None:
     """SIGTERM to nox's process only (kill PID, `timeout`): the lane gets SIGTERM as its parent
     dies, instead of running the suite to its end unattended."""
     parent, results = start_lane(tmp_path, wheelhouse, lanes_started, parent=True)
@@ -294,7 +301,8 @@ def test_a_lane_whose_nox_is_killed_alone_stops_too(tmp_path, wheelhouse, base, 
     assert_interrupted_cleanly(results, running, stderr, signal.SIGTERM)
 
 
-def test_exit_status_and_oom_are_read_although_the_engine_removes_the_container(base, tmp_path, monkeypatch):
+def test_exit_status_and_oom_are_read_although_the_engine_removes_the_container(base: str, tmp_path: Path,
+                                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     """With auto_remove the container and its state may be gone the moment it exits: its exit
     status and an OOM kill still reach the outcome, and nothing is left."""
     limited = containers.run_kwargs

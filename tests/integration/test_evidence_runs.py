@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
 
 import pytest
 
-from convmatrix import options, orchestrate, runner
+from convmatrix import options, orchestrate, popen, runner
 from convmatrix.cells import Cell
 from convmatrix.lanes import Prepared
 from convmatrix.lanes.host import Host
@@ -18,7 +21,7 @@ NOT_SUPPORTED = "cuDNN error: CUDNN_STATUS_NOT_SUPPORTED. This error may appear 
 
 
 @pytest.fixture
-def faulty_run(tmp_path, monkeypatch):
+def faulty_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[runner.Target, list[str]]:
     """A host-lane target whose conv1d cases raise the signature inside the conv call."""
     spec = tmp_path / "faults.json"
     spec.write_text(json.dumps({"raise": {"conv1d-fp32-k3-p1": NOT_SUPPORTED}}))
@@ -32,7 +35,7 @@ def faulty_run(tmp_path, monkeypatch):
     return target, args
 
 
-def test_evidence_of_a_real_failing_case_is_saved_and_reported(faulty_run):
+def test_evidence_of_a_real_failing_case_is_saved_and_reported(faulty_run: tuple[runner.Target, list[str]]) -> None:
     target, _ = faulty_run
     meta = json.loads((target.results_dir / "cell.json").read_text())
     assert meta["evidence"] == {"conv1d-fp32-k3-p1": "evidence/conv1d-fp32-k3-p1.txt"}
@@ -52,16 +55,17 @@ def rerun_blocking(target: runner.Target, args: list[str]) -> list[str]:
     return said
 
 
-def test_blocking_rerun_runs_only_the_failing_cases_with_the_variable_set(faulty_run, monkeypatch):
+def test_blocking_rerun_runs_only_the_failing_cases_with_the_variable_set(faulty_run: tuple[runner.Target, list[str]],
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     target, args = faulty_run
-    seen = []
-    real_stream = runner.popen.stream
+    seen: list[str | None] = []
+    real_stream = popen.stream  # what runner calls
 
-    def spy(command, **kwargs):
+    def spy(command: Sequence[str], **kwargs: Any) -> int:
         seen.append(kwargs["env"].get("CUDA_LAUNCH_BLOCKING"))
         return real_stream(command, **kwargs)
 
-    monkeypatch.setattr(runner.popen, "stream", spy)
+    monkeypatch.setattr(popen, "stream", spy)
     said = rerun_blocking(target, args)
     assert said == [f"{target.cell.id}: failing cases re-run with CUDA_LAUNCH_BLOCKING=1 in blocking/"]
     assert seen == ["1"]
@@ -71,7 +75,7 @@ def test_blocking_rerun_runs_only_the_failing_cases_with_the_variable_set(faulty
     assert result.blocking["conv1d-fp32-k3-p1"].family == "cudnn_not_supported"
 
 
-def test_report_names_the_first_cause_in_the_failing_cells_log(faulty_run):
+def test_report_names_the_first_cause_in_the_failing_cells_log(faulty_run: tuple[runner.Target, list[str]]) -> None:
     from convmatrix import report_model
 
     target, _ = faulty_run

@@ -27,7 +27,7 @@ cudnn = "bundled"
 """
 
 
-def test_baremetal_lane_observes_the_requested_cudnn(tmp_path):
+def test_baremetal_lane_observes_the_requested_cudnn(tmp_path: Path) -> None:
     """Real uv venvs with real torch 2.5.1 wheels: the override changes the cuDNN torch loads."""
     matrix = tmp_path / "m.toml"
     matrix.write_text(BAREMETAL)
@@ -63,7 +63,7 @@ esac
 
 
 @pytest.fixture
-def two_gpu_runner(tmp_path, monkeypatch):
+def two_gpu_runner(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A runner whose nvidia-smi lists two identical GPUs (the suite itself runs on the CPU)."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
@@ -74,13 +74,14 @@ def two_gpu_runner(tmp_path, monkeypatch):
     return bin_dir
 
 
-def host_lane(out: Path, *args: str, env: dict[str, str] | None = None, **popen: object) -> subprocess.Popen[str]:
+def host_lane(out: Path, *args: str, env: dict[str, str] | None = None,
+              start_new_session: bool = False) -> subprocess.Popen[str]:
     """`nox -s host` as a user runs it, on the test interpreter (it has torch and xdist)."""
     command = [sys.executable, "-m", "nox", "-f", str(REPO / "noxfile.py"), "-s", "host", "--",
                "--out", str(out), *args]
     full_env = dict(os.environ, CONVMATRIX_PYTHON=sys.executable, **(env or {}))
     return subprocess.Popen(command, cwd=REPO, env=full_env, text=True, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, **popen)  # type: ignore[call-overload]
+                            stderr=subprocess.STDOUT, start_new_session=start_new_session)
 
 
 def finished(proc: subprocess.Popen[str]) -> str:
@@ -93,7 +94,9 @@ def case_lines(directory: Path) -> list[str]:
     return [json.loads(line)["case"] for line in (directory / "results.jsonl").read_text().splitlines()]
 
 
-def test_a_two_gpu_runner_writes_one_directory_per_generation_each_case_once(tmp_path, two_gpu_runner):
+def test_a_two_gpu_runner_writes_one_directory_per_generation_each_case_once(
+    tmp_path: Path, two_gpu_runner: Path
+) -> None:
     out = tmp_path / "run"
     finished(host_lane(out, "--", "--device", "cpu", "-k", "conv1d-fp32"))
     (directory,) = out.iterdir()
@@ -102,7 +105,7 @@ def test_a_two_gpu_runner_writes_one_directory_per_generation_each_case_once(tmp
     assert cases and len(cases) == len(set(cases))
 
 
-def test_a_rerun_with_another_selection_replaces_the_cell(tmp_path):
+def test_a_rerun_with_another_selection_replaces_the_cell(tmp_path: Path) -> None:
     out = tmp_path / "run"
     finished(host_lane(out, "--", "-k", "conv1d-fp32"))
     finished(host_lane(out, "--", "-k", "conv2d-fp32-k3-p1"))
@@ -111,7 +114,7 @@ def test_a_rerun_with_another_selection_replaces_the_cell(tmp_path):
     assert (out / "host@cpu" / "log.txt").read_text().count("$ ") == 1  # one run's log, not two
 
 
-def test_kill_9_then_resume_records_every_case_exactly_once(tmp_path):
+def test_kill_9_then_resume_records_every_case_exactly_once(tmp_path: Path) -> None:
     out = tmp_path / "run"
     selection = ["-k", "conv2d and not large"]
     faults = tmp_path / "faults.json"

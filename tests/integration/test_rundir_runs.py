@@ -6,12 +6,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 from convmatrix import rundir
 from testkit import REPO
 
 
-def test_what_the_suite_writes_is_what_the_harness_reads(tmp_path):
+def test_what_the_suite_writes_is_what_the_harness_reads(tmp_path: Path) -> None:
     """A real suite run: every line and env.json pass the checks of suites/records.py."""
     out = tmp_path / "r"
     done = subprocess.run([sys.executable, "-m", "pytest", str(REPO / "suites"), "-q", "-k", "conv1d-fp32",

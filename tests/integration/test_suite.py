@@ -112,7 +112,9 @@ def test_full_cpu_run_writes_env_json(default_cpu_run: Run) -> None:
 
 
 def test_full_cpu_run_records_every_case_once_passed(default_cpu_run: Run) -> None:
-    collected = int(re.search(r"collected (\d+) items", default_cpu_run.output).group(1))
+    found = re.search(r"collected (\d+) items", default_cpu_run.output)
+    assert found is not None, default_cpu_run.output
+    collected = int(found.group(1))
     records = default_cpu_run.records()
     assert len(records) == collected == len(CASE_IDS)
     assert [record["case"] for record in records] == CASE_IDS
@@ -190,7 +192,7 @@ def test_wrong_output_is_a_numeric_mismatch(faulted_run: Run) -> None:
 # Wrong results a correct kernel cannot produce: one weight one standard deviation off, and a
 # group's weights dropped (the whole weight where groups == 1); float32, float16 and bfloat16,
 # grouped, depthwise and transposed.
-WRONG_WEIGHTS = {
+WRONG_WEIGHTS: dict[str, dict[str, float | bool]] = {
     "perturb": dict.fromkeys((
         ISSUE_8_CASES[0],
         cases_where(op="conv2d", dtype="float32", groups=1, layout=None, backward=False)[0],
@@ -273,7 +275,8 @@ def test_no_mkldnn_turns_onednn_off_and_back() -> None:
 
     before = torch.backends.mkldnn.enabled
     with plugin.without_mkldnn():
-        assert torch.backends.mkldnn.enabled is False
+        enabled: object = torch.backends.mkldnn.enabled  # a bool; torch types it as its ContextProp
+        assert enabled is False
     assert torch.backends.mkldnn.enabled == before
 
 

@@ -1,35 +1,34 @@
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from convmatrix.cells import Cell
-from convmatrix.lanes import baremetal
+from convmatrix.lanes import Log, baremetal
 
 
-def cell(**kw):
-    values = {"lane": "baremetal", "torch": "2.5.1", "cuda": "cu124", "cudnn": "bundled", "python": "3.11"}
-    values.update(kw)
-    return Cell(**values)
+def cell(*, torch: str = "2.5.1", cuda: str = "cu124", cudnn: str = "bundled", python: str = "3.11") -> Cell:
+    return Cell(lane="baremetal", torch=torch, cuda=cuda, cudnn=cudnn, python=python)
 
 
-def test_pypi_default_variant_installs_from_pypi():
+def test_pypi_default_variant_installs_from_pypi() -> None:
     assert baremetal.steps(cell()) == [["torch==2.5.1"], list(baremetal.SUITE_REQUIREMENTS)]
 
 
-def test_other_variant_uses_its_pytorch_index():
+def test_other_variant_uses_its_pytorch_index() -> None:
     first = baremetal.steps(cell(cuda="cu121"))[0]
     assert first == ["--index-url", "https://download.pytorch.org/whl/cu121", "torch==2.5.1"]
 
 
-def test_override_is_installed_last():
+def test_override_is_installed_last() -> None:
     plan = baremetal.steps(cell(cudnn="9.5.1.17"))
     assert plan[-1] == ["nvidia-cudnn-cu12==9.5.1.17"]
     assert plan[0] == ["torch==2.5.1"]
 
 
-def test_wheelhouse_means_no_index_anywhere(tmp_path: Path):
+def test_wheelhouse_means_no_index_anywhere(tmp_path: Path) -> None:
     plan = baremetal.steps(cell(cuda="cu118", cudnn="9.5.1.17"), wheelhouse=tmp_path)
     for step in plan:
         assert step[:3] == ["--no-index", "--find-links", str(tmp_path)]
@@ -37,13 +36,15 @@ def test_wheelhouse_means_no_index_anywhere(tmp_path: Path):
     assert plan[-1][-1] == "nvidia-cudnn-cu11==9.5.1.17"
 
 
-def test_a_venv_whose_plan_is_unchanged_is_reused(tmp_path, monkeypatch, write_matrix):
+def test_a_venv_whose_plan_is_unchanged_is_reused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, write_matrix: Callable[[str], Path]
+) -> None:
     from convmatrix.matrix import load
 
     monkeypatch.setenv("CONVMATRIX_VENVS", str(tmp_path / "venvs"))
-    made = []
+    made: list[list[list[str]]] = []
 
-    def make(cell, venv, plan, log):
+    def make(cell: Cell, venv: Path, plan: list[list[str]], log: Log) -> None:
         made.append(plan)
         (venv / "bin").mkdir(parents=True)
         (venv / "bin" / "python").write_text("")
@@ -61,7 +62,7 @@ def test_a_venv_whose_plan_is_unchanged_is_reused(tmp_path, monkeypatch, write_m
     assert len(made) == 2
 
 
-def test_a_failed_install_step_is_an_infrastructure_error(tmp_path, monkeypatch):
+def test_a_failed_install_step_is_an_infrastructure_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from convmatrix.errors import InfrastructureError
 
     monkeypatch.setattr(baremetal, "uv", lambda: "false")

@@ -50,7 +50,7 @@ def test_apt_mirror_defaults_to_deb_debian_org(tmp_path: Path) -> None:
 def test_missing_debootstrap_is_one_line_naming_the_fix(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    monkeypatch.setattr(base_image.shutil, "which", lambda _name: None)
+    monkeypatch.setattr("convmatrix.lanes.base_image.shutil.which", lambda _name: None)
     monkeypatch.setattr(base_image, "DEBOOTSTRAP_SBIN", tmp_path / "no-debootstrap")
     with pytest.raises(BadInput, match=r"^debootstrap not found: install it \(apt-get install debootstrap"):
         base_image.ensure(force=True, docker="/nonexistent/docker")

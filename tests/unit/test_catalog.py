@@ -28,8 +28,9 @@ TRIGGER_FAMILIES = {
 
 def test_ids_are_derived_from_the_fields() -> None:
     for case in catalog.CASES:
-        rebuilt = catalog.Case(**{key: tuple(value) if isinstance(value, list) else value
-                                  for key, value in case.params().items()})
+        fields: dict[str, Any] = {key: tuple(value) if isinstance(value, list) else value
+                                  for key, value in case.params().items()}
+        rebuilt = catalog.Case(**fields)
         assert rebuilt.id == case.id
         # Why a case exists and where it comes from is not part of what it is.
         assert dataclasses.replace(case, source="elsewhere").id == case.id

@@ -530,7 +530,7 @@ def _fold(width: int) -> Callable[[str], str]:
     """A terminal that hard-wraps at ``width``, cutting words and names anywhere."""
 
     def fold(text: str) -> str:
-        lines = []
+        lines: list[str] = []
         for line in text.split("\n"):
             lines.extend(line[i : i + width] for i in range(0, len(line), width) or [0])
             if not line:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +35,7 @@ def run_suite(out: Path, cell_id: str, faults: dict[str, Any] | None = None, *ex
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory) -> Path:
+def run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("run")
     run_suite(out, "control")
     run_suite(out, "candidate", {"raise": {g: m for g, (_, m) in INJECTED.items()},
@@ -42,13 +43,13 @@ def run(tmp_path_factory) -> Path:
     return out
 
 
-def report(capsys, *args: str) -> tuple[int, str, str]:
+def report(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
     code = main(["report", *args])
     captured = capsys.readouterr()
     return code, captured.out, captured.err
 
 
-def test_matrix_command(write_matrix, capsys):
+def test_matrix_command(write_matrix: Callable[[str], Path], capsys: pytest.CaptureFixture[str]) -> None:
     path = write_matrix('name = "x"\n[axes]\nlane = ["baremetal"]\ntorch = ["2.4.1"]\ncuda = ["cu124", "cu126"]\n'
                         'cudnn = ["bundled"]\npython = ["3.11"]\n')
     assert main(["matrix", "-m", str(path), "--format", "json"]) == 0
@@ -58,7 +59,7 @@ def test_matrix_command(write_matrix, capsys):
     assert "never published for cu126" in data["pruned"][0]["reason"]
 
 
-def test_misspelt_matrix_key_exits_2_naming_key_and_file(write_matrix):
+def test_misspelt_matrix_key_exits_2_naming_key_and_file(write_matrix: Callable[[str], Path]) -> None:
     path = write_matrix('name = "x"\n[axes]\nlanes = ["baremetal"]\n')
     proc = subprocess.run([sys.executable, "-m", "convmatrix", "matrix", "-m", str(path)],
                           capture_output=True, text=True, check=False)
@@ -68,15 +69,15 @@ def test_misspelt_matrix_key_exits_2_naming_key_and_file(write_matrix):
     ]
 
 
-def test_report_on_nothing_exits_2(tmp_path, capsys):
+def test_report_on_nothing_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = report(capsys, str(tmp_path / "none"))
     assert code == 2 and "no results here" in err
 
 
-def test_slower_stack_and_fingerprint_drift_are_called_out(tmp_path, capsys):
+def test_slower_stack_and_fingerprint_drift_are_called_out(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from testkit import record, write_result
 
-    def line(case, ms, sha):
+    def line(case: str, ms: float, sha: str) -> dict[str, Any]:
         return record(case, timing={"forward_ms": ms, "backward_ms": None}, fingerprint={"sha": sha})
 
     write_result(tmp_path, "ctl", [line("a", 1.0, "x"), line("b", 2.0, "y")], cell={"control": True})
@@ -93,7 +94,8 @@ def test_slower_stack_and_fingerprint_drift_are_called_out(tmp_path, capsys):
 
 # --- verdicts you can trust (issue 8) ---------------------------------------------------------
 
-def two_cells(tmp_path, candidate_records, *, env=None, cell=None):
+def two_cells(tmp_path: Path, candidate_records: Callable[[list[dict[str, Any]]], list[dict[str, Any]]], *,
+              env: dict[str, Any] | None = None, cell: dict[str, Any] | None = None) -> Path:
     from testkit import record, write_result
 
     cases = [record(f"c{i}") for i in range(11)]
@@ -102,7 +104,9 @@ def two_cells(tmp_path, candidate_records, *, env=None, cell=None):
                         cell={"ended": "2026-12-02T00:01:00Z", **(cell or {})})
 
 
-def test_a_candidate_killed_after_3_of_11_cases_is_invalid_and_fails(tmp_path, capsys):
+def test_a_candidate_killed_after_3_of_11_cases_is_invalid_and_fails(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     from testkit import env_json
 
     two_cells(tmp_path, lambda cases: cases[:3], env=env_json("cand", ended=None), cell={"exit_code": -9})
@@ -115,7 +119,7 @@ def test_a_candidate_killed_after_3_of_11_cases_is_invalid_and_fails(tmp_path, c
     assert "INVALID: 3 pass" in text
 
 
-def test_a_candidate_without_env_json_is_invalid(tmp_path, capsys):
+def test_a_candidate_without_env_json_is_invalid(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     directory = two_cells(tmp_path, lambda cases: cases)
     (directory / "env.json").unlink()
     code, out, _ = report(capsys, str(tmp_path), "--format", "json")
@@ -123,7 +127,9 @@ def test_a_candidate_without_env_json_is_invalid(tmp_path, capsys):
     assert (cand["verdict"], code) == ("invalid", 1)
 
 
-def test_cases_the_control_ran_and_the_candidate_did_not_are_missing(tmp_path, capsys):
+def test_cases_the_control_ran_and_the_candidate_did_not_are_missing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     two_cells(tmp_path, lambda cases: cases[:8])
     code, out, _ = report(capsys, str(tmp_path), "--format", "json")
     data = json.loads(out)
@@ -134,13 +140,13 @@ def test_cases_the_control_ran_and_the_candidate_did_not_are_missing(tmp_path, c
     assert report(capsys, str(tmp_path), "--fail-on", "never")[0] == 0
 
 
-def test_a_complete_candidate_is_ok(tmp_path, capsys):
+def test_a_complete_candidate_is_ok(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     two_cells(tmp_path, lambda cases: cases)
     code, out, _ = report(capsys, str(tmp_path), "--format", "json")
     assert [c["verdict"] for c in json.loads(out)["cells"]] == ["control", "ok"] and code == 0
 
 
-def test_the_same_run_twice_is_counted_once_and_said(tmp_path, capsys):
+def test_the_same_run_twice_is_counted_once_and_said(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     two_cells(tmp_path, lambda cases: cases)
     code, out, _ = report(capsys, str(tmp_path), str(tmp_path), "--format", "json")
     data = json.loads(out)
@@ -150,7 +156,7 @@ def test_the_same_run_twice_is_counted_once_and_said(tmp_path, capsys):
     assert "cand@cpu: two results; kept" in text
 
 
-def test_of_two_copies_of_a_cell_the_newest_wins(tmp_path, capsys):
+def test_of_two_copies_of_a_cell_the_newest_wins(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from testkit import env_json, record, write_result
 
     older, newer = tmp_path / "a", tmp_path / "b"
@@ -168,10 +174,12 @@ def test_of_two_copies_of_a_cell_the_newest_wins(tmp_path, capsys):
     ("cell.json", {"schema": 1, "cell": "cand", "gpu": "x"}, "cell.json: field 'gpu': expected object or null, got string 'x'"),
     ("env.json", {"schema": 1, "gpus": [{"name": 3, "capability": "9.0"}]}, "env.json: gpus[0].'name': expected string"),
 ])
-def test_a_field_of_the_wrong_type_is_one_line_and_exit_2(tmp_path, capsys, where, text, named):
+def test_a_field_of_the_wrong_type_is_one_line_and_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], where: str, text: dict[str, object] | None, named: str
+) -> None:
     from testkit import record
 
-    directory = two_cells(tmp_path, lambda cases: [*cases[:1], record("c1", message=12345), *cases[2:]])
+    directory = two_cells(tmp_path, lambda cases: [*cases[:1], {**record("c1"), "message": 12345}, *cases[2:]])
     if text is not None:
         (directory / where).write_text(json.dumps(text))
         (directory / "results.jsonl").write_text("")
@@ -181,7 +189,7 @@ def test_a_field_of_the_wrong_type_is_one_line_and_exit_2(tmp_path, capsys, wher
     assert "ctl" in {c["cell"] for c in json.loads(out)["cells"]}  # the other cells are still reported
 
 
-def test_a_results_file_that_is_a_directory_is_bad_input(tmp_path, capsys):
+def test_a_results_file_that_is_a_directory_is_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     directory = two_cells(tmp_path, lambda cases: cases)
     (directory / "results.jsonl").unlink()
     (directory / "results.jsonl").mkdir()
@@ -189,7 +197,7 @@ def test_a_results_file_that_is_a_directory_is_bad_input(tmp_path, capsys):
     assert code == 2 and f"{directory / 'results.jsonl'}: unreadable" in err
 
 
-def test_an_unwritable_output_is_bad_input(tmp_path, capsys):
+def test_an_unwritable_output_is_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     two_cells(tmp_path, lambda cases: cases)
     blocker = tmp_path / "file"
     blocker.write_text("")

@@ -1,12 +1,13 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from convmatrix import compare
 from convmatrix.errors import BadInput
-from convmatrix.outcomes import Outcome
+from convmatrix.outcomes import Delta, Outcome
 from convmatrix.results import Case, CellResult
 
 
@@ -28,33 +29,40 @@ def case(outcome: str, family: str | None = None) -> Case:
         (None, case("pass"), "new"),
     ],
 )
-def test_delta(control, here, expected):
+def test_delta(control: Case | None, here: Case, expected: str) -> None:
     assert compare.delta(control, here) == expected
 
 
-def test_verdict_precedence():
-    assert compare.verdict(["same", "fixed", "regression"]) == "regression"
-    assert compare.verdict(["same", "fixed"]) == "fixed"
-    assert compare.verdict(["same", "new", "changed"]) == "ok"
+def test_verdict_precedence() -> None:
+    assert compare.verdict([Delta.SAME, Delta.FIXED, Delta.REGRESSION]) == "regression"
+    assert compare.verdict([Delta.SAME, Delta.FIXED]) == "fixed"
+    assert compare.verdict([Delta.SAME, Delta.NEW, Delta.CHANGED]) == "ok"
 
 
-def result(cell="ctl", **kw) -> CellResult:
+def result(cell: str = "ctl", **kw: Any) -> CellResult:
     fields = {"cases": {"c": case("pass")}, **kw}
     return CellResult(cell=cell, gpu_key="cpu", gpu={}, lane="baremetal", path=Path("r"), **fields)
 
 
-def test_health():
+def reason(control: CellResult) -> str:
+    """Why the control is unhealthy (it must be)."""
+    why = compare.health(control).reason
+    assert why is not None
+    return why
+
+
+def test_health() -> None:
     assert compare.health(result()).healthy
     assert not compare.health(None).healthy
-    assert "did not finish" in compare.health(result(problems=("the suite did not finish",))).reason
-    assert "stack mismatch" in compare.health(result(stack_mismatch=("cudnn: x",))).reason
+    assert "did not finish" in reason(result(problems=("the suite did not finish",)))
+    assert "stack mismatch" in reason(result(stack_mismatch=("cudnn: x",)))
     sick = result(cases={"c": case("fail", "cuda_no_device")})
-    assert "infrastructure failure on the control: cuda_no_device" in compare.health(sick).reason
+    assert "infrastructure failure on the control: cuda_no_device" in reason(sick)
     # A conv failure on a healthy control is a baseline fact, not sickness.
     assert compare.health(result(cases={"c": case("fail", "cudnn_not_supported")})).healthy
 
 
-def test_control_id():
+def test_control_id() -> None:
     rs = [result("a", marked_control=True), result("b")]
     assert compare.control_id(rs, None) == "a"
     assert compare.control_id(rs, "b") == "b"
@@ -65,11 +73,11 @@ def test_control_id():
 
 
 def timed(outcome: str, ms: float | None, sha: str | None = None) -> Case:
-    return Case(case="c", outcome=outcome, family=None, message=None, knobs={}, warnings=(),
+    return Case(case="c", outcome=Outcome(outcome), family=None, message=None, knobs={}, warnings=(),
                 forward_ms=ms, fingerprint=sha)
 
 
-def test_slowdown_only_between_passing_timed_cases():
+def test_slowdown_only_between_passing_timed_cases() -> None:
     assert compare.slowdown(timed("pass", 2.0), timed("pass", 5.0)) == 2.5
     assert compare.slowdown(timed("pass", 2.0), timed("fail", 5.0)) is None
     assert compare.slowdown(timed("pass", None), timed("pass", 5.0)) is None
@@ -77,12 +85,12 @@ def test_slowdown_only_between_passing_timed_cases():
     assert compare.slowdown(None, timed("pass", 5.0)) is None
 
 
-def test_typical_slowdown_is_a_geometric_mean():
+def test_typical_slowdown_is_a_geometric_mean() -> None:
     assert compare.typical_slowdown([2.0, 8.0, None]) == 4.0
     assert compare.typical_slowdown([None]) is None
 
 
-def test_fingerprint_changed():
+def test_fingerprint_changed() -> None:
     assert compare.fingerprint_changed(timed("pass", 1, "aa"), timed("pass", 1, "bb")) is True
     assert compare.fingerprint_changed(timed("pass", 1, "aa"), timed("pass", 1, "aa")) is False
     assert compare.fingerprint_changed(timed("pass", 1, None), timed("pass", 1, "aa")) is None

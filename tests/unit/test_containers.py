@@ -6,8 +6,10 @@ from __future__ import annotations
 import os
 import signal
 import time
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any, Generic, TypeVar
 
 import pytest
 from docker.errors import APIError, NotFound
@@ -22,18 +24,18 @@ def spec(tmp_path: Path, gpu: int | None) -> containers.RunSpec:
                               environment={"CONVMATRIX_LANE": "container"})
 
 
-def test_gpu_run_requests_that_gpu_only(tmp_path):
+def test_gpu_run_requests_that_gpu_only(tmp_path: Path) -> None:
     kwargs = containers.run_kwargs(spec(tmp_path, 3))
     (request,) = kwargs["device_requests"]
     assert request["DeviceIDs"] == ["3"]
     assert request["Capabilities"] == [["gpu"]]
 
 
-def test_cpu_run_requests_no_device(tmp_path):
+def test_cpu_run_requests_no_device(tmp_path: Path) -> None:
     assert containers.run_kwargs(spec(tmp_path, None))["device_requests"] == []
 
 
-def test_least_privilege(tmp_path):
+def test_least_privilege(tmp_path: Path) -> None:
     kwargs = containers.run_kwargs(spec(tmp_path, 0))
     assert kwargs["user"] == f"{os.getuid()}:{os.getgid()}"
     assert kwargs["network_mode"] == "none"
@@ -46,7 +48,7 @@ def test_least_privilege(tmp_path):
     assert kwargs["environment"]["HOME"] == "/tmp"
 
 
-def test_unreachable_engine_is_one_line(monkeypatch):
+def test_unreachable_engine_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
     with pytest.raises(containers.EngineError) as err, containers.client():
         pass
@@ -55,7 +57,7 @@ def test_unreachable_engine_is_one_line(monkeypatch):
     assert err.value.exit_code == 4  # infrastructure, not bad input
 
 
-def test_the_engine_removes_the_container_when_it_exits(tmp_path):
+def test_the_engine_removes_the_container_when_it_exits(tmp_path: Path) -> None:
     """auto_remove: nothing stays behind even when the lane itself is killed (issue 8, item 10)."""
     kwargs = containers.run_kwargs(spec(tmp_path, None))
     assert kwargs["auto_remove"] is True
@@ -64,15 +66,19 @@ def test_the_engine_removes_the_container_when_it_exits(tmp_path):
 
 # --- a run against a fake engine: what is read, and what is removed, when ---------------------
 
-class FakeStream:
-    def __init__(self, items):
+T = TypeVar("T")
+Event = dict[str, Any]  # as the docker SDK decodes one: nested JSON
+
+
+class FakeStream(Generic[T]):
+    def __init__(self, items: Iterable[T]) -> None:
         self.items = list(items)
         self.closed = False
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[T]:
         return iter(self.items)
 
-    def close(self):
+    def close(self) -> None:
         self.closed = True
 
 
@@ -80,60 +86,65 @@ class FakeContainer:
     id = "c0ffee" * 10
     short_id = "c0ffee"
 
-    def __init__(self, engine):
+    def __init__(self, engine: FakeEngine) -> None:
         self.engine = engine
 
-    def attach(self, **kwargs):
+    def attach(self, **kwargs: Any) -> FakeStream[bytes]:
         assert kwargs["stream"] is True
         self.engine.calls.append("attach")
         self.engine.output = FakeStream(self.engine.chunks)
         return self.engine.output
 
-    def start(self):
+    def start(self) -> None:
         self.engine.calls.append("start")
         if self.engine.start_error is not None:
             raise self.engine.start_error
 
-    def wait(self, **kwargs):
+    def wait(self, **kwargs: Any) -> dict[str, int]:
         self.engine.calls.append("wait")
         return {"StatusCode": self.engine.wait_status}
 
-    def kill(self):
+    def kill(self) -> None:
         self.engine.calls.append("kill")
 
-    def remove(self, force=False):
+    def remove(self, force: bool = False) -> None:
         self.engine.calls.append(f"remove(force={force})")
 
-    def reload(self):
+    def reload(self) -> None:
         raise NotFound("gone")
 
 
 class FakeEngine:
-    def __init__(self, events=(), chunks=(b"out\n",), start_error=None, wait_status=1):
+    output: FakeStream[bytes]
+    event_stream: FakeStream[Event]
+    kwargs: dict[str, Any]
+
+    def __init__(self, events: Sequence[Event] = (), chunks: Sequence[bytes] = (b"out\n",),
+                 start_error: Exception | None = None, wait_status: int = 1) -> None:
         self.events_given = events
         self.chunks = chunks
         self.start_error = start_error
         self.wait_status = wait_status
-        self.calls = []
+        self.calls: list[str] = []
         self.containers = SimpleNamespace(create=self.create)
 
-    def create(self, **kwargs):
+    def create(self, **kwargs: Any) -> FakeContainer:
         self.calls.append("create")
         self.kwargs = kwargs
         return FakeContainer(self)
 
-    def events(self, **kwargs):
+    def events(self, **kwargs: Any) -> FakeStream[Event]:
         self.calls.append("events")
         assert kwargs["filters"]["container"] == FakeContainer.id
         self.event_stream = FakeStream(self.events_given)
         return self.event_stream
 
 
-def event(action, **attributes):
+def event(action: str, **attributes: str) -> Event:
     return {"Type": "container", "Action": action, "Actor": {"ID": FakeContainer.id, "Attributes": attributes}}
 
 
-def test_the_exit_status_and_oom_come_from_the_engines_events(tmp_path):
+def test_the_exit_status_and_oom_come_from_the_engines_events(tmp_path: Path) -> None:
     engine = FakeEngine(events=[event("create"), event("start"), event("oom"), event("die", exitCode="137"),
                                 event("destroy")])
     outcome = containers.run(engine, spec(tmp_path, None), tmp_path / "log.txt")
@@ -145,14 +156,14 @@ def test_the_exit_status_and_oom_come_from_the_engines_events(tmp_path):
     assert engine.output.closed and engine.event_stream.closed
 
 
-def test_lost_events_fall_back_to_wait_and_remove(tmp_path):
+def test_lost_events_fall_back_to_wait_and_remove(tmp_path: Path) -> None:
     engine = FakeEngine(events=[], wait_status=5)
     outcome = containers.run(engine, spec(tmp_path, None), tmp_path / "log.txt")
     assert outcome == containers.Outcome(exit_code=5, oom_killed=False)
     assert engine.calls[-2:] == ["wait", "remove(force=True)"]
 
 
-def test_a_container_that_never_started_is_removed_at_once(tmp_path):
+def test_a_container_that_never_started_is_removed_at_once(tmp_path: Path) -> None:
     engine = FakeEngine(start_error=APIError("could not select device driver \"\" with capabilities: [[gpu]]"))
     began = time.monotonic()
     with pytest.raises(containers.EngineError, match="cannot start the container: could not select device driver"):
@@ -161,9 +172,9 @@ def test_a_container_that_never_started_is_removed_at_once(tmp_path):
     assert engine.calls[-2:] == ["kill", "remove(force=True)"]
 
 
-def test_an_interrupt_kills_the_container_and_says_so(tmp_path):
-    class Interrupting(FakeStream):
-        def __iter__(self):
+def test_an_interrupt_kills_the_container_and_says_so(tmp_path: Path) -> None:
+    class Interrupting(FakeStream[bytes]):
+        def __iter__(self) -> Iterator[bytes]:
             yield b"first line\n"
             os.kill(os.getpid(), signal.SIGTERM)
             time.sleep(30)
@@ -173,7 +184,7 @@ def test_an_interrupt_kills_the_container_and_says_so(tmp_path):
     engine.chunks = ()
     original = FakeContainer.attach
 
-    def attach(self, **kwargs):
+    def attach(self: FakeContainer, **kwargs: Any) -> FakeStream[bytes]:
         original(self, **kwargs)
         engine.output = Interrupting(())
         return engine.output

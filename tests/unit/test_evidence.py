@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 from convmatrix import evidence, options, orchestrate, runner
 from convmatrix.cells import Cell
@@ -14,7 +15,7 @@ from testkit import record
 NOT_SUPPORTED = "cuDNN error: CUDNN_STATUS_NOT_SUPPORTED. This error may appear if you passed in a non-contiguous input."
 
 
-def test_find_keeps_100_lines_before_the_first_occurrence():
+def test_find_keeps_100_lines_before_the_first_occurrence() -> None:
     log = [f"line {i}\n" for i in range(1, 501)]
     log[299] = f"E   RuntimeError: {NOT_SUPPORTED}\n"
     log[399] = f"E   RuntimeError: {NOT_SUPPORTED}\n"
@@ -26,20 +27,20 @@ def test_find_keeps_100_lines_before_the_first_occurrence():
     assert len(hit.lines) == 100 + 1 + evidence.AFTER
 
 
-def test_find_near_the_top_keeps_what_there_is():
+def test_find_near_the_top_keeps_what_there_is() -> None:
     hit = evidence.find(["a\n", f"{NOT_SUPPORTED}\n", "b\n"], [NOT_SUPPORTED])
     assert hit is not None
     assert (hit.line, hit.first, hit.lines) == (2, 1, ["a", NOT_SUPPORTED, "b"])
 
 
-def test_failures_takes_the_last_line_per_case(tmp_path):
+def test_failures_takes_the_last_line_per_case(tmp_path: Path) -> None:
     path = tmp_path / "results.jsonl"
     lines = [record("a", "failed", "boom"), record("a", "passed"), record("b", "crashed", "died")]
     path.write_text("".join(json.dumps(r) + "\n" for r in lines) + "{truncated\n")
     assert [(f.case, f.status) for f in evidence.failures(path)] == [("b", "crashed")]
 
 
-def test_crash_evidence_is_the_end_of_the_log(tmp_path):
+def test_crash_evidence_is_the_end_of_the_log(tmp_path: Path) -> None:
     (tmp_path / "log.txt").write_text("".join(f"l{i}\n" for i in range(300)) + "test_conv[x] ")
     (tmp_path / "results.jsonl").write_text(json.dumps(record("x", "crashed", "the suite process died")) + "\n")
     saved = evidence.write(tmp_path)
@@ -57,7 +58,7 @@ def rerun_blocking(target: runner.Target, args: list[str]) -> list[str]:
     return said
 
 
-def test_no_failures_no_blocking_rerun(tmp_path):
+def test_no_failures_no_blocking_rerun(tmp_path: Path) -> None:
     target = runner.Target(cell=Cell(lane="host"), gpu=None, out=tmp_path)
     target.results_dir.mkdir()
     (target.results_dir / "results.jsonl").write_text(json.dumps(record("a")) + "\n")

@@ -9,18 +9,16 @@ from convmatrix.errors import BadInput
 from convmatrix.lanes import images
 
 
-def cell(**kw) -> Cell:
-    values = {"lane": "container", "torch": "2.5.1", "cuda": "cu124", "cudnn": "bundled", "python": "3.11",
-              "base": "convmatrix/base:bookworm", "flavour": "wheel"}
-    values.update(kw)
-    return Cell(**values)
+def cell(*, torch: str = "2.5.1", cuda: str = "cu124", cudnn: str = "bundled") -> Cell:
+    return Cell(lane="container", torch=torch, cuda=cuda, cudnn=cudnn, python="3.11", base="convmatrix/base:bookworm",
+                flavour="wheel")
 
 
 def inputs(wheelhouse: Path | None = None, base_id: str = "sha256:base") -> images.Inputs:
     return images.read_inputs(wheelhouse, {"convmatrix/base:bookworm": base_id})
 
 
-def test_build_args_follow_the_baremetal_install_plan():
+def test_build_args_follow_the_baremetal_install_plan() -> None:
     args = images.build_args(cell(cudnn="9.5.1.17"), "wheel", None)
     assert args["TORCH_ARGS"] == "torch==2.5.1"
     assert args["SOURCE_ARGS"] == ""
@@ -31,13 +29,13 @@ def test_build_args_follow_the_baremetal_install_plan():
     assert other["CUDNN_SPEC"] == ""
 
 
-def test_wheelhouse_builds_install_from_it_alone(tmp_path):
+def test_wheelhouse_builds_install_from_it_alone(tmp_path: Path) -> None:
     args = images.build_args(cell(cuda="cpu", torch="2.13.0"), "wheel", tmp_path)
     assert args["SOURCE_ARGS"] == "--no-index --find-links /wheelhouse"
     assert args["TORCH_ARGS"] == "torch==2.13.0"
 
 
-def test_hash_is_stable_and_moves_with_every_input(tmp_path):
+def test_hash_is_stable_and_moves_with_every_input(tmp_path: Path) -> None:
     base = images.plan(cell(), "wheel", inputs())
     assert images.plan(cell(), "wheel", inputs()).digest == base.digest
     assert base.tag == f"convmatrix/cell:{base.digest[:20]}"
@@ -53,12 +51,12 @@ def test_hash_is_stable_and_moves_with_every_input(tmp_path):
     assert base.digest not in digests and len(set(digests)) == len(digests)
 
 
-def test_missing_wheelhouse_is_bad_input(tmp_path):
+def test_missing_wheelhouse_is_bad_input(tmp_path: Path) -> None:
     with pytest.raises(BadInput, match="no such directory"):
         inputs(wheelhouse=tmp_path / "none")
 
 
-def test_build_command_passes_secrets_never_files_in_the_context(tmp_path):
+def test_build_command_passes_secrets_never_files_in_the_context(tmp_path: Path) -> None:
     ca = tmp_path / "ca.pem"
     ca.write_text("CERT")
     p = images.plan(cell(), "wheel", inputs())
@@ -72,6 +70,6 @@ def test_build_command_passes_secrets_never_files_in_the_context(tmp_path):
     assert sorted(x.name for x in (tmp_path / "ctx").iterdir()) == sorted([*images.CONTEXT_FILES, "wheelhouse"])
 
 
-def test_docker_cli_prefers_the_configured_client(monkeypatch):
+def test_docker_cli_prefers_the_configured_client(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CONVMATRIX_DOCKER", "/opt/docker")
     assert images.docker_cli() == "/opt/docker"

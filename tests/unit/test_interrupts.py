@@ -22,7 +22,7 @@ def interrupted_then_signalled_again(cleaned: list[str]) -> None:
             cleaned.append("cleaned up")
 
 
-def test_the_first_sigterm_interrupts_and_later_ones_are_ignored():
+def test_the_first_sigterm_interrupts_and_later_ones_are_ignored() -> None:
     before = {signum: signal.getsignal(signum) for signum in interrupts.STOP_SIGNALS}
     cleaned: list[str] = []
     with pytest.raises(interrupts.Interrupted) as err:
@@ -39,7 +39,7 @@ def sigint_in_sleep() -> None:
         time.sleep(30)
 
 
-def test_sigint_is_interrupted_too_not_keyboard_interrupt():
+def test_sigint_is_interrupted_too_not_keyboard_interrupt() -> None:
     with pytest.raises(interrupts.Interrupted) as err:
         sigint_in_sleep()
     assert (err.value.name, err.value.exit_code) == ("SIGINT", 130)
@@ -54,7 +54,7 @@ def sigterm_while_deferred(reached: list[str]) -> None:
         reached.append("after it")  # never: the signal lands as the block ends
 
 
-def test_signals_wait_while_deferred():
+def test_signals_wait_while_deferred() -> None:
     reached: list[str] = []
     with pytest.raises(interrupts.Interrupted):
         sigterm_while_deferred(reached)
@@ -69,6 +69,7 @@ def sigterm_while_deferred_taken_by_another_thread(reached: list[str]) -> None:
     stop = threading.Event()
     other = threading.Thread(target=stop.wait)
     other.start()
+    assert other.ident is not None  # started
     try:
         with interrupts.interruptible():
             with interrupts.signals_deferred():
@@ -81,7 +82,7 @@ def sigterm_while_deferred_taken_by_another_thread(reached: list[str]) -> None:
         other.join()
 
 
-def test_a_signal_another_thread_takes_still_waits_for_the_deferred_block():
+def test_a_signal_another_thread_takes_still_waits_for_the_deferred_block() -> None:
     reached: list[str] = []
     with pytest.raises(interrupts.Interrupted):
         sigterm_while_deferred_taken_by_another_thread(reached)

@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from pathlib import Path
 
 import pytest
 
-from convmatrix import options, orchestrate, runner
+from convmatrix import gpus, options, orchestrate, runner
 from convmatrix.cells import Cell
 from convmatrix.errors import BadInput
 from convmatrix.gpus import Gpu
@@ -16,7 +17,7 @@ from convmatrix.lanes import host
 from testkit import REPO
 
 
-def test_suite_command_and_env_for_a_gpu_target(tmp_path):
+def test_suite_command_and_env_for_a_gpu_target(tmp_path: Path) -> None:
     cell = Cell(lane="baremetal", torch="2.5.1", cuda="cu124", cudnn="bundled", python="3.11")
     target = runner.Target(cell=cell, gpu=Gpu(index=3, name="NVIDIA H200", capability="9.0"), out=tmp_path)
     assert target.results_dir == tmp_path / f"{cell.id}@h200-sm90"
@@ -29,21 +30,21 @@ def test_suite_command_and_env_for_a_gpu_target(tmp_path):
     assert env["CONVMATRIX_LANE"] == "baremetal"
 
 
-def test_cpu_target_runs_on_cpu(tmp_path, monkeypatch):
-    monkeypatch.setattr(orchestrate.gpus, "discover", list)
+def test_cpu_target_runs_on_cpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(gpus, "discover", list)
     (target,) = orchestrate.targets(Cell(lane="host"), options.parse(["--out", str(tmp_path)]))
     assert target.key == "cpu"
     command = runner.suite_command(target, "py", [])
     assert command[command.index("--device") + 1] == "cpu"
 
 
-def test_gpus_option_without_such_gpu_is_bad_input(tmp_path, monkeypatch):
-    monkeypatch.setattr(orchestrate.gpus, "discover", list)
+def test_gpus_option_without_such_gpu_is_bad_input(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(gpus, "discover", list)
     with pytest.raises(BadInput, match="no such GPU on this runner"):
         orchestrate.targets(Cell(lane="host"), options.parse(["--out", str(tmp_path), "--gpus", "1"]))
 
 
-def test_crash_accounting_names_the_case_in_flight(tmp_path):
+def test_crash_accounting_names_the_case_in_flight(tmp_path: Path) -> None:
     target = runner.Target(cell=Cell(lane="host"), gpu=None, out=tmp_path)
     directory = target.results_dir
     directory.mkdir()
@@ -54,14 +55,16 @@ def test_crash_accounting_names_the_case_in_flight(tmp_path):
     assert not list(directory.glob("running-*"))
 
 
-def test_host_problem_names_the_interpreter(tmp_path):
-    assert "no interpreter" in host.host_problem(str(tmp_path / "nope"))
+def test_host_problem_names_the_interpreter(tmp_path: Path) -> None:
+    missing = host.host_problem(str(tmp_path / "nope"))
+    assert missing is not None and "no interpreter" in missing
     false = shutil.which("false")
     assert false is not None
-    assert "cannot import torch and pytest" in host.host_problem(false)
+    broken = host.host_problem(false)
+    assert broken is not None and "cannot import torch and pytest" in broken
 
 
-def test_the_harness_isolates_cases_unless_told_not_to(tmp_path):
+def test_the_harness_isolates_cases_unless_told_not_to(tmp_path: Path) -> None:
     target = runner.Target(cell=Cell(lane="host"), gpu=None, out=tmp_path)
     isolated = runner.suite_command(target, "py", ["--case-timeout", "30"])
     timeouts = [isolated[i + 1] for i, arg in enumerate(isolated) if arg == "--case-timeout"]
@@ -80,7 +83,7 @@ esac
 
 
 @pytest.fixture
-def two_gpu_runner(tmp_path, monkeypatch):
+def two_gpu_runner(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A runner whose nvidia-smi lists two identical GPUs (the suite itself runs on the CPU)."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
@@ -91,8 +94,9 @@ def two_gpu_runner(tmp_path, monkeypatch):
     return bin_dir
 
 
-def test_identical_gpus_are_one_generation_one_target(tmp_path, two_gpu_runner):
+def test_identical_gpus_are_one_generation_one_target(tmp_path: Path, two_gpu_runner: Path) -> None:
     (target,) = orchestrate.targets(Cell(lane="host"), options.parse(["--out", str(tmp_path)]))
+    assert target.gpu is not None
     assert (target.key, target.gpu.index) == ("h100-80gb-hbm3-sm90", 0)
     every = orchestrate.targets(Cell(lane="host"), options.parse(["--out", str(tmp_path), "--every-gpu"]))
     assert [t.key for t in every] == ["h100-80gb-hbm3-sm90-gpu0", "h100-80gb-hbm3-sm90-gpu1"]

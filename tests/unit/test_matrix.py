@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -18,7 +20,7 @@ python = ["3.11"]
 """
 
 
-def test_expands_product_and_prunes_with_reason(write_matrix):
+def test_expands_product_and_prunes_with_reason(write_matrix: Callable[[str], Path]) -> None:
     m = matrix.load(write_matrix(BASE))
     assert [c.id for c in m.cells] == [
         "baremetal-torch2.4.1-cu124-cudnnbundled-py3.11",
@@ -29,7 +31,7 @@ def test_expands_product_and_prunes_with_reason(write_matrix):
     assert "never published for cu126" in reasons[("2.5.1", "cu126")]
 
 
-def test_misspelt_key_names_key_and_file(write_matrix):
+def test_misspelt_key_names_key_and_file(write_matrix: Callable[[str], Path]) -> None:
     path = write_matrix(BASE.replace("cudnn =", "cudnnn ="))
     with pytest.raises(BadInput) as err:
         matrix.load(path)
@@ -47,49 +49,49 @@ def test_misspelt_key_names_key_and_file(write_matrix):
         ('python = ["3.11; rm -rf /"]', "[axes].python[0]"),
     ],
 )
-def test_malformed_values_name_the_field(write_matrix, snippet, where):
+def test_malformed_values_name_the_field(write_matrix: Callable[[str], Path], snippet: str, where: str) -> None:
     key = snippet.split(" =")[0]
     text = "\n".join(snippet if line.startswith(f"{key} =") else line for line in BASE.splitlines())
     with pytest.raises(BadInput, match=re.escape(where)):
         matrix.load(write_matrix(text))
 
 
-def test_impossible_control_is_rejected_with_reason(write_matrix):
+def test_impossible_control_is_rejected_with_reason(write_matrix: Callable[[str], Path]) -> None:
     text = BASE + '[control]\nlane = "baremetal"\ntorch = "2.4.1"\ncuda = "cu126"\n'
     with pytest.raises(BadInput, match=r"\[control\]: names an impossible stack: torch 2.4.1 was never published for cu126"):
         matrix.load(write_matrix(text))
 
 
-def test_impossible_control_outside_axes_is_rejected_with_reason(write_matrix):
+def test_impossible_control_outside_axes_is_rejected_with_reason(write_matrix: Callable[[str], Path]) -> None:
     text = BASE + '[control]\nlane = "baremetal"\ntorch = "2.8.0"\ncuda = "cu121"\ncudnn = "bundled"\npython = "3.11"\n'
     with pytest.raises(BadInput, match="never published for cu121"):
         matrix.load(write_matrix(text))
 
 
-def test_control_must_be_unique(write_matrix):
+def test_control_must_be_unique(write_matrix: Callable[[str], Path]) -> None:
     with pytest.raises(BadInput, match="matches 2 cells"):
         matrix.load(write_matrix(BASE + '[control]\ncuda = "cu124"\n'))
 
 
-def test_control_and_host_include(write_matrix):
+def test_control_and_host_include(write_matrix: Callable[[str], Path]) -> None:
     m = matrix.load(write_matrix(BASE + '[[include]]\nlane = "host"\n[control]\ntorch = "2.5.1"\ncuda = "cu124"\n'))
     assert m.control is not None and m.control.id == "baremetal-torch2.5.1-cu124-cudnnbundled-py3.11"
     assert m.cells[-1].id == "host"
 
 
-def test_include_of_impossible_stack_is_rejected(write_matrix):
+def test_include_of_impossible_stack_is_rejected(write_matrix: Callable[[str], Path]) -> None:
     text = BASE + '[[include]]\nlane = "baremetal"\ntorch = "2.5.1"\ncuda = "cu124"\ncudnn = "8.9.7.29"\n'
     with pytest.raises(BadInput, match=r"\[\[include\]\] #1: impossible stack .*major 8"):
         matrix.load(write_matrix(text))
 
 
-def test_exclude_partial_keys(write_matrix):
+def test_exclude_partial_keys(write_matrix: Callable[[str], Path]) -> None:
     m = matrix.load(write_matrix(BASE + '[[exclude]]\ntorch = "2.4.1"\n'))
     assert [c.torch for c in m.cells] == ["2.5.1"]
     assert all(p.values["torch"] != "2.4.1" for p in m.pruned)
 
 
-def test_container_needs_base_and_base_axis_goes_into_id(write_matrix):
+def test_container_needs_base_and_base_axis_goes_into_id(write_matrix: Callable[[str], Path]) -> None:
     text = BASE.replace('lane = ["baremetal"]', 'lane = ["container"]')
     with pytest.raises(BadInput, match="need a base image"):
         matrix.load(write_matrix(text))
@@ -98,19 +100,21 @@ def test_container_needs_base_and_base_axis_goes_into_id(write_matrix):
     assert len({c.id for c in m.cells}) == len(m.cells) == 4
 
 
-def test_not_toml_and_missing_file(write_matrix, tmp_path):
+def test_not_toml_and_missing_file(write_matrix: Callable[[str], Path], tmp_path: Path) -> None:
     with pytest.raises(BadInput, match="not valid TOML"):
         matrix.load(write_matrix("name = \n"))
     with pytest.raises(BadInput, match="no such matrix file"):
         matrix.load(tmp_path / "nope.toml")
 
 
-def test_everything_pruned_is_an_error(write_matrix):
+def test_everything_pruned_is_an_error(write_matrix: Callable[[str], Path]) -> None:
     with pytest.raises(BadInput, match="no cells"):
         matrix.load(write_matrix(BASE.replace('["cu124", "cu126"]', '["cu128"]')))
 
 
-def test_everything_pruned_names_the_values_and_why_in_one_line(write_matrix, capsys):
+def test_everything_pruned_names_the_values_and_why_in_one_line(
+    write_matrix: Callable[[str], Path], capsys: pytest.CaptureFixture[str]
+) -> None:
     from convmatrix import cli
 
     path = write_matrix(BASE.replace('["cu124", "cu126"]', '["cu128"]'))
@@ -130,7 +134,7 @@ def test_everything_pruned_names_the_values_and_why_in_one_line(write_matrix, ca
     assert errors.count("\n") == 1 and "torch 2.5.1 was never published for cu128" in errors
 
 
-def test_everything_pruned_with_single_values_names_the_whole_stack(write_matrix):
+def test_everything_pruned_with_single_values_names_the_whole_stack(write_matrix: Callable[[str], Path]) -> None:
     text = BASE.replace('["2.4.1", "2.5.1"]', '["2.5.1"]').replace('["cu124", "cu126"]', '["cpu"]')
     text = text.replace('cudnn = ["bundled"]', 'cudnn = ["9.5.1.17"]')
     with pytest.raises(BadInput) as err:
@@ -139,7 +143,7 @@ def test_everything_pruned_with_single_values_names_the_whole_stack(write_matrix
             "a cuDNN override on a cpu wheel") in str(err.value)
 
 
-def test_everything_pruned_groups_reasons_and_stays_bounded(write_matrix):
+def test_everything_pruned_groups_reasons_and_stays_bounded(write_matrix: Callable[[str], Path]) -> None:
     text = BASE.replace('["2.4.1", "2.5.1"]', '["2.4.1", "2.5.1", "2.6.0", "2.7.1", "2.8.0"]')
     text = text.replace('["cu124", "cu126"]', '["cu130"]').replace('["3.11"]', '["3.8", "3.9"]')
     with pytest.raises(BadInput) as err:
@@ -151,7 +155,7 @@ def test_everything_pruned_groups_reasons_and_stays_bounded(write_matrix):
     assert len(message) < 1000
 
 
-def test_everything_excluded_says_so(write_matrix):
+def test_everything_excluded_says_so(write_matrix: Callable[[str], Path]) -> None:
     text = BASE + '[[exclude]]\ncuda = "cu124"\n'
     with pytest.raises(BadInput) as err:
         matrix.load(write_matrix(text))
@@ -164,12 +168,12 @@ def test_everything_excluded_says_so(write_matrix):
         matrix.load(write_matrix(BASE + '[[exclude]]\nlane = "baremetal"\n'))
 
 
-def test_no_axes_and_no_include_says_what_to_give(write_matrix):
+def test_no_axes_and_no_include_says_what_to_give(write_matrix: Callable[[str], Path]) -> None:
     with pytest.raises(BadInput, match=r"no cells: give \[axes\] or \[\[include\]\]"):
         matrix.load(write_matrix('name = "t"\n'))
 
 
-def test_everything_pruned_names_the_widest_reasons_first(write_matrix):
+def test_everything_pruned_names_the_widest_reasons_first(write_matrix: Callable[[str], Path]) -> None:
     text = BASE.replace('["cu124", "cu126"]', '["cu130", "cpu"]').replace('["bundled"]', '["bundled", "9.5.1.17"]')
     text = text.replace('["2.4.1", "2.5.1"]', '["2.4.1", "2.5.1", "2.6.0"]')
     text += '[[exclude]]\ncuda = "cpu"\ncudnn = "bundled"\n'
@@ -181,7 +185,7 @@ def test_everything_pruned_names_the_widest_reasons_first(write_matrix):
         "torch=2.4.1 cuda=cu130 (2 combinations): torch 2.4.1 was never published for cu130")
 
 
-def test_matrix_name_with_control_characters_is_rejected(write_matrix):
+def test_matrix_name_with_control_characters_is_rejected(write_matrix: Callable[[str], Path]) -> None:
     with pytest.raises(BadInput, match=r"name: 'night\\x1b\[2Jly' holds control"):
         matrix.load(write_matrix(BASE.replace('name = "t"', 'name = "night\\u001b[2Jly"')))
 
@@ -199,7 +203,8 @@ def test_matrix_name_with_control_characters_is_rejected(write_matrix):
         (BASE + '[[exclude]]\ncudnn = "9.\u0665.1.17"\n', "[[exclude]] #1.cudnn"),
     ],
 )
-def test_non_ascii_digits_are_rejected_naming_the_field(write_matrix, text, where):
+def test_non_ascii_digits_are_rejected_naming_the_field(write_matrix: Callable[[str], Path], text: str,
+                                                        where: str) -> None:
     path = write_matrix("")
     path.write_text(text, encoding="utf-8")
     with pytest.raises(BadInput, match=re.escape(where)) as err:
@@ -210,7 +215,7 @@ def test_non_ascii_digits_are_rejected_naming_the_field(write_matrix, text, wher
 
 @pytest.mark.parametrize("path", ["matrix/default.toml", "matrix/nightly.toml",
                                   "matrix/examples/upgrade.toml", "matrix/examples/fix-proof.toml"])
-def test_shipped_matrices_load_with_a_control(path):
+def test_shipped_matrices_load_with_a_control(path: str) -> None:
     from testkit import REPO
 
     m = matrix.load(REPO / path)

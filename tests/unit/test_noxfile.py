@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -18,26 +19,26 @@ def nox(matrix: str, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.fixture
-def broken(tmp_path):
+def broken(tmp_path: Path) -> str:
     path = tmp_path / "broken.toml"
     path.write_text('name = "x"\n[axes]\nlanes = ["baremetal"]\n')
     return str(path)
 
 
-def test_a_broken_matrix_still_lists_the_sessions(broken):
+def test_a_broken_matrix_still_lists_the_sessions(broken: str) -> None:
     listed = nox(broken, "-l")
     assert listed.returncode == 0, listed.stderr
     assert "- tests ->" in listed.stdout and "- lint ->" in listed.stdout
     assert f"convmatrix: {broken}: [axes]: unknown key 'lanes'" in listed.stderr
 
 
-def test_a_session_that_needs_the_broken_matrix_ends_with_its_line(broken):
+def test_a_session_that_needs_the_broken_matrix_ends_with_its_line(broken: str) -> None:
     done = nox(broken, "-s", "host")
     assert done.returncode != 0
     assert f"Session host aborted: convmatrix: {broken}: [axes]: unknown key 'lanes'" in done.stdout + done.stderr
     assert "Traceback" not in done.stdout + done.stderr
 
 
-def test_the_default_matrix_gives_a_session_per_cell():
+def test_the_default_matrix_gives_a_session_per_cell() -> None:
     listed = nox(str(REPO / "matrix" / "default.toml"), "-l")
     assert "- baremetal-torch2.5.1-cu124-cudnnbundled-py3.11 ->" in listed.stdout

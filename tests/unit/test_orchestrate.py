@@ -6,32 +6,35 @@ import json
 import os
 import signal
 import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any, Protocol
 
 import pytest
 
-from convmatrix import cli, interrupts, options, orchestrate, rundir
+from convmatrix import cli, gpus, interrupts, lanes, options, orchestrate, rundir
+from convmatrix.cells import Cell
 from convmatrix.errors import InfrastructureError
-from convmatrix.lanes import Prepared, SuiteRun
-from convmatrix.matrix import load
+from convmatrix.lanes import Lane, Log, Prepared, SuiteRun
+from convmatrix.matrix import Matrix, load
 
 
 class FakeLane:
     """Writes what the suite would: env.json and one line per case; can fail where told to."""
 
-    def __init__(self, *, problem=None, broken=(), failing=()):
+    def __init__(self, *, problem: str | None = None, broken: Iterable[str] = (), failing: Iterable[str] = ()) -> None:
         self._problem, self.broken, self.failing = problem, set(broken), set(failing)
         self.runs: list[SuiteRun] = []
 
-    def problem(self, cell):
+    def problem(self, cell: Cell) -> str | None:
         return self._problem
 
-    def prepare(self, cell, matrix, log):
+    def prepare(self, cell: Cell, matrix: Matrix, log: Log) -> Prepared:
         if cell.id in self.broken:
             raise InfrastructureError(f"{cell.id}: install failed")
         return Prepared(python="py", isolate=True, record={"venv": f"/v/{cell.id}"})
 
-    def run(self, prepared, run, log):
+    def run(self, prepared: Prepared, run: SuiteRun, log: Log) -> int:
         self.runs.append(run)
         run.out.mkdir(parents=True, exist_ok=True)
         env = {"schema": 1, "cell_id": run.target.cell.id, "gpus": [], "knobs": {}, "argv": [], "isolation": {},
@@ -57,26 +60,37 @@ cudnn = "bundled"
 """
 
 
+class Go(Protocol):
+    """orchestrate.run over the matrix's cells with this lane and these `convmatrix run` options."""
+
+    def __call__(self, lane: Lane, *args: str, strict: bool = True) -> orchestrate.Outcome: ...
+
+
+Setup = tuple[Matrix, Go, list[str], Path]
+
+
 @pytest.fixture
-def setup(tmp_path, monkeypatch, write_matrix):
-    monkeypatch.setattr(orchestrate.gpus, "discover", list)
+def setup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, write_matrix: Callable[[str], Path]) -> Setup:
+    monkeypatch.setattr(gpus, "discover", list)
     matrix = load(write_matrix(MATRIX))
     lines: list[str] = []
 
-    def go(lane, *args, strict=True):
-        monkeypatch.setattr(orchestrate.lanes, "lane", lambda name: lane)
+    def go(lane: Lane, *args: str, strict: bool = True) -> orchestrate.Outcome:
+        monkeypatch.setattr(lanes, "lane", lambda name: lane)
         opts = options.parse(["--out", str(tmp_path / "run"), *args])
         return orchestrate.run(matrix, matrix.cells, opts, lines.append, strict=strict)
 
     return matrix, go, lines, tmp_path / "run"
 
 
-def meta(directory: Path) -> dict:
-    return json.loads((directory / rundir.CELL_JSON).read_text())
+def meta(directory: Path) -> dict[str, Any]:
+    fields: dict[str, Any] = json.loads((directory / rundir.CELL_JSON).read_text())
+    return fields
 
 
-def test_every_cell_runs_into_its_own_directory_with_what_the_lane_records(setup):
+def test_every_cell_runs_into_its_own_directory_with_what_the_lane_records(setup: Setup) -> None:
     matrix, go, _, out = setup
+    assert matrix.control is not None  # MATRIX names one
     outcome = go(FakeLane())
     assert sorted(outcome.ran) == sorted(c.id for c in matrix.cells)
     control = out / f"{matrix.control.id}@cpu"
@@ -85,8 +99,9 @@ def test_every_cell_runs_into_its_own_directory_with_what_the_lane_records(setup
     assert not list(out.glob("*.partial"))
 
 
-def test_resume_keeps_complete_cells_and_redoes_the_rest(setup):
+def test_resume_keeps_complete_cells_and_redoes_the_rest(setup: Setup) -> None:
     matrix, go, _, out = setup
+    assert matrix.control is not None  # MATRIX names one
     go(FakeLane())
     control = out / f"{matrix.control.id}@cpu"
     other = next(p for p in out.iterdir() if p.is_dir() and p != control)
@@ -99,7 +114,7 @@ def test_resume_keeps_complete_cells_and_redoes_the_rest(setup):
     assert rundir.is_complete(other)
 
 
-def test_a_cell_that_cannot_run_is_skipped_or_recorded(setup):
+def test_a_cell_that_cannot_run_is_skipped_or_recorded(setup: Setup) -> None:
     _matrix, go, _lines, out = setup
     assert go(FakeLane(problem="no Python 3.11"), strict=False).skipped
     assert not out.exists() or not any(out.iterdir())
@@ -109,7 +124,7 @@ def test_a_cell_that_cannot_run_is_skipped_or_recorded(setup):
         assert meta(directory)["error"] == "not run: no Python 3.11"
 
 
-def test_a_failed_setup_is_recorded_the_others_still_run_and_the_run_fails(setup):
+def test_a_failed_setup_is_recorded_the_others_still_run_and_the_run_fails(setup: Setup) -> None:
     matrix, go, _lines, out = setup
     broken = matrix.cells[0].id
     lane = FakeLane(broken=[broken])
@@ -119,7 +134,7 @@ def test_a_failed_setup_is_recorded_the_others_still_run_and_the_run_fails(setup
     assert meta(out / f"{broken}@cpu")["error"] == f"{broken}: install failed"
 
 
-def test_a_failed_retry_never_replaces_a_complete_result(setup):
+def test_a_failed_retry_never_replaces_a_complete_result(setup: Setup) -> None:
     matrix, go, _, out = setup
     go(FakeLane())
     broken = matrix.cells[0].id
@@ -128,7 +143,7 @@ def test_a_failed_retry_never_replaces_a_complete_result(setup):
     assert "error" not in meta(out / f"{broken}@cpu") and rundir.is_complete(out / f"{broken}@cpu")
 
 
-def test_blocking_rerun_selects_the_failing_cases_with_the_variable_set(setup):
+def test_blocking_rerun_selects_the_failing_cases_with_the_variable_set(setup: Setup) -> None:
     matrix, go, _, out = setup
     lane = FakeLane(failing=["b"])
     go(lane, "--rerun-blocking")
@@ -139,7 +154,7 @@ def test_blocking_rerun_selects_the_failing_cases_with_the_variable_set(setup):
     assert all((out / f"{c.id}@cpu" / rundir.BLOCKING / rundir.RESULTS).exists() for c in matrix.cells)
 
 
-def test_shards_split_the_cells(setup):
+def test_shards_split_the_cells(setup: Setup) -> None:
     matrix, go, _, _ = setup
     first, second = FakeLane(), FakeLane()
     go(first, "--shard", "1/2")
@@ -154,16 +169,16 @@ class InterruptedLane(FakeLane):
     """Its first case passes; SIGTERM reaches the process while the second one runs (where
     `during` is "run"), or while the cell is being prepared (an image build, an install)."""
 
-    def __init__(self, during: str):
+    def __init__(self, during: str) -> None:
         super().__init__()
         self.during = during
 
-    def prepare(self, cell, matrix, log):
+    def prepare(self, cell: Cell, matrix: Matrix, log: Log) -> Prepared:
         if self.during == "prepare":
             sigterm_now()
         return super().prepare(cell, matrix, log)
 
-    def run(self, prepared, run, log):
+    def run(self, prepared: Prepared, run: SuiteRun, log: Log) -> int:
         run.out.mkdir(parents=True, exist_ok=True)
         rundir.write_json(run.out / rundir.ENV_JSON, {"schema": 1, "cell_id": run.target.cell.id, "gpus": [],
                                                       "knobs": {}, "argv": [], "isolation": {}, "ended": None})
@@ -184,22 +199,28 @@ def sigterm_now() -> None:
         time.sleep(0.1)
 
 
+RunCommand = Callable[[Lane], tuple[int, str]]
+
+
 @pytest.fixture
-def run_command(tmp_path, monkeypatch, write_matrix, capsys):
+def run_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, write_matrix: Callable[[str], Path],
+                capsys: pytest.CaptureFixture[str]) -> RunCommand:
     """`convmatrix run` over MATRIX with the given lane, as nox runs it: its exit status and stderr."""
-    monkeypatch.setattr(orchestrate.gpus, "discover", list)
+    monkeypatch.setattr(gpus, "discover", list)
     monkeypatch.setattr(interrupts, "die_with_parent", lambda: None)  # not for the test process
     path = write_matrix(MATRIX)
 
-    def go(lane):
-        monkeypatch.setattr(orchestrate.lanes, "lane", lambda name: lane)
+    def go(lane: Lane) -> tuple[int, str]:
+        monkeypatch.setattr(lanes, "lane", lambda name: lane)
         code = cli.main(["run", "-m", str(path), "--out", str(tmp_path / "run")])
         return code, capsys.readouterr().err
 
     return go
 
 
-def test_sigterm_during_a_run_records_the_case_in_flight_and_ends_in_one_line(run_command, tmp_path):
+def test_sigterm_during_a_run_records_the_case_in_flight_and_ends_in_one_line(
+    run_command: RunCommand, tmp_path: Path
+) -> None:
     before = signal.getsignal(signal.SIGTERM)
     code, err = run_command(InterruptedLane("run"))
     assert code == 143
@@ -214,7 +235,7 @@ def test_sigterm_during_a_run_records_the_case_in_flight_and_ends_in_one_line(ru
     assert signal.getsignal(signal.SIGTERM) == before
 
 
-def test_sigterm_before_the_suite_ran_says_so_in_one_line(run_command):
+def test_sigterm_before_the_suite_ran_says_so_in_one_line(run_command: RunCommand) -> None:
     code, err = run_command(InterruptedLane("prepare"))
     assert code == 143
     assert err.endswith(": interrupted by SIGTERM before its suite ran\n") and err.count("\n") == 1

@@ -6,10 +6,8 @@ from convmatrix.cells import Cell
 from convmatrix.prune import impossible
 
 
-def cell(**kw):
-    values = {"lane": "baremetal", "torch": "2.5.1", "cuda": "cu124", "cudnn": "bundled", "python": "3.11"}
-    values.update(kw)
-    return Cell(**values)
+def cell(*, torch: str = "2.5.1", cuda: str = "cu124", cudnn: str = "bundled", python: str = "3.11") -> Cell:
+    return Cell(lane="baremetal", torch=torch, cuda=cuda, cudnn=cudnn, python=python)
 
 
 @pytest.mark.parametrize(
@@ -29,7 +27,7 @@ def cell(**kw):
         ({"torch": "2.15.0", "cuda": "cu132", "python": "3.14"}, None),
     ],
 )
-def test_impossible(kw, reason):
+def test_impossible(kw: dict[str, str], reason: str | None) -> None:
     got = impossible(cell(**kw))
     if reason is None:
         assert got is None
@@ -37,5 +35,5 @@ def test_impossible(kw, reason):
         assert got is not None and reason in got
 
 
-def test_host_is_always_possible():
+def test_host_is_always_possible() -> None:
     assert impossible(Cell(lane="host")) is None

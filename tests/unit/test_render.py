@@ -113,7 +113,7 @@ def all_strings(element: ET.Element) -> list[str]:
     return out
 
 
-def test_junit_from_hostile_messages_parses(tmp_path):
+def test_junit_from_hostile_messages_parses(tmp_path: Path) -> None:
     for report in reports(tmp_path):
         text = render.render(report, "junit")
         assert not _NOT_XML.search(text), ascii(_NOT_XML.findall(text))
@@ -127,7 +127,7 @@ def test_junit_from_hostile_messages_parses(tmp_path):
             assert "None" not in (failure.get("message") or "")
 
 
-def test_junit_keeps_the_message_readable(tmp_path):
+def test_junit_keeps_the_message_readable(tmp_path: Path) -> None:
     root = ET.fromstring(render.render(hostile_report(), "junit"))
     failure = root.findall(".//failure")[0]
     text = failure.text or ""
@@ -145,7 +145,7 @@ def test_junit_keeps_the_message_readable(tmp_path):
     assert skipped and '<script>alert("x")</script>' in (skipped[0].get("message") or "")
 
 
-def test_junit_benign_message_unchanged():
+def test_junit_benign_message_unchanged() -> None:
     report = hostile_report()
     message = "cuDNN error: CUDNN_STATUS_NOT_SUPPORTED. This error may appear if you passed in a non-contiguous input."
     report = replace(report, cases=(case_row("cand", "cpu", "conv1d-fp16", "fail", "cudnn_not_supported", message),))
@@ -155,7 +155,7 @@ def test_junit_benign_message_unchanged():
     assert failure.get("message") == "regression cudnn_not_supported"
 
 
-def test_text_writes_no_terminal_control(tmp_path):
+def test_text_writes_no_terminal_control(tmp_path: Path) -> None:
     for report in reports(tmp_path):
         text = render.render(report, "text")
         assert not _TERMINAL.search(text.replace("\n", "")), ascii(_TERMINAL.findall(text))
@@ -201,7 +201,7 @@ def _tables(markdown: str) -> list[list[str]]:
     return tables
 
 
-def test_markdown_stays_one_table_per_section(tmp_path):
+def test_markdown_stays_one_table_per_section(tmp_path: Path) -> None:
     for report in reports(tmp_path):
         text = render.render(report, "markdown")
         tables = _tables(text)
@@ -212,8 +212,8 @@ def test_markdown_stays_one_table_per_section(tmp_path):
         failing = [c for c in report.cases if not (c.outcome in ("pass", "skip") and c.delta in (None, "same"))]
         assert len(tables[1]) == 2 + len(failing)
         assert not _TERMINAL.search(text.replace("\n", ""))
-        # No raw HTML, link or code span can form out of a message.
-        assert not re.search(r"<[A-Za-z/!?]", text)
+        # No raw HTML, link or code span can form out of a message (the report's own <details> folds aside).
+        assert not re.search(r"<[A-Za-z/!?]", re.sub(r"</?(?:details|summary)>", "", text))
         assert "](" not in text.replace("\\](", "")
         notes = text.split("## Notes\n\n")[1].splitlines() if "## Notes" in text else []
         assert all(line.startswith("- ") for line in notes)
@@ -221,7 +221,7 @@ def test_markdown_stays_one_table_per_section(tmp_path):
 
 
 @pytest.mark.parametrize("fmt", ["text", "markdown", "html"])
-def test_report_wide_notes_are_shown_escaped(fmt):
+def test_report_wide_notes_are_shown_escaped(fmt: str) -> None:
     report = hostile_report()
     text = render.render(report, fmt)
     notes = [line for line in text.splitlines() if "two results; kept one" in line]
@@ -232,32 +232,40 @@ def test_report_wide_notes_are_shown_escaped(fmt):
     assert "&amp; amp; &amp;lt; \\| a \\|\\| b \\\\\\| c \\[x\\](javascript" in render.render(hostile_report(), "markdown")
 
 
+HTML_TAGS = {"html", "head", "meta", "link", "title", "style", "body", "header", "section", "h1", "h2", "h3", "p",
+             "code", "pre", "span", "a", "table", "thead", "tbody", "tr", "th", "td", "ul", "li", "dl", "dt", "dd",
+             "details", "summary", "div", "label", "input", "script"}
+
+
 class _Tags(HTMLParser):
     def __init__(self) -> None:
         super().__init__()
         self.tags: set[str] = set()
+        self.count: dict[str, int] = {}
         self.text: list[str] = []
 
     def handle_starttag(self, tag: str, attrs: Any) -> None:
         self.tags.add(tag)
+        self.count[tag] = self.count.get(tag, 0) + 1
 
     def handle_data(self, data: str) -> None:
         self.text.append(data)
 
 
-def test_html_escapes_every_string(tmp_path):
+def test_html_escapes_every_string(tmp_path: Path) -> None:
     for report in reports(tmp_path):
         text = render.render(report, "html")
         parser = _Tags()
         parser.feed(text)
-        assert parser.tags <= {"h2", "table", "thead", "tbody", "tr", "th", "td"}, parser.tags
+        assert parser.tags <= HTML_TAGS, parser.tags  # the page's own markup, none from a message
+        assert parser.count["script"] == parser.count["style"] == 1
         assert not _TERMINAL.search(text.replace("\n", ""))
     parser = _Tags()
     parser.feed(render.render(hostile_report(), "html"))
     assert any('<script>alert("x")</script>' in t for t in parser.text)
 
 
-def test_json_is_valid_and_ascii(tmp_path):
+def test_json_is_valid_and_ascii(tmp_path: Path) -> None:
     for report in reports(tmp_path):
         text = render.render(report, "json")
         assert text.isascii()
@@ -265,7 +273,7 @@ def test_json_is_valid_and_ascii(tmp_path):
 
 
 @pytest.mark.parametrize("fmt", ["text", "markdown", "html"])
-def test_benign_report_reads_as_before(fmt):
+def test_benign_report_reads_as_before(fmt: str) -> None:
     message = "cuDNN error: CUDNN_STATUS_NOT_SUPPORTED. This error may appear if you passed in a non-cont"
     report = Report(
         control="control",
@@ -280,7 +288,7 @@ def test_benign_report_reads_as_before(fmt):
     assert "REGRESSION: 0 pass, cudnn_not_supported×1, SIGNATURE" in text
 
 
-def test_visible_is_idempotent_and_keeps_printable_unicode():
+def test_visible_is_idempotent_and_keeps_printable_unicode() -> None:
     once = escape.visible(HOSTILE)
     assert escape.visible(once) == once
     assert escape.visible("é ü 中文 ×") == "é ü 中文 ×"

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from convmatrix import results
 from testkit import env_json, record, write_result
@@ -8,7 +9,7 @@ from testkit import env_json, record, write_result
 NOT_SUPPORTED = "cuDNN error: CUDNN_STATUS_NOT_SUPPORTED. This error may appear if you passed in a non-contiguous input."
 
 
-def test_loads_run_dir_and_classifies(tmp_path):
+def test_loads_run_dir_and_classifies(tmp_path: Path) -> None:
     write_result(tmp_path, "a", [record("c1"), record("c2", "failed", NOT_SUPPORTED)], cell={"lane": "baremetal"})
     loaded = results.load([tmp_path])
     assert loaded.errors == []
@@ -19,7 +20,7 @@ def test_loads_run_dir_and_classifies(tmp_path):
     assert result.cases["c1"].family is None
 
 
-def test_warning_only_signature_is_a_pass_with_a_warning(tmp_path):
+def test_warning_only_signature_is_a_pass_with_a_warning(tmp_path: Path) -> None:
     warning = {"category": "UserWarning", "message": "Plan failed with a cudnnException: CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR: cudnnFinalize Descriptor Failed cudnn_status: CUDNN_STATUS_NOT_SUPPORTED"}
     write_result(tmp_path, "a", [record("c1", warnings=[warning])])
     case = results.load([tmp_path]).results[0].cases["c1"]
@@ -27,7 +28,7 @@ def test_warning_only_signature_is_a_pass_with_a_warning(tmp_path):
     assert case.warnings == ("cudnn_not_supported",)
 
 
-def test_corrupt_line_is_named_and_the_rest_kept(tmp_path):
+def test_corrupt_line_is_named_and_the_rest_kept(tmp_path: Path) -> None:
     directory = write_result(tmp_path, "a", [record("c1"), record("c2")])
     with (directory / "results.jsonl").open("a") as fh:
         fh.write('{"schema": 1, "case": "c3", "sta')
@@ -36,14 +37,14 @@ def test_corrupt_line_is_named_and_the_rest_kept(tmp_path):
     assert loaded.errors == [f"{directory / 'results.jsonl'}:3: not a JSON object (truncated or corrupt line)"]
 
 
-def test_other_schema_is_rejected_by_file(tmp_path):
+def test_other_schema_is_rejected_by_file(tmp_path: Path) -> None:
     directory = write_result(tmp_path, "a", [record("c1")], env=env_json("a", schema=7))
     loaded = results.load([tmp_path])
     assert loaded.results == []
     assert loaded.errors == [f"{directory / 'env.json'}: schema 7, this convmatrix reads schema 1"]
 
 
-def test_gpu_from_env_and_problems(tmp_path):
+def test_gpu_from_env_and_problems(tmp_path: Path) -> None:
     env = env_json("a", device="cuda", gpus=[{"index": 0, "name": "NVIDIA H200", "capability": "9.0"}], ended=None)
     write_result(tmp_path, "a", [record("c1")], env=env, gpu="h200-sm90", cell={"exit_code": -11})
     (result,) = results.load([tmp_path]).results
@@ -53,12 +54,12 @@ def test_gpu_from_env_and_problems(tmp_path):
     assert "the suite exited with status -11" in result.problems
 
 
-def test_empty_path_is_an_error(tmp_path):
+def test_empty_path_is_an_error(tmp_path: Path) -> None:
     loaded = results.load([tmp_path / "missing"])
     assert loaded.results == [] and "no results here" in loaded.errors[0]
 
 
-def test_cell_json_mismatch_is_recomputed(tmp_path):
+def test_cell_json_mismatch_is_recomputed(tmp_path: Path) -> None:
     write_result(tmp_path, "a", [record("c1")], env=env_json("a", cudnn=90100),
                  cell={"expected": {"torch": "2.5.1", "cuda": "12.4", "cudnn": 90501}})
     (result,) = results.load([tmp_path]).results

@@ -4,13 +4,15 @@ that the suite and the harness share."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
+from typing import Any
 
 import pytest
 
 from convmatrix import rundir
 
 
-def test_a_rerun_replaces_the_result_instead_of_appending(tmp_path):
+def test_a_rerun_replaces_the_result_instead_of_appending(tmp_path: Path) -> None:
     final = tmp_path / "c@cpu"
     for cases in (["a", "b", "c"], ["d"]):
         with rundir.replacing(final) as work:
@@ -22,7 +24,7 @@ def test_a_rerun_replaces_the_result_instead_of_appending(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["c@cpu"]
 
 
-def test_an_interrupted_rerun_leaves_the_earlier_result_and_its_partial(tmp_path):
+def test_an_interrupted_rerun_leaves_the_earlier_result_and_its_partial(tmp_path: Path) -> None:
     final = tmp_path / "c@cpu"
     with rundir.replacing(final) as work:
         rundir.append_result(work, {"case": "old"})
@@ -41,15 +43,15 @@ def test_an_interrupted_rerun_leaves_the_earlier_result_and_its_partial(tmp_path
     assert not rundir.staging_dir(final).exists()
 
 
-def test_complete_means_ended_exit_0_or_1_and_closed_by_the_harness(tmp_path):
-    def cell(meta, env):
+def test_complete_means_ended_exit_0_or_1_and_closed_by_the_harness(tmp_path: Path) -> None:
+    def cell(meta: dict[str, object], env: dict[str, str | None]) -> bool:
         directory = tmp_path / f"d{len(list(tmp_path.iterdir()))}"
         directory.mkdir()
         (directory / rundir.CELL_JSON).write_text(json.dumps(meta))
         (directory / rundir.ENV_JSON).write_text(json.dumps(env))
         return rundir.is_complete(directory)
 
-    done = {"ended": "2026-12-02T00:00:00Z"}
+    done: dict[str, str | None] = {"ended": "2026-12-02T00:00:00Z"}
     assert cell({"exit_code": 1, **done}, done)
     assert not cell({"exit_code": -9, **done}, done)
     assert not cell({"exit_code": 0, **done}, {"ended": None})
@@ -64,11 +66,11 @@ def test_complete_means_ended_exit_0_or_1_and_closed_by_the_harness(tmp_path):
     ({"schema": 1, "case": "c"}, "field 'status': missing"),
     ({"schema": 1, "case": "c", "status": "passed", "duration_s": True}, "field 'duration_s': expected integer or number or null, got boolean"),
 ])
-def test_a_line_of_the_wrong_shape_is_named_by_field(record, problem):
+def test_a_line_of_the_wrong_shape_is_named_by_field(record: dict[str, Any], problem: str) -> None:
     assert rundir.records.result_problems(record)[0].startswith(problem)
 
 
-def test_a_sound_line_has_no_problems():
+def test_a_sound_line_has_no_problems() -> None:
     line = rundir.records.crash_record(cell_id="c", case="x", nodeid=None, status="crashed",
                                        message="died", worker="gw0", started=None)
     assert rundir.records.result_problems(line) == []

@@ -28,7 +28,7 @@ from convmatrix import values
         ("base", "img@sha256:" + "\u0661" * 64),
     ],
 )
-def test_non_ascii_and_malformed_values_are_rejected(key, value):
+def test_non_ascii_and_malformed_values_are_rejected(key: str, value: str) -> None:
     problem = values.check(key, value)
     assert problem is not None
     assert repr(value) in problem
@@ -52,9 +52,9 @@ def test_non_ascii_and_malformed_values_are_rejected(key, value):
         ("base", "convmatrix/base:bookworm@sha256:" + "0" * 64),
     ],
 )
-def test_ascii_values_are_accepted(key, value):
+def test_ascii_values_are_accepted(key: str, value: str) -> None:
     assert values.check(key, value) is None
 
 
-def test_slug_is_ascii():
+def test_slug_is_ascii() -> None:
     assert values.slug("r\u00e9g/\u0661img:3.11") == "r-g-img-3.11"

@@ -1,0 +1,192 @@
+"""Just enough of the Chrome DevTools Protocol to drive Debian's chromium, headless, from the
+browser tests: start it on a throwaway profile, open a page, evaluate, click and type as a
+user does (input events, not element.click()), watch for dialogs and console errors, and take
+screenshots. Nothing is downloaded: the browser is the system's (`apt-get install chromium`).
+
+Also a command, for the README's screenshot:
+    python tests/cdp.py screenshot REPORT.html OUT.png [--click SELECTOR] [--width W --height H]
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+NAMES = ("chromium", "chromium-browser", "google-chrome")
+START_TIMEOUT = 60.0
+EVENTS = ("Page.enable", "Runtime.enable", "Log.enable")
+
+
+def chromium() -> str | None:
+    """The browser: $CONVMATRIX_CHROMIUM, else the first of NAMES on PATH."""
+    given = os.environ.get("CONVMATRIX_CHROMIUM")
+    return given or next((found for name in NAMES if (found := shutil.which(name))), None)
+
+
+class Page:
+    """One page target over its websocket: calls wait for their answer; events are kept in order."""
+
+    def __init__(self, url: str) -> None:
+        import websocket  # websocket-client (tests/requirements.txt)
+
+        # Chromium refuses a DevTools websocket that sends an Origin it was not told to allow.
+        self.ws = websocket.create_connection(url, timeout=30, suppress_origin=True)
+        self.events: list[dict[str, Any]] = []
+        self.next_id = 0
+
+    def close(self) -> None:
+        self.ws.close()
+
+    def call(self, method: str, **params: Any) -> dict[str, Any]:
+        self.next_id += 1
+        ident = self.next_id
+        self.ws.send(json.dumps({"id": ident, "method": method, "params": params}))
+        while True:
+            message = json.loads(self.ws.recv())
+            if message.get("id") == ident:
+                if "error" in message:
+                    raise RuntimeError(f"{method}: {message['error']}")
+                result: dict[str, Any] = message.get("result", {})
+                return result
+            if "method" in message:
+                self.events.append(message)
+
+    def wait_for(self, method: str, timeout: float = 30.0) -> dict[str, Any]:
+        """The first event of that name from now on (or already kept since the last clear)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            for event in self.events:
+                if event["method"] == method:
+                    return event
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"no {method} within {timeout} s")
+            self.ws.settimeout(left)
+            message = json.loads(self.ws.recv())
+            if "method" in message:
+                self.events.append(message)
+
+    def named(self, method: str) -> list[dict[str, Any]]:
+        return [e for e in self.events if e["method"] == method]
+
+    def open(self, url: str) -> None:
+        """Navigates and waits for the load event, with the event log started afresh."""
+        for method in EVENTS:
+            self.call(method)
+        self.events.clear()
+        self.call("Page.navigate", url=url)
+        self.wait_for("Page.loadEventFired")
+
+    def evaluate(self, expression: str) -> Any:
+        done = self.call("Runtime.evaluate", expression=expression, returnByValue=True, awaitPromise=True)
+        if "exceptionDetails" in done:
+            raise RuntimeError(f"{expression}: {done['exceptionDetails']}")
+        return done["result"].get("value")
+
+    def center(self, selector: str) -> tuple[float, float]:
+        box = self.evaluate(f"""(() => {{
+            const el = document.querySelector({json.dumps(selector)});
+            if (!el) return null;
+            el.scrollIntoView({{block: "center"}});
+            const r = el.getBoundingClientRect();
+            return [r.x + r.width / 2, r.y + r.height / 2];
+        }})()""")
+        if box is None:
+            raise LookupError(f"nothing matches {selector}")
+        return float(box[0]), float(box[1])
+
+    def click(self, selector: str) -> None:
+        """A real mouse click at the element's centre (what a user does, not element.click())."""
+        x, y = self.center(selector)
+        self.call("Input.dispatchMouseEvent", type="mouseMoved", x=x, y=y)
+        for kind in ("mousePressed", "mouseReleased"):
+            self.call("Input.dispatchMouseEvent", type=kind, x=x, y=y, button="left", clickCount=1)
+
+    def type(self, selector: str, text: str) -> None:
+        self.click(selector)
+        self.call("Input.insertText", text=text)
+
+    def screenshot(self, path: Path, *, full: bool = False) -> Path:
+        params: dict[str, Any] = {"format": "png"}
+        if full:
+            params["captureBeyondViewport"] = True
+        path.write_bytes(base64.b64decode(self.call("Page.captureScreenshot", **params)["data"]))
+        return path
+
+
+@contextmanager
+def browser(executable: str, *, width: int = 1400, height: int = 1000) -> Iterator[Page]:
+    """A headless chromium on a throwaway profile, and its first page; both closed after."""
+    with tempfile.TemporaryDirectory(prefix="convmatrix-chromium-") as profile:
+        args = [executable, "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                "--no-default-browser-check", "--disable-extensions", "--remote-debugging-port=0",
+                f"--user-data-dir={profile}", f"--window-size={width},{height}", "about:blank"]
+        proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        page = None
+        try:
+            page = Page(page_socket(Path(profile), proc))
+            yield page
+        finally:
+            if page is not None:
+                page.close()
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def page_socket(profile: Path, proc: subprocess.Popen[bytes]) -> str:
+    """The first page's DevTools websocket, once chromium has written its port."""
+    port_file = profile / "DevToolsActivePort"
+    deadline = time.monotonic() + START_TIMEOUT
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"chromium exited with {proc.returncode} before it listened")
+        lines = port_file.read_text().split() if port_file.exists() else []
+        if lines:
+            with urllib.request.urlopen(f"http://127.0.0.1:{lines[0]}/json/list", timeout=10) as answer:
+                targets = json.load(answer)
+            pages = [t for t in targets if t.get("type") == "page"]
+            if pages:
+                return str(pages[0]["webSocketDebuggerUrl"])
+        time.sleep(0.1)
+    raise TimeoutError(f"chromium did not listen within {START_TIMEOUT} s")
+
+
+def main() -> None:
+    top = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = top.add_subparsers(dest="command", required=True)
+    shot = sub.add_parser("screenshot", help="a png of an html file, as chromium renders it")
+    shot.add_argument("html", type=Path)
+    shot.add_argument("png", type=Path)
+    shot.add_argument("--click", help="a selector to click first (say, a grid cell)")
+    shot.add_argument("--width", type=int, default=1400)
+    shot.add_argument("--height", type=int, default=1000)
+    args = top.parse_args()
+    executable = chromium()
+    if executable is None:
+        raise SystemExit("no chromium here (apt-get install chromium)")
+    with browser(executable, width=args.width, height=args.height) as page:
+        page.open(args.html.resolve().as_uri())
+        if args.click:
+            page.click(args.click)
+            page.evaluate("window.scrollTo(0, 0)")
+        page.screenshot(args.png)
+    print(args.png)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,155 @@
+"""The html report of a real run with injected failures, in a real browser: Debian's chromium,
+headless, driven over the DevTools protocol (tests/cdp.py). The grid is coloured by verdict, a
+click on a regression shows its cases and evidence, the filter hides what does not match, and
+a hostile message (<script>, <img onerror>) stays text: no dialog, no console error. Skipped
+where chromium is missing, except under CI, which installs it (.ci/run) and fails without it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+import cdp
+import realrun
+
+pytestmark = pytest.mark.slow
+SELECTION = ("-k", "conv1d or conv3d or conv2d-fp32-k3")  # signature, illegal address and clean cases
+
+
+def require_chromium() -> str:
+    executable = cdp.chromium()
+    problem = None if executable else "no chromium on PATH (apt-get install chromium)"
+    try:
+        import websocket  # noqa: F401
+    except ImportError:
+        problem = "websocket-client is not installed (tests/requirements.txt)"
+    if problem and os.environ.get("CI"):
+        pytest.fail(f"CI must run the browser tests: {problem}")
+    if problem:
+        pytest.skip(problem)
+    assert executable is not None
+    return executable
+
+
+@pytest.fixture(scope="module")
+def report_html(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    require_chromium()
+    run = realrun.nightly_like(tmp_path_factory.mktemp("nightly") / "run", *SELECTION)
+    out = run / "report.html"
+    done = subprocess.run([sys.executable, "-m", "convmatrix", "report", str(run), "--control", "control",
+                           "--format", "html", "-o", str(out)], capture_output=True, text=True, check=False)
+    assert done.returncode == 1, done.stderr  # the host cell regressed
+    assert "1 cell(s) regressed: host@cpu" in done.stderr
+    return out
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[cdp.Page]:
+    with cdp.browser(require_chromium()) as page:
+        yield page
+
+
+@pytest.fixture
+def page(browser: cdp.Page, report_html: Path) -> cdp.Page:
+    browser.call("Emulation.setEmulatedMedia", features=[{"name": "prefers-color-scheme", "value": "light"}])
+    browser.open(report_html.as_uri())
+    return browser
+
+
+def rgb(page: cdp.Page, selector: str) -> tuple[int, int, int]:
+    value = page.evaluate(f"getComputedStyle(document.querySelector({json.dumps(selector)})).backgroundColor")
+    red, green, blue = (int(v) for v in value[value.index("(") + 1:value.index(")")].split(",")[:3])
+    return red, green, blue
+
+
+def visible(page: cdp.Page, selector: str) -> bool:
+    return bool(page.evaluate(f"(() => {{ const e = document.querySelector({json.dumps(selector)});"
+                              " return !!e && e.checkVisibility(); })()"))
+
+
+def test_the_grid_is_coloured_by_verdict(page: cdp.Page) -> None:
+    verdicts = page.evaluate("[...document.querySelectorAll('.grid td.v')].map(td => td.className)")
+    assert sorted(v.split()[1] for v in verdicts) == ["v-control", "v-ok", "v-regression"]
+    red, green, blue = rgb(page, ".grid td.v-regression")
+    assert red > green + 60 and red > blue + 60, (red, green, blue)
+    red, green, blue = rgb(page, ".grid td.v-ok")
+    assert green > red + 20 and green > blue + 20, (red, green, blue)
+    red, green, blue = rgb(page, ".grid td.v-control")
+    assert blue > red + 40 and blue > green, (red, green, blue)
+    assert page.evaluate("document.querySelector('.grid td.v-regression').textContent").count("SIGNATURE") == 1
+    assert "control-row" in page.evaluate("document.querySelector('.grid td.v-control').parentElement.className")
+    light = rgb(page, ".grid td.v-regression")
+    page.call("Emulation.setEmulatedMedia", features=[{"name": "prefers-color-scheme", "value": "dark"}])
+    dark = rgb(page, ".grid td.v-regression")
+    assert dark != light and sum(dark) < sum(light)  # a dark scheme, still red
+    assert dark[0] > dark[1] and dark[0] > dark[2]
+
+
+def test_a_click_on_a_regression_shows_its_evidence(page: cdp.Page) -> None:
+    assert not visible(page, ".panel")  # the panels wait for a click
+    page.click(".grid td.v-regression a.cellref")
+    panel = page.evaluate("document.querySelector('.grid td.v-regression').dataset.panel")
+    open_panels = page.evaluate("[...document.querySelectorAll('.panel')].filter(p => p.checkVisibility()).map(p => p.id)")
+    assert open_panels == [panel]
+    first = f"#{panel} li.case.noteworthy"
+    assert page.evaluate(f"document.querySelector('{first}').className").split()[1] == "d-regression"
+    message = page.evaluate(f"document.querySelector('{first} pre.message').textContent")
+    assert message == realrun.FAULTS["raise"]["conv1d-*"]  # the whole message, not its first 90 characters
+    evidence = f"{first} details.evidence[open] pre"
+    assert visible(page, evidence)
+    text = page.evaluate(f"document.querySelector('{evidence}').textContent")
+    case = page.evaluate(f"document.querySelector('{first}').dataset.case")
+    assert f"# {case}: failed (cudnn_not_supported); first occurrence at log.txt line" in text
+    assert "CUDNN_STATUS_NOT_SUPPORTED" in text.splitlines()[-1] or "> " in text
+    assert visible(page, f"#{panel} .cause")  # triage's first cause in the cell's log
+
+
+def test_the_filter_hides_cases_that_do_not_match(page: cdp.Page) -> None:
+    page.click(".grid td.v-regression a.cellref")
+    panel = page.evaluate("document.querySelector('.grid td.v-regression').dataset.panel")
+    before = page.evaluate(f"document.querySelectorAll('#{panel} li.case').length")
+    page.type("#filter", "cuda_illegal")
+    shown = page.evaluate(f"[...document.querySelectorAll('#{panel} li.case')].filter(li => !li.hidden)"
+                          ".map(li => [li.dataset.case, li.dataset.family])")
+    assert shown and all(family == "cuda_illegal_address" for _, family in shown)
+    assert 0 < len(shown) < before
+    assert page.evaluate(f"document.querySelector('#{panel} .shown').textContent") == str(len(shown))
+    # The grid dims the cells where nothing failing matches: here, all but the regression.
+    dimmed = page.evaluate("[...document.querySelectorAll('.grid td.nomatch')].map(td => td.className.split(' ')[1])")
+    assert sorted(dimmed) == ["v-control", "v-ok"]
+    page.evaluate("(() => { const box = document.getElementById('filter'); box.value = '';"
+                  " box.dispatchEvent(new Event('input')); })()")
+    page.type("#filter", "conv3d-fp16")
+    cases = page.evaluate(f"[...document.querySelectorAll('#{panel} li.case')].filter(li => !li.hidden)"
+                          ".map(li => li.dataset.case)")
+    assert cases and all("conv3d-fp16" in c for c in cases)
+
+
+def test_a_hostile_message_stays_text(page: cdp.Page, tmp_path: Path,
+                                      record_property: Callable[[str, object], None]) -> None:
+    started = time.monotonic()
+    page.click(".grid td.v-regression a.cellref")
+    page.evaluate("document.querySelectorAll('details').forEach(d => d.open = true)")
+    time.sleep(0.5)  # an onerror or a script would have fired by now
+    page.evaluate("1")  # and its events would have arrived before this answer
+    assert page.named("Page.javascriptDialogOpening") == []
+    assert page.named("Runtime.exceptionThrown") == []
+    errors = [e for e in page.named("Runtime.consoleAPICalled") if e["params"]["type"] in ("error", "assert")]
+    errors += [e for e in page.named("Log.entryAdded") if e["params"]["entry"]["level"] == "error"]
+    assert errors == []
+    assert page.evaluate("document.images.length") == 0
+    assert page.evaluate("document.scripts.length") == 1
+    texts = page.evaluate("[...document.querySelectorAll('pre.message')].map(p => p.textContent)")
+    assert any(realrun.HOSTILE in t for t in texts)
+    shot = page.screenshot(tmp_path / "report.png")
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 20_000
+    record_property("screenshot", str(shot))
+    print(f"screenshot: {shot}")
+    assert time.monotonic() - started < 60
