@@ -1,8 +1,9 @@
 """convmatrix's nox sessions: thin wrappers; the work lives in src/convmatrix (see README.md).
 
 The matrix comes from $CONVMATRIX_MATRIX (default: matrix/default.toml); run options go after
-`--`: --out DIR, --shard I/N, --resume, --gpus 0,1, --every-gpu, and suite options after a
-second `--`. A broken matrix fails only the sessions that need it: `nox -s tests`, `lint`,
+`--`: --out DIR, --shard I/N, --resume, --gpus 0,1, --every-gpu, --jobs N, --prepare-ahead N,
+--prepare-disk GB, --reuse-results, and suite options after a second `--`. A broken matrix fails
+only the sessions that need it: `nox -s tests`, `lint`,
 `report` and `nox -l` still work, so the tool that would tell you what is wrong still runs.
 """
 
@@ -148,6 +149,9 @@ def write_report(session: nox.Session, paths: list[str]) -> None:
 def nightly(session: nox.Session) -> None:
     """The main job: every cell this machine can run, then the report (whatever the run's end: a
     cell that failed to set up is in the report as INVALID, and that fails it)."""
+    if "--reuse-results" in session.posargs:
+        # A nightly's results come from that night: reuse is for fix-proof and upgrade runs.
+        session.error("convmatrix: --reuse-results is not for the nightly; run the lane sessions with it")
     run_cells(session, strict=False, success_codes=[0, 4])
     write_report(session, [])  # the run just made: `convmatrix run` marked it as the latest
 

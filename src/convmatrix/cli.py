@@ -58,7 +58,8 @@ def parser() -> argparse.ArgumentParser:
     ru = sub.add_parser(
         "run", help="run the suite for the matrix's cells on this machine, into a run directory",
         description="Run options: --out DIR, --shard I/N, --resume, --gpus 0,1, --every-gpu, "
-                    "--rerun-blocking; suite options after --.")
+                    "--rerun-blocking, --jobs N, --prepare-ahead N, --prepare-disk GB, --reuse-results; "
+                    "suite options after --.")
     ru.add_argument("-m", "--matrix", default=None, help="matrix file (default as for `matrix`)")
     ru.add_argument("--lane", action="append", default=[], choices=sorted(LANES), help="only these lanes")
     ru.add_argument("--cell", action="append", default=[], metavar="ID", help="only these cells")

@@ -51,6 +51,19 @@ def discover() -> list[Gpu]:
     return parse_smi(out)
 
 
+def driver() -> str:
+    """The NVIDIA driver's version ("none" without one): a result depends on it."""
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return "none"
+    try:
+        out = subprocess.run([smi, "--query-gpu=driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=60, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return "none"
+    return (out.split() or ["none"])[0]
+
+
 def parse_smi(text: str) -> list[Gpu]:
     gpus = []
     for line in text.splitlines():

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import itertools
 import os
 import signal
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import FrameType
 
@@ -29,6 +30,7 @@ class Interrupted(BaseException):
         self.cell: str | None = None  # the cell whose run it cut short, once known
         self.detail = ""  # what became of the run's container, once known
         self.recorded_in: Path | None = None  # the results directory recording the cut-short run
+        self.runs = 1  # how many cut-short runs recorded_in holds (concurrent cells: the run directory)
         super().__init__(f"interrupted by {self.name}")
 
     @property
@@ -42,7 +44,8 @@ class Interrupted(BaseException):
             said = f"{where}interrupted by {self.name} before its suite ran"
             return f"{said}; {self.detail}" if self.detail else said
         detail = f"; {self.detail}" if self.detail else ""
-        return (f"{where}interrupted by {self.name}{detail}; its run is recorded as incomplete in "
+        what = "its run is" if self.runs == 1 else f"their {self.runs} runs are"
+        return (f"{where}interrupted by {self.name}{detail}; {what} recorded as incomplete in "
                 f"{self.recorded_in} (run it again, or --resume)")
 
 
@@ -54,6 +57,9 @@ class _State:
         self.fired = False
         self.pending: int | None = None
         self.deferred = 0
+        self.stopped: int | None = None  # stop_all's signal: worker threads end their work
+        self.lock = threading.Lock()
+        self.cancels: dict[int, Callable[[], None]] = {}  # what ends each blocking call in flight
 
 
 _state = _State()
@@ -108,6 +114,72 @@ def signals_deferred() -> Iterator[None]:
             _state.deferred -= 1
         signal.pthread_sigmask(signal.SIG_SETMASK, old)  # one blocked here is handled now
         if on_main and not _state.deferred and _state.pending is not None and not _state.fired:
+            signum, _state.pending = _state.pending, None
+            _state.fired = True
+            raise Interrupted(signum)
+
+
+# --- worker threads ----------------------------------------------------------------------------
+# Python runs signal handlers in the main thread only, so Interrupted is raised there. Cells that
+# run in worker threads (orchestrate's pools) block in a child process or a container; each such
+# call registers how to end it, and stop_all(), called by the main thread on Interrupted, ends
+# them all: the call then returns and raise_if_stopped() turns that into Interrupted in the worker,
+# which records its cell exactly as the main thread would.
+
+
+_tokens = itertools.count()
+
+
+@contextlib.contextmanager
+def stoppable(cancel: Callable[[], None]) -> Iterator[None]:
+    """While the block runs, stop_all() calls cancel (from the main thread): it must make the
+    block's blocking call return (terminate the child, kill the container). Called at once when
+    the run is already stopping."""
+    state = _state
+    token = next(_tokens)
+    with state.lock:
+        state.cancels[token] = cancel
+        stopped = state.stopped is not None
+    if stopped:
+        cancel()
+    try:
+        yield
+    finally:
+        with state.lock:
+            state.cancels.pop(token, None)
+
+
+def stop_all(signum: int) -> None:
+    """End every stoppable call in flight, and any started from now on (the run is over)."""
+    state = _state
+    with state.lock:
+        state.stopped = signum
+        cancels = list(state.cancels.values())
+    for cancel in cancels:
+        with contextlib.suppress(Exception):  # one that fails must not spare the others
+            cancel()
+
+
+def raise_if_stopped() -> None:
+    """Interrupted in a worker thread whose run stop_all() ended."""
+    if _state.stopped is not None:
+        raise Interrupted(_state.stopped)
+
+
+@contextlib.contextmanager
+def held() -> Iterator[None]:
+    """In the main thread: SIGTERM and SIGINT wait until the block ends, the first of them raised
+    there. Unlike signals_deferred(), no signal mask: the threads started in the block (workers
+    that start children) must not pass a blocked SIGTERM on to those children."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    _state.deferred += 1
+    try:
+        yield
+    finally:
+        _state.deferred -= 1
+        if not _state.deferred and _state.pending is not None and not _state.fired:
             signum, _state.pending = _state.pending, None
             _state.fired = True
             raise Interrupted(signum)

@@ -1,5 +1,5 @@
 """Run options given after `--` to the nox lane sessions: --out, --shard, --resume, --gpus,
---every-gpu, --rerun-blocking."""
+--every-gpu, --rerun-blocking, --jobs, --prepare-ahead, --prepare-disk, --reuse-results."""
 
 from __future__ import annotations
 
@@ -24,6 +24,10 @@ class RunOptions:
     rerun_blocking: bool  # re-run failing cases with CUDA_LAUNCH_BLOCKING=1
     gpus: str | None
     every_gpu: bool = False  # one run per device instead of one per GPU generation
+    jobs: int = 1  # cells at once on a runner without GPUs (with GPUs: one per GPU)
+    prepare_ahead: int = 1  # environments (venvs, images) prepared at once, ahead of the runs
+    prepare_disk_gb: float | None = None  # past this much disk taken by the run's builds, none ahead
+    reuse_results: bool = False  # reuse a stored result of the same environment, suite, driver and GPU
     suite_args: tuple[str, ...]  # passed to pytest unchanged (after a second `--`)
 
 
@@ -44,6 +48,10 @@ def parse(args: Sequence[str], *, default_out: Path | None = None) -> RunOptions
     parser.add_argument("--rerun-blocking", action="store_true")
     parser.add_argument("--gpus")
     parser.add_argument("--every-gpu", action="store_true")
+    parser.add_argument("--jobs")
+    parser.add_argument("--prepare-ahead")
+    parser.add_argument("--prepare-disk")
+    parser.add_argument("--reuse-results", action="store_true")
     try:
         ns, unknown = parser.parse_known_args(args)
     except argparse.ArgumentError as exc:
@@ -59,8 +67,26 @@ def parse(args: Sequence[str], *, default_out: Path | None = None) -> RunOptions
         rerun_blocking=ns.rerun_blocking,
         gpus=ns.gpus,
         every_gpu=ns.every_gpu,
+        jobs=count("--jobs", ns.jobs, 1, minimum=1),
+        prepare_ahead=count("--prepare-ahead", ns.prepare_ahead, 1, minimum=0),
+        prepare_disk_gb=gigabytes("--prepare-disk", ns.prepare_disk) if ns.prepare_disk else None,
+        reuse_results=ns.reuse_results,
         suite_args=tuple(suite_args),
     )
+
+
+def count(name: str, text: str | None, default: int, *, minimum: int) -> int:
+    if text is None:
+        return default
+    if not re.fullmatch(r"[0-9]{1,4}", text) or int(text) < minimum:
+        raise BadInput(f"run options: {name} {text!r} is not a whole number >= {minimum}")
+    return int(text)
+
+
+def gigabytes(name: str, text: str) -> float:
+    if not re.fullmatch(r"[0-9]{1,6}(\.[0-9]{1,3})?", text):
+        raise BadInput(f"run options: {name} {text!r} is not a size in GB like 40 or 2.5")
+    return float(text)
 
 
 def parse_shard(text: str) -> tuple[int, int]:

@@ -13,8 +13,32 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import BinaryIO
 
+from convmatrix import interrupts
+
 GRACE_S = 10.0  # how long a child gets to end after SIGTERM before it is killed
 NOT_STARTED = 127  # what a shell answers for a command it cannot run
+
+
+class _Terminal:
+    """Whether children's output is echoed by default. The terminal is one: where cells run or
+    are prepared concurrently their lines would interleave, so the orchestration turns echo off
+    (each child still writes its own log) and says what happens in lines of its own."""
+
+    echo = True
+
+
+terminal = _Terminal()
+
+
+@contextlib.contextmanager
+def quiet(on: bool = True) -> Iterator[None]:
+    """No child echoes to the terminal by default while the block runs (when on)."""
+    before = terminal.echo
+    terminal.echo = before and not on
+    try:
+        yield
+    finally:
+        terminal.echo = before
 
 
 class Tee:
@@ -52,15 +76,17 @@ def tee_to(log_path: Path | None, *, echo: bool = True,
 
 
 def stream(command: Sequence[str], *, log_path: Path | None = None, env: Mapping[str, str] | None = None,
-           cwd: Path | None = None, echo: bool = True, stdin: bytes | None = None,
+           cwd: Path | None = None, echo: bool | None = None, stdin: bytes | None = None,
            on_line: Callable[[str], None] | None = None) -> int:
     """Run command, each line it prints (stdout and stderr together) to log_path, our stdout
-    (echo) and on_line; its exit status (negative: the signal that ended it; 127: it could not
-    start).
+    (echo; default: unless quiet()) and on_line; its exit status (negative: the signal that ended
+    it; 127: it could not start).
 
     Interrupted (Ctrl-C, or SIGTERM turned into an exception by the entry point), the child is
-    terminated, then killed after GRACE_S, before the interrupt goes on up.
+    terminated, then killed after GRACE_S, before the interrupt goes on up. In a worker thread,
+    interrupts.stop_all() terminates it, and Interrupted is raised here once it has ended.
     """
+    echo = terminal.echo if echo is None else echo
     with tee_to(log_path, echo=echo, on_line=on_line) as out:
         out.say(f"$ {' '.join(command)}")
         try:
@@ -70,14 +96,16 @@ def stream(command: Sequence[str], *, log_path: Path | None = None, env: Mapping
         except OSError as exc:
             out.say(f"convmatrix: cannot start {command[0]}: {exc}")
             return NOT_STARTED
-        with ended(proc):
+        with ended(proc), interrupts.stoppable(proc.terminate):
             if stdin is not None and proc.stdin is not None:
                 proc.stdin.write(stdin)
                 proc.stdin.close()
             assert proc.stdout is not None
             for line in iter(proc.stdout.readline, b""):
                 out.write(line)
-            return proc.wait()
+            code = proc.wait()
+        interrupts.raise_if_stopped()
+        return code
 
 
 @contextlib.contextmanager

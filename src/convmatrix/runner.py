@@ -105,6 +105,15 @@ def suite_command(
     ]
 
 
+def wants_gpu(target: Target, suite_args: Sequence[str]) -> bool:
+    """Whether the suite will use the target's GPU: not where the user's own --device cpu (which
+    comes after ours on its command line, and wins) keeps it on the CPU; a container then needs
+    no device from the engine."""
+    devices = [a.split("=", 1)[1] for a in suite_args if a.startswith("--device=")]
+    devices += [suite_args[i + 1] for i, a in enumerate(suite_args[:-1]) if a == "--device"]
+    return target.gpu is not None and (not devices or devices[-1] != "cpu")
+
+
 def suite_env(target: Target) -> dict[str, str]:
     env = dict(os.environ, CONVMATRIX_LANE=target.cell.lane, PYTHONUNBUFFERED="1")
     if target.gpu is not None:

@@ -191,8 +191,12 @@ class InterruptedLane(FakeLane):
 
 
 def sigterm_now() -> None:
+    """As a suite process does: the signal reaches the main thread, which stops the workers'
+    blocking calls (interrupts.stop_all); a lane in the main thread has the handler raise here."""
     os.kill(os.getpid(), signal.SIGTERM)
-    time.sleep(30)  # the handler raises out of this sleep
+    for _ in range(300):
+        interrupts.raise_if_stopped()
+        time.sleep(0.1)
 
 
 RunCommand = Callable[[Lane], tuple[int, str]]

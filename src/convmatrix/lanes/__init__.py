@@ -38,6 +38,7 @@ class Prepared:
     python: str  # the interpreter that runs the suite, as the lane sees it
     isolate: bool  # pytest-xdist is there: cases run isolated (--case-timeout)
     record: Mapping[str, str] = field(default_factory=dict)  # venv, image id, ...
+    lock: str = ""  # what identifies the environment's contents (reuse.py); "": unknown, never reused
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -15,7 +15,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from convmatrix import popen, runner, stacks
+from convmatrix import popen, reuse, runner, stacks
 from convmatrix.cells import Cell
 from convmatrix.errors import InfrastructureError
 from convmatrix.lanes import Log, Prepared, SuiteRun
@@ -88,7 +88,8 @@ class Baremetal:
         else:
             make_venv(cell, venv, plan, log)
             stamp.write_text(json.dumps(wanted))
-        return Prepared(python=str(python), isolate=True, record={"venv": str(venv)})
+        return Prepared(python=str(python), isolate=True, record={"venv": str(venv)},
+                        lock=reuse.environment_lock(str(python)))
 
     def run(self, prepared: Prepared, run: SuiteRun, log: Log) -> int:
         return runner.run_local(prepared.python, run.target, run.args, isolate=prepared.isolate,

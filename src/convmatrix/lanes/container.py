@@ -35,7 +35,7 @@ class Container:
     def prepare(self, cell: Cell, matrix: Matrix, log: Log) -> Prepared:
         with containers.client() as engine:
             image = ensure_image(engine, matrix, cell, log)
-        return Prepared(python=CELL_PYTHON, isolate=True, record=image)
+        return Prepared(python=CELL_PYTHON, isolate=True, record=image, lock=image["image_id"])
 
     def run(self, prepared: Prepared, run: SuiteRun, log: Log) -> int:
         image = prepared.record
@@ -48,7 +48,7 @@ class Container:
                                          suite_root=Path(containers.SUITE_MOUNT)),
             results_dir=run.out,
             suite_dir=runner.SUITE_DIR,
-            gpu_index=target.gpu.index if target.gpu else None,
+            gpu_index=target.gpu.index if target.gpu and runner.wants_gpu(target, run.args) else None,
             environment={"CONVMATRIX_LANE": "container", "CONVMATRIX_IMAGE_ID": image["image_id"], **run.env},
         )
         with containers.client() as engine:

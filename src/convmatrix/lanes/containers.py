@@ -32,6 +32,7 @@ import docker
 from docker.errors import APIError, DockerException, ImageNotFound, NotFound
 from docker.types import DeviceRequest
 
+from convmatrix import interrupts
 from convmatrix.errors import InfrastructureError
 from convmatrix.interrupts import Interrupted, signals_deferred
 from convmatrix.lanes.images import LABEL_HASH, Plan
@@ -311,14 +312,25 @@ def run(engine: Any, spec: RunSpec, log: Path) -> Outcome:
         out.write(f"$ docker run {spec.image} {' '.join(spec.command)}\n".encode())
         out.flush()
         with started(engine, spec, out) as running:
-            try:
-                for chunk in running.output:
-                    out.write(chunk)
-                    out.flush()
-            except (DockerException, OSError) as exc:
-                out.write(f"convmatrix: lost the container: {first_line(exc)}\n".encode())
-                raise EngineError(f"docker: lost the container of {spec.image}: {first_line(exc)}") from None
+            # Run in a worker thread (concurrent cells), an interrupt reaches it as a kill from the
+            # main thread: the output ends, and Interrupted is raised here, inside started(), which
+            # records it and removes the container as it does for one raised in the main thread.
+            with interrupts.stoppable(lambda: kill(running.container)):
+                try:
+                    for chunk in running.output:
+                        out.write(chunk)
+                        out.flush()
+                except (DockerException, OSError) as exc:
+                    interrupts.raise_if_stopped()
+                    out.write(f"convmatrix: lost the container: {first_line(exc)}\n".encode())
+                    raise EngineError(f"docker: lost the container of {spec.image}: {first_line(exc)}") from None
+            interrupts.raise_if_stopped()
             return running.outcome()
+
+
+def kill(container: Any) -> None:
+    with contextlib.suppress(DockerException, OSError):
+        container.kill()
 
 
 def describe(engine: Any, p: Plan) -> dict[str, str]:

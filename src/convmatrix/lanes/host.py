@@ -7,7 +7,7 @@ import os
 import shutil
 import subprocess
 
-from convmatrix import runner
+from convmatrix import reuse, runner
 from convmatrix.cells import Cell
 from convmatrix.lanes import Log, Prepared, SuiteRun
 from convmatrix.matrix import Matrix
@@ -46,7 +46,7 @@ class Host:
         isolate = has_xdist(python)
         if not isolate:
             log(f"host lane: {python} has no pytest-xdist, so a crashing or hanging case ends the run")
-        return Prepared(python=python, isolate=isolate)
+        return Prepared(python=python, isolate=isolate, lock=reuse.environment_lock(python))
 
     def run(self, prepared: Prepared, run: SuiteRun, log: Log) -> int:
         return runner.run_local(prepared.python, run.target, run.args, isolate=prepared.isolate,

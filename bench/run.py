@@ -1,0 +1,293 @@
+"""The harness against the plain alternative, each figure measured in the same run (issue 12).
+
+    python bench/run.py [--json] [--select EXPR] [--only NAME ...] [--triage-mb N]
+
+Needs uv, a Docker engine and convmatrix/base:bookworm (`nox -s base-image`). A warm-up, not
+timed, builds the bench matrix's images (`convmatrix build`) and fills uv's cache, so that no
+figure times a download. Then, over bench/matrix.toml (3 container, 3 baremetal cells; the suite
+on the CPU, `-k SELECT`):
+
+    matrix_vs_naive      `convmatrix run --jobs 2` from empty venvs, over a plain sequential
+                         script that builds each image and `docker run`s pytest in it, and makes
+                         each venv and runs pytest in it (same cells, same cases, same caches)
+    pool_speedup         the same cells on a stub runner listing 2 GPUs (a stub nvidia-smi;
+                         the suite runs with --device cpu): one GPU (--gpus 0) over the pool
+    noop_rerun_s         the same matrix again, everything cached (--reuse-results)
+    report_merge_s       `convmatrix report --format json` over 1,000 cells x 200 cases,
+    report_merge_peak_mb   and its peak resident memory
+    per_case_overhead    the control cell through the harness over raw pytest of the same cases
+    triage_vs_grep       throughput of `convmatrix triage` over `grep -F` on a multi-rank log
+
+Prints one line per figure, or with --json one JSON object: each figure, its target, whether it
+was met, and the commands behind it. Asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "src"))
+
+from convmatrix import matrix as matrices  # noqa: E402
+from convmatrix.lanes import baremetal, container, containers, images  # noqa: E402
+
+MATRIX = REPO / "bench" / "matrix.toml"
+SELECT = "conv1d-fp32"  # a small, real subset: startup and environments dominate, as in a nightly's cells
+OVERHEAD_SELECT = "conv2d and not large"  # enough cases that per-case costs show
+STUB_SMI = """#!/bin/sh
+case "$*" in
+  *driver_version*) echo "550.54.15" ;;
+  *) printf '0, NVIDIA H100 80GB HBM3, 9.0, 81559\\n1, NVIDIA H100 80GB HBM3, 9.0, 81559\\n' ;;
+esac
+"""
+TARGETS = {  # figure: (comparison, bound)
+    "matrix_vs_naive": ("<=", 0.7),
+    "pool_speedup": (">=", 1.7),
+    "noop_rerun_s": ("<=", 5.0),
+    "report_merge_s": ("<=", 2.0),
+    "report_merge_peak_mb": ("<=", 500.0),
+    "per_case_overhead": ("<=", 1.10),
+    "triage_vs_grep": (">=", 0.5),
+}
+
+
+class Bench:
+    def __init__(self, tmp: Path, select: str) -> None:
+        self.tmp = tmp
+        self.select = select
+        self.env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "UV_NATIVE_TLS": "1", "DOCKER_BUILDKIT": "1",
+                    "CONVMATRIX_VENVS": str(tmp / "venvs"), "CONVMATRIX_RESULTS_STORE": str(tmp / "store")}
+        self.commands: dict[str, list[str]] = {}
+        self.notes: dict[str, str] = {}
+
+    def convmatrix(self, *args: str, env: dict[str, str] | None = None) -> float:
+        command = [sys.executable, "-m", "convmatrix", *args]
+        return timed(command, env=env or self.env, cwd=REPO)
+
+    def run_matrix(self, out: str, *options: str, env: dict[str, str] | None = None) -> float:
+        return self.convmatrix("run", "-m", str(MATRIX), "--out", str(self.tmp / out), *options,
+                               "--", "--device", "cpu", "-k", self.select, env=env)
+
+    def warm_up(self) -> None:
+        """Images built and uv's cache filled, untimed; venvs made here are thrown away."""
+        self.convmatrix("build", "-m", str(MATRIX))
+        self.run_matrix("warm-up", "--jobs", "2", env={**self.env, "CONVMATRIX_VENVS": str(self.tmp / "warm-venvs")})
+        shutil.rmtree(self.tmp / "warm-venvs", ignore_errors=True)
+
+    def matrix_vs_naive(self) -> float:
+        ours = self.run_matrix("nightly", "--jobs", "2")
+        naive = self.naive()
+        self.commands["matrix_vs_naive"] = [
+            f"convmatrix run -m bench/matrix.toml --jobs 2 -- --device cpu -k '{self.select}'  ({ours:.1f} s)",
+            f"plain script: docker build + docker run per container cell, uv venv + pip install + pytest per "
+            f"baremetal cell, one after another  ({naive:.1f} s)"]
+        return ours / naive
+
+    def naive(self) -> float:
+        """What a plain script does, one cell after another."""
+        loaded = matrices.load(MATRIX)
+        start = time.perf_counter()
+        with containers.client() as engine:
+            plans = container.plans(engine, loaded, loaded.lane("container"), None)
+        secrets = container.secrets()
+        for plan in plans:
+            with tempfile.TemporaryDirectory(prefix="naive-build-") as context:
+                images.make_context(plan, Path(context))
+                must(images.build_command(plan, Path(context), secrets, images.docker_cli()), self.env)
+            out = self.tmp / "naive" / plan.cell.id
+            out.mkdir(parents=True)
+            must([images.docker_cli(), "run", "--rm", "--network", "none", "--user", f"{os.getuid()}:{os.getgid()}",
+                  "--shm-size", "2g", "-v", f"{REPO / 'suites'}:/suite:ro", "-v", f"{out}:/results", plan.tag,
+                  "/opt/cell/bin/python", "-m", "pytest", "/suite", "-p", "no:cacheprovider", "--results-dir",
+                  "/results", "--cell-id", plan.cell.id, "--device", "cpu", "-k", self.select], self.env)
+        uv = shutil.which("uv") or "uv"
+        for cell in loaded.lane("baremetal"):
+            venv = self.tmp / "naive-venvs" / cell.id
+            must([uv, "venv", "--python", cell.python, str(venv)], self.env)
+            for step in baremetal.steps(cell):
+                must([uv, "pip", "install", "--python", str(venv / "bin" / "python"), *step], self.env)
+            must([str(venv / "bin" / "python"), "-m", "pytest", str(REPO / "suites"), "-p", "no:cacheprovider",
+                  "--results-dir", str(self.tmp / "naive" / cell.id), "--cell-id", cell.id, "--device", "cpu",
+                  "-k", self.select], self.env)
+        return time.perf_counter() - start
+
+    def noop_rerun_s(self) -> float:
+        seconds = self.run_matrix("rerun", "--jobs", "2", "--reuse-results")
+        self.commands["noop_rerun_s"] = [f"convmatrix run -m bench/matrix.toml --jobs 2 --reuse-results -- "
+                                         f"--device cpu -k '{self.select}'  (venvs, images and results all there)"]
+        return seconds
+
+    def pool_speedup(self) -> float:
+        bin_dir = self.tmp / "stub-bin"
+        bin_dir.mkdir(exist_ok=True)
+        smi = bin_dir / "nvidia-smi"
+        smi.write_text(STUB_SMI)
+        smi.chmod(0o755)
+        env = {**self.env, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+        one = self.run_matrix("one-gpu", "--gpus", "0", env=env)
+        two = self.run_matrix("two-gpus", env=env)
+        self.commands["pool_speedup"] = [
+            f"stub nvidia-smi listing 2 H100s; convmatrix run -m bench/matrix.toml --gpus 0 -- --device cpu "
+            f"-k '{self.select}'  ({one:.1f} s)",
+            f"the same with both GPUs, one pool  ({two:.1f} s)"]
+        return one / two
+
+    def per_case_overhead(self) -> float:
+        control = next(c for c in matrices.load(MATRIX).cells if c.lane == "baremetal" and c.cudnn == "bundled")
+        python = str(self.tmp / "venvs" / control.id / "bin" / "python")
+        cases = ["--device", "cpu", "-k", OVERHEAD_SELECT]
+        harness = self.convmatrix("run", "-m", str(MATRIX), "--cell", control.id, "--out", str(self.tmp / "overhead"),
+                                  "--prepare-ahead", "0", "--", *cases)
+        raw = timed([python, "-m", "pytest", str(REPO / "suites"), "-p", "no:cacheprovider", "--results-dir",
+                     str(self.tmp / "raw"), "--cell-id", control.id, *cases], env=self.env, cwd=REPO)
+        count = len((self.tmp / "raw" / "results.jsonl").read_text().splitlines())
+        self.commands["per_case_overhead"] = [
+            f"convmatrix run -m bench/matrix.toml --cell {control.id} -- {' '.join(cases)}  ({harness:.1f} s)",
+            f"{control.id}'s python -m pytest suites/ {' '.join(cases)}  ({raw:.1f} s, {count} cases)"]
+        return harness / raw
+
+    def report_merge(self) -> tuple[float, float]:
+        runs = self.tmp / "merge"
+        write_results(runs, cells=1000, cases=200)
+        command = [sys.executable, "-m", "convmatrix", "report", str(runs), "--format", "json", "-o",
+                   str(self.tmp / "merge.json"), "--fail-on", "never"]
+        start = time.perf_counter()
+        proc = subprocess.Popen(command, env=self.env, cwd=REPO, stdout=subprocess.DEVNULL)
+        _, _, usage = os.wait4(proc.pid, 0)
+        seconds = time.perf_counter() - start
+        proc.returncode = 0
+        self.commands["report_merge_s"] = ["convmatrix report RUN --format json -o FILE --fail-on never "
+                                           "(1,000 generated cells x 200 cases)"]
+        return seconds, usage.ru_maxrss / 1024
+
+    def triage_vs_grep(self, mb: int) -> float:
+        path = self.tmp / "job.log"
+        write_log: Callable[[Path, int], int] = sibling("triage_throughput").write_log  # its log, not a copy
+        write_log(path, mb)
+        subprocess.run(["cat", str(path)], stdout=subprocess.DEVNULL, check=False)  # a warm page cache for both
+        grep = timed(["grep", "-F", "CUDNN_STATUS_NOT_SUPPORTED", str(path)], env=self.env, cwd=REPO, check=False)
+        ours = timed([sys.executable, "-m", "convmatrix", "triage", str(path), "--format", "json"], env=self.env,
+                     cwd=REPO, check=False)
+        self.commands["triage_vs_grep"] = [f"grep -F CUDNN_STATUS_NOT_SUPPORTED ({grep:.2f} s) and convmatrix "
+                                           f"triage --format json ({ours:.2f} s) on a {mb} MB 8-rank log"]
+        path.unlink()
+        return grep / ours
+
+
+def sibling(name: str) -> Any:
+    """Another bench script, loaded by path (bench/ is no package)."""
+    spec = importlib.util.spec_from_file_location(name, REPO / "bench" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def timed(command: Sequence[str], *, env: dict[str, str], cwd: Path, check: bool = True) -> float:
+    start = time.perf_counter()
+    done = subprocess.run(list(command), env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          check=False)
+    seconds = time.perf_counter() - start
+    if check and done.returncode not in (0, 1):
+        tail = done.stdout.decode(errors="replace")[-2000:]
+        raise SystemExit(f"bench: `{' '.join(command)}` exited {done.returncode}:\n{tail}")
+    return seconds
+
+
+def must(command: Sequence[str], env: dict[str, str]) -> None:
+    timed(command, env=env, cwd=REPO)
+
+
+def write_results(runs: Path, *, cells: int, cases: int) -> None:
+    """A run directory of `cells` complete cells, `cases` results each; cell 0 is the control."""
+    rng = random.Random(12)
+    stamp = "2026-12-02T18:34:15.123+00:00"
+    for i in range(cells):
+        cudnn = f"9.{i}.0.0" if i else "bundled"
+        cell = f"baremetal-torch2.5.1-cu124-cudnn{cudnn}-py3.11"
+        directory = runs / f"{cell}@cpu"
+        directory.mkdir(parents=True)
+        meta = {"schema": 1, "cell": cell, "lane": "baremetal",
+                "requested": {"lane": "baremetal", "torch": "2.5.1", "cuda": "cu124", "cudnn": "bundled",
+                              "python": "3.11"},
+                "expected": {}, "control": i == 0, "gpu_key": "cpu", "gpu": None, "python": "py",
+                "started": stamp, "ended": stamp, "exit_code": 0, "evidence": {}}
+        (directory / "cell.json").write_text(json.dumps(meta))
+        (directory / "env.json").write_text(json.dumps({"schema": 1, "cell_id": cell, "gpus": [], "knobs": {},
+                                                        "argv": [], "isolation": {}, "started": stamp,
+                                                        "ended": stamp}))
+        lines = []
+        for n in range(cases):
+            failed = i and rng.random() < 0.01
+            lines.append(json.dumps({"schema": 1, "case": f"conv2d-case{n}", "status": "failed" if failed else "passed",
+                                     "message": "cuDNN error: CUDNN_STATUS_NOT_SUPPORTED" if failed else None,
+                                     "nodeid": f"suites/test_conv.py::test_conv[conv2d-case{n}]", "knobs": {},
+                                     "warnings": [], "duration_s": 0.01}))
+        (directory / "results.jsonl").write_text("\n".join(lines) + "\n")
+
+
+def met(name: str, value: float) -> bool:
+    comparison, bound = TARGETS[name]
+    return value <= bound if comparison == "<=" else value >= bound
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    ap.add_argument("--select", default=SELECT, help=f"the suite's -k for the matrix figures (default {SELECT!r})")
+    ap.add_argument("--triage-mb", type=int, default=1000, help="the triage log's size (default 1000 MB)")
+    ap.add_argument("--only", nargs="+", choices=["matrix", "report", "overhead", "triage"],
+                    help="only these groups (matrix: matrix_vs_naive, noop_rerun_s, pool_speedup)")
+    args = ap.parse_args()
+    groups = set(args.only or ["matrix", "report", "overhead", "triage"])
+    figures: dict[str, float] = {}
+    with tempfile.TemporaryDirectory(prefix="convmatrix-bench-", dir=REPO / "reports" if (REPO / "reports").is_dir()
+                                     else None) as tmp:
+        bench = Bench(Path(tmp), args.select)
+        steps: list[tuple[str, Callable[[], Any]]] = []
+        if "matrix" in groups or "overhead" in groups:
+            steps.append(("warm_up", bench.warm_up))
+        if "matrix" in groups:
+            steps += [("matrix_vs_naive", bench.matrix_vs_naive), ("noop_rerun_s", bench.noop_rerun_s),
+                      ("pool_speedup", bench.pool_speedup)]
+        if "overhead" in groups:
+            if "matrix" not in groups:
+                steps.append(("venvs", lambda: bench.run_matrix("venvs", "--lane", "baremetal")))
+            steps.append(("per_case_overhead", bench.per_case_overhead))
+        if "report" in groups:
+            steps.append(("report_merge", bench.report_merge))
+        if "triage" in groups:
+            steps.append(("triage_vs_grep", lambda: bench.triage_vs_grep(args.triage_mb)))
+        for name, step in steps:
+            print(f"bench: {name} ...", file=sys.stderr, flush=True)
+            value = step()
+            if name == "report_merge":
+                figures["report_merge_s"], figures["report_merge_peak_mb"] = value
+            elif name in TARGETS:
+                figures[name] = value
+        result = {name: {"value": round(value, 3), "target": f"{TARGETS[name][0]} {TARGETS[name][1]:g}",
+                         "met": met(name, value)} for name, value in figures.items()}
+        if args.json:
+            print(json.dumps({"figures": result, "commands": bench.commands, "cpus": os.cpu_count()}, indent=2))
+        else:
+            for name, item in result.items():
+                verdict = "met" if item["met"] else "MISSED"
+                print(f"{name:22s} {item['value']:10.3f}   target {item['target']:8s} {verdict}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
