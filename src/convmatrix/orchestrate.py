@@ -20,7 +20,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from convmatrix import ahead, gpus, knobs, lanes, options, pool, popen, reuse, rundir, runner
+from convmatrix import ahead, gpus, knobs, lanes, options, pool, popen, progress, reuse, rundir, runner
 from convmatrix.cells import Cell
 from convmatrix.errors import BadInput, ConvmatrixError, InfrastructureError
 from convmatrix.interrupts import Interrupted, held, raise_if_stopped, stop_all
@@ -121,6 +121,7 @@ class Scheduler:
         self.busy = 0  # targets prepared and not yet ended: waiting for a slot or running
         self.guard = threading.Lock()
         self.total = self.done = 0
+        self.progress: progress.Progress = progress.Plain(log)  # run() picks the live line where it can
         self.preparing: dict[Future[Ready], Job] = {}
         self.running: dict[Future[Ended], runner.Target] = {}
         self.ends: list[Ended] = []
@@ -136,11 +137,15 @@ class Scheduler:
         alone = self.slots == 1 and (len(jobs) <= 1 or self.opts.prepare_ahead == 0)
         limits = ahead.Limits(builds=self.opts.prepare_ahead, disk_gb=self.opts.prepare_disk_gb,
                               disk_paths=ahead.build_paths())
+        self.progress = progress.choose(self.log, streaming=alone)
+        if isinstance(self.progress, progress.LiveLine):
+            self.log = self.progress.say  # every line above the live one, never through it
         preparer = ahead.Preparer(limits, self.slot_free, self.log)
         pools = {s.key: pool.Pool(s) for s in self.specs}
         if self.slots > 1 or len(jobs) > 1:
             self.log(f"{len(jobs)} cell(s), {self.total} run(s) on {self.describe_slots()}; "
                      f"each cell's output in {self.opts.out}/<cell>@<gpu>/log.txt")
+        self.progress.begin(self.total, self.slots)
         try:
             with popen.quiet(not alone):
                 for job in jobs:
@@ -158,6 +163,7 @@ class Scheduler:
             preparer.shutdown(wait=True)
             for each in pools.values():
                 each.shutdown()
+            self.progress.close()
 
     def describe_slots(self) -> str:
         return ", ".join(f"{s.key} ({len(s.slots)} at once)" for s in self.specs)
@@ -203,11 +209,13 @@ class Scheduler:
             self.log(f"{cell.id}: {exc}; recorded in {self.opts.out}")
             self.outcome.failed.append(f"{cell.id}: {exc}")
             self.total -= len(job.todo)
+            self.progress.add(-len(job.todo))
             return
         if ready.prepared is None:
             self.log(f"{cell.id}: not run here: {ready.skipped}")
             self.outcome.skipped.append(f"{cell.id}: {ready.skipped}")
             self.total -= len(job.todo)
+            self.progress.add(-len(job.todo))
             return
         self.outcome.ran.append(cell.id)
         for target in job.todo:
@@ -223,6 +231,7 @@ class Scheduler:
             env = {"OMP_NUM_THREADS": str(self.threads)} if self.threads else {}
             started = time.monotonic()
             ended = Ended(target=placed, slot=slot.name, seconds=0.0)
+            self.progress.started(f"{placed.cell.id}@{placed.key}", slot.name)
             try:
                 run_target(lane, prepared, self.matrix, placed, self.opts, self.log, env=env, driver=self.driver)
             except Interrupted as exc:
@@ -243,10 +252,7 @@ class Scheduler:
         if ended.error is not None:
             self.log(f"{where}: {ended.error}")
             self.outcome.failed.append(f"{where}: {ended.error}")
-        with self.guard:
-            waiting = self.busy
-        self.log(f"[{self.done}/{self.total}] {where} on {ended.slot}: done in {ended.seconds:.1f} s; "
-                 f"{waiting} running or waiting, {len(self.preparing)} to prepare")
+        self.progress.finished(where, ended.slot, ended.seconds)
 
     def account_for(self, exc: Interrupted, preparing: Sequence[str]) -> None:
         """Say what became of the runs the interrupt cut short, in the one line (a single cell's
