@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from testkit import docker_answers
+from testkit import docker_answers, stub_nvidia_smi
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -48,3 +48,13 @@ def docker_engine() -> None:
         pytest.fail(f"CI must have a Docker engine (.ci/docker-up): {problem}")
     if problem:
         pytest.skip(f"no Docker engine answers here ({problem}); start one with .ci/docker-up")
+
+
+@pytest.fixture
+def two_gpu_runner(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A runner whose nvidia-smi lists two identical GPUs (the suite itself runs on the CPU)."""
+    import os
+
+    bin_dir = stub_nvidia_smi(tmp_path / "bin")
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    return bin_dir

@@ -73,3 +73,36 @@ def docker_answers() -> str | None:
     except (OSError, subprocess.TimeoutExpired) as exc:
         return str(exc)
     return None if done.returncode == 0 else (done.stderr.strip().splitlines() or ["docker info failed"])[-1]
+
+
+# The default matrix's two baremetal stacks: torch 2.5.1 cu124 with its bundled cuDNN (the
+# control) and with a cuDNN 9.5.1.17 override; both install from PyPI here.
+OVERRIDE_MATRIX = """
+name = "cudnn-override"
+[axes]
+lane = ["baremetal"]
+torch = ["2.5.1"]
+cuda = ["cu124"]
+cudnn = ["bundled", "9.5.1.17"]
+python = ["3.11"]
+[control]
+cudnn = "bundled"
+"""
+
+# An nvidia-smi that lists two identical GPUs and a driver, as on a two-H100 runner (the suite
+# itself then runs with --device cpu, so the work is real).
+STUB_SMI = """#!/bin/sh
+case "$*" in
+  *driver_version*) echo "550.54.15" ;;
+  *) printf '0, NVIDIA H100 80GB HBM3, 9.0, 81559\\n1, NVIDIA H100 80GB HBM3, 9.0, 81559\\n' ;;
+esac
+"""
+
+
+def stub_nvidia_smi(bin_dir: Path) -> Path:
+    """bin_dir with STUB_SMI in it as nvidia-smi, to put first on PATH."""
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    smi = bin_dir / "nvidia-smi"
+    smi.write_text(STUB_SMI)
+    smi.chmod(0o755)
+    return bin_dir

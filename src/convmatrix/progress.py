@@ -46,6 +46,26 @@ class Tally:
         self.durations: list[float] = []
         self.running: dict[str, str] = {}  # where -> slot
 
+    def begin(self, total: int, slots: int) -> None:
+        with self.lock:
+            self.total, self.slots, self.began = total, slots, self.clock()
+
+    def add(self, runs: int) -> None:
+        with self.lock:
+            self.total += runs
+
+    def start(self, where: str, slot: str) -> None:
+        with self.lock:
+            self.running[where] = slot
+
+    def end(self, where: str, seconds: float) -> str:
+        """Count a finished run; its line's head, `[done/total] where`."""
+        with self.lock:
+            self.running.pop(where, None)
+            self.done += 1
+            self.durations.append(seconds)
+            return f"[{self.done}/{self.total}] {where}"
+
     def elapsed(self) -> float:
         return self.clock() - self.began
 
@@ -77,28 +97,12 @@ class Plain:
     def __init__(self, write: Callable[[str], None], tally: Tally | None = None) -> None:
         self.write = write  # the run's log: these lines go where its other lines go
         self.tally = tally or Tally()
-
-    def begin(self, total: int, slots: int) -> None:
-        with self.tally.lock:
-            self.tally.total, self.tally.slots, self.tally.began = total, slots, self.tally.clock()
-
-    def add(self, runs: int) -> None:
-        with self.tally.lock:
-            self.tally.total += runs
-
-    def started(self, where: str, slot: str) -> None:
-        with self.tally.lock:
-            self.tally.running[where] = slot
+        self.begin, self.add, self.started = self.tally.begin, self.tally.add, self.tally.start
 
     def finished(self, where: str, slot: str, seconds: float) -> None:
-        t = self.tally
-        with t.lock:
-            t.running.pop(where, None)
-            t.done += 1
-            t.durations.append(seconds)
-            line = (f"[{t.done}/{t.total}] {where} on {slot}: done in {seconds:.1f} s; "
-                    f"elapsed {clock_text(t.elapsed())}, ETA {clock_text(t.eta())}")
-        self.write(line)
+        head = self.tally.end(where, seconds)
+        self.write(f"{head} on {slot}: done in {seconds:.1f} s; "
+                   f"elapsed {clock_text(self.tally.elapsed())}, ETA {clock_text(self.tally.eta())}")
 
     def say(self, line: str) -> None:
         self.write(line)
@@ -114,6 +118,7 @@ class LiveLine:
         self.tally = tally or Tally()
         self.console = console or Console(highlight=False)
         self.live: Live | None = None  # made in begin, once there is something to show
+        self.add, self.started = self.tally.add, self.tally.start
 
     def line(self) -> Text:
         """Counts and times first, so that a narrow terminal cuts the list of what runs, not them."""
@@ -126,27 +131,12 @@ class LiveLine:
         return Text(one_line(text), no_wrap=True, overflow="ellipsis")
 
     def begin(self, total: int, slots: int) -> None:
-        with self.tally.lock:
-            self.tally.total, self.tally.slots, self.tally.began = total, slots, self.tally.clock()
+        self.tally.begin(total, slots)
         self.live = Live(console=self.console, refresh_per_second=2, transient=True, get_renderable=self.line)
         self.live.start()
 
-    def add(self, runs: int) -> None:
-        with self.tally.lock:
-            self.tally.total += runs
-
-    def started(self, where: str, slot: str) -> None:
-        with self.tally.lock:
-            self.tally.running[where] = slot
-
     def finished(self, where: str, slot: str, seconds: float) -> None:
-        t = self.tally
-        with t.lock:
-            t.running.pop(where, None)
-            t.done += 1
-            t.durations.append(seconds)
-            done, total = t.done, t.total
-        self.say(f"[{done}/{total}] {where} on {slot}: done in {seconds:.1f} s")
+        self.say(f"{self.tally.end(where, seconds)} on {slot}: done in {seconds:.1f} s")
 
     def say(self, line: str) -> None:
         self.console.print(Text(line), soft_wrap=True)  # as text: a cell id is never markup

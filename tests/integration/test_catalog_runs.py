@@ -1,6 +1,6 @@
-"""The suite's catalog: trigger families with sources, workloads, sizing, scaled CPU variants,
-remedy knobs, fingerprints and timing; pure checks on suites/catalog.py and suites/sizing.py,
-unit checks of the suite's reference slicing, and real CPU runs of the suite in a subprocess."""
+"""The suite's catalog through real CPU runs and collections of the suite: ids collected in order,
+the words a user types for -k, markers, the reference on a slice, fingerprints, facts on every
+line, scaled large cases and the remedy knobs."""
 
 from __future__ import annotations
 
@@ -15,14 +15,9 @@ from typing import Any
 import pytest
 
 import suiterun
+from catalogkit import TRIGGER_FAMILIES, catalog, load_test_conv, past_int32, sizing
 from suiterun import Run
 from testkit import REPO
-
-SUITES = REPO / "suites"
-sys.path.insert(0, str(SUITES))  # catalog.py, sizing.py and test_conv.py import each other by name
-
-import catalog  # noqa: E402
-import sizing  # noqa: E402
 
 # Case ids are the key of a result across stacks: renaming one is a decision, made here too.
 # (Renamed on purpose so that `-k vae`, `-k depthwise`, `-k 2g`, ... find what they name: results
@@ -128,11 +123,6 @@ EXPECTED_IDS = (
     "conv_transpose2d-fp32-k3-s2-g4-bwd-stylegan_transposed-b4_512ch",
     "conv_transpose2d-fp16-k3-s2-g4-stylegan_transposed-b4_64ch",
 )
-TRIGGER_FAMILIES = {
-    "int32_split_batch", "int32_no_split", "large_3d", "large_transposed_3d", "non_contiguous",
-    "channels_last_odd", "half_pre_sm80", "dilation_deterministic", "tall_wide",
-    "pointwise_extreme", "backward_input_weight", "autocast", "tf32", "cudnn_benchmark",
-}
 WORKLOADS = {"sd_unet", "vae_decoder", "video_temporal", "whisper_frontend", "patch_embed",
              "stylegan_transposed"}
 FACT_KEYS = {"timing", "fingerprint", "need_mb", "scaled", "trigger", "sources"}
@@ -189,10 +179,6 @@ def test_ids_are_unique_stable_and_collected_in_order() -> None:
     assert collect() == ids  # the parametrize id is the case id
 
 
-def _past_int32(case: catalog.Case) -> bool:
-    return max(sizing.numel(shape) for shape in sizing.shapes(case).values()) >= 2**31
-
-
 def trigger_is(family: str) -> Callable[[catalog.Case], bool]:
     return lambda c: c.trigger == family
 
@@ -211,7 +197,7 @@ KEYWORDS: dict[str, Callable[[catalog.Case], bool]] = {
     "video": lambda c: c.workload == "video_temporal",
     "depthwise": lambda c: c.groups == c.c_in > 1,
     "dilated": lambda c: c.dilation not in (1, (1,) * c.spatial_dims),
-    "2g": _past_int32,  # a tensor (or its gradient) past 2^31 elements
+    "2g": past_int32,  # a tensor (or its gradient) past 2^31 elements
     "int32": lambda c: c.trigger in ("int32_split_batch", "int32_no_split"),
     "sm80": lambda c: c.trigger == "half_pre_sm80",
     # Every trigger family and workload by its own name; `autocast` also finds the base cases
@@ -256,13 +242,7 @@ def test_markers_follow_sizing_and_fields() -> None:
 
 @pytest.fixture(scope="module")
 def suite(pytestconfig: pytest.Config) -> Any:
-    """suites/test_conv.py as a module; its parametrize marks are the suite's own markers,
-    which the project's strict-markers config must know before the import applies them."""
-    for marker in ("backward", "gpu", "large", "model"):
-        pytestconfig.addinivalue_line("markers", f"{marker}: a marker of the conv suite")
-    import test_conv
-
-    return test_conv
+    return load_test_conv(pytestconfig)
 
 
 @pytest.mark.parametrize("case", [

@@ -23,7 +23,6 @@ from suiterun import PLUGINS
 from testkit import REPO
 
 pytestmark = pytest.mark.usefixtures("docker_engine")
-WHEELHOUSE = Path.home() / ".cache" / "convmatrix" / "test-wheelhouse"
 CONTAINER = "container-torch2.13.0-cpu-cudnnbundled-py3.11"
 BAREMETAL = "baremetal-torch2.13.0-cpu-cudnnbundled-py3.11"
 MATRIX = """
@@ -40,17 +39,6 @@ lane = "baremetal"
 [container]
 base = "convmatrix/base:bookworm"
 """
-
-
-@pytest.fixture(scope="module")
-def wheelhouse() -> Path:
-    """torch 2.13.0 (CPU) and the suite's requirements as wheels, kept between runs: the cells
-    install from here alone (--no-index), as on an air-gapped GPU cluster."""
-    if not any(WHEELHOUSE.glob("torch-2.13.0*.whl")):
-        WHEELHOUSE.mkdir(parents=True, exist_ok=True)
-        subprocess.run([sys.executable, "-m", "pip", "download", "-q", "-d", str(WHEELHOUSE),
-                        "torch==2.13.0", "pytest>=8", "pytest-xdist>=3"], check=True, timeout=1800)
-    return WHEELHOUSE
 
 
 @pytest.fixture(scope="module")

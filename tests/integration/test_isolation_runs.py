@@ -1,6 +1,6 @@
 """Case isolation in the suite (suites/isolation.py): real runs on CPU in subprocesses, where
 the fault plugin makes cases abort, segfault, hang, spin holding the GIL and raise a sticky
-CUDA error, and unit tests of the GPU-per-worker choice, which needs no GPU."""
+CUDA error."""
 
 from __future__ import annotations
 

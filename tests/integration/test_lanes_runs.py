@@ -1,4 +1,5 @@
-"""The lanes: what they run, and (slow) the real baremetal lane through nox with real wheels."""
+"""The lanes for real: the baremetal lane through nox with real wheels (the requested cuDNN is
+the observed one), a stub two-GPU runner, reruns and kill -9 then --resume."""
 
 from __future__ import annotations
 
@@ -9,28 +10,14 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
-
 from suiterun import PLUGINS
-from testkit import REPO
-
-BAREMETAL = """
-name = "cudnn-override"
-[axes]
-lane = ["baremetal"]
-torch = ["2.5.1"]
-cuda = ["cu124"]
-cudnn = ["bundled", "9.5.1.17"]
-python = ["3.11"]
-[control]
-cudnn = "bundled"
-"""
+from testkit import OVERRIDE_MATRIX, REPO
 
 
 def test_baremetal_lane_observes_the_requested_cudnn(tmp_path: Path) -> None:
     """Real uv venvs with real torch 2.5.1 wheels: the override changes the cuDNN torch loads."""
     matrix = tmp_path / "m.toml"
-    matrix.write_text(BAREMETAL)
+    matrix.write_text(OVERRIDE_MATRIX)
     out = tmp_path / "run"
     env = dict(os.environ, CONVMATRIX_MATRIX=str(matrix))
     nox = [sys.executable, "-m", "nox", "-f", str(REPO / "noxfile.py")]
@@ -53,26 +40,6 @@ def test_baremetal_lane_observes_the_requested_cudnn(tmp_path: Path) -> None:
 
 
 # --- one result per cell and generation, each case once (issue 8) ------------------------------
-
-STUB_SMI = """#!/bin/sh
-case "$*" in
-  *driver_version*) echo "550.54.15" ;;
-  *) printf '0, NVIDIA H100 80GB HBM3, 9.0, 81559\\n1, NVIDIA H100 80GB HBM3, 9.0, 81559\\n' ;;
-esac
-"""
-
-
-@pytest.fixture
-def two_gpu_runner(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A runner whose nvidia-smi lists two identical GPUs (the suite itself runs on the CPU)."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    smi = bin_dir / "nvidia-smi"
-    smi.write_text(STUB_SMI)
-    smi.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    return bin_dir
-
 
 def host_lane(out: Path, *args: str, env: dict[str, str] | None = None,
               start_new_session: bool = False) -> subprocess.Popen[str]:

@@ -13,37 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from testkit import REPO
-
-MATRIX = """
-name = "pool"
-[axes]
-lane = ["baremetal"]
-torch = ["2.5.1"]
-cuda = ["cu124"]
-cudnn = ["bundled", "9.5.1.17"]
-python = ["3.11"]
-[control]
-cudnn = "bundled"
-"""
-
-STUB_SMI = """#!/bin/sh
-case "$*" in
-  *driver_version*) echo "550.54.15" ;;
-  *) printf '0, NVIDIA H100 80GB HBM3, 9.0, 81559\\n1, NVIDIA H100 80GB HBM3, 9.0, 81559\\n' ;;
-esac
-"""
+from testkit import OVERRIDE_MATRIX, REPO, stub_nvidia_smi
 
 
 @pytest.fixture
 def two_gpu_path(tmp_path: Path) -> str:
     """PATH with an nvidia-smi that lists two identical GPUs."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    smi = bin_dir / "nvidia-smi"
-    smi.write_text(STUB_SMI)
-    smi.chmod(0o755)
-    return f"{bin_dir}{os.pathsep}{os.environ['PATH']}"
+    return f"{stub_nvidia_smi(tmp_path / 'bin')}{os.pathsep}{os.environ['PATH']}"
 
 
 def when(stamp: str) -> datetime:
@@ -52,7 +28,7 @@ def when(stamp: str) -> datetime:
 
 def test_two_stub_gpus_run_two_cells_at_once_and_each_case_once(tmp_path: Path, two_gpu_path: str) -> None:
     matrix = tmp_path / "m.toml"
-    matrix.write_text(MATRIX)
+    matrix.write_text(OVERRIDE_MATRIX)
     out = tmp_path / "run"
     command = [sys.executable, "-m", "convmatrix", "run", "-m", str(matrix), "--out", str(out),
                "--", "--device", "cpu", "-k", "conv1d-fp32"]

@@ -1,5 +1,4 @@
-"""The results directory's owner: fresh directories swapped in whole, completeness, the schema
-that the suite and the harness share."""
+"""What a real suite run writes is what the harness reads: suites/records.py, shared by both."""
 
 from __future__ import annotations
 

@@ -17,7 +17,6 @@ from convmatrix import matrix as matrix_model
 from testkit import REPO
 
 pytestmark = pytest.mark.usefixtures("docker_engine")
-WHEELHOUSE = Path.home() / ".cache" / "convmatrix" / "test-wheelhouse"
 MATRIX = f"""
 name = "base-upgrade"
 [container]
@@ -31,16 +30,6 @@ base = "{torchbases.CURRENT.tag}"
 CURRENT_CELL = "container-convmatrix-test-torch-base-2.5"
 CANDIDATE_CELL = "container-convmatrix-test-torch-base-2.13"
 CASES = "[conv1d-fp32-k3-p1] or [conv2d-fp32-k3-p1] or [conv3d-fp32-k3-p1]"
-
-
-@pytest.fixture(scope="module")
-def wheelhouse() -> Path:
-    """torch 2.13.0 (CPU) and its requirements as wheels, shared with test_container_lane."""
-    if not any(WHEELHOUSE.glob("torch-2.13.0*.whl")):
-        WHEELHOUSE.mkdir(parents=True, exist_ok=True)
-        subprocess.run([sys.executable, "-m", "pip", "download", "-q", "-d", str(WHEELHOUSE),
-                        "torch==2.13.0", "pytest>=8", "pytest-xdist>=3"], check=True, timeout=1800)
-    return WHEELHOUSE
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""The local base image: mirror parsing and error lines (fast), a real debootstrap + import (slow)."""
+"""The local base image: mirror parsing and the error lines."""
 
 from __future__ import annotations
 

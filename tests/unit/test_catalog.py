@@ -1,29 +1,16 @@
-"""The suite's catalog: trigger families with sources, workloads, sizing, scaled CPU variants,
-remedy knobs, fingerprints and timing; pure checks on suites/catalog.py and suites/sizing.py,
-unit checks of the suite's reference slicing, and real CPU runs of the suite in a subprocess."""
+"""The suite's catalog as data: ids derived from the fields, trigger families with public sources,
+sizing and scaled CPU variants (suites/catalog.py, suites/sizing.py), and the suite's forced
+settings and channel padding, called in process."""
 
 from __future__ import annotations
 
 import dataclasses
 import re
-import sys
 from typing import Any
 
 import pytest
 
-from testkit import REPO
-
-SUITES = REPO / "suites"
-sys.path.insert(0, str(SUITES))  # catalog.py, sizing.py and test_conv.py import each other by name
-
-import catalog  # noqa: E402
-import sizing  # noqa: E402
-
-TRIGGER_FAMILIES = {
-    "int32_split_batch", "int32_no_split", "large_3d", "large_transposed_3d", "non_contiguous",
-    "channels_last_odd", "half_pre_sm80", "dilation_deterministic", "tall_wide",
-    "pointwise_extreme", "backward_input_weight", "autocast", "tf32", "cudnn_benchmark",
-}
+from catalogkit import TRIGGER_FAMILIES, catalog, load_test_conv, past_int32, sizing
 
 
 def test_ids_are_derived_from_the_fields() -> None:
@@ -36,14 +23,10 @@ def test_ids_are_derived_from_the_fields() -> None:
         assert dataclasses.replace(case, source="elsewhere").id == case.id
 
 
-def _past_int32(case: catalog.Case) -> bool:
-    return max(sizing.numel(shape) for shape in sizing.shapes(case).values()) >= 2**31
-
-
 def test_2g_selects_every_int32_trigger() -> None:
     int32 = [c for c in catalog.CASES if c.trigger in ("int32_split_batch", "int32_no_split")]
-    assert len(int32) >= 4 and all(_past_int32(c) and c.over_int32 for c in int32)
-    assert all(c.over_int32 == _past_int32(c) for c in catalog.CASES)
+    assert len(int32) >= 4 and all(past_int32(c) and c.over_int32 for c in int32)
+    assert all(c.over_int32 == past_int32(c) for c in catalog.CASES)
     assert all(("2g" in c.id) == c.over_int32 for c in catalog.CASES)
 
 
@@ -117,13 +100,7 @@ def test_scaled_variants_keep_the_case_and_fit_the_cpu() -> None:
 
 @pytest.fixture(scope="module")
 def suite(pytestconfig: pytest.Config) -> Any:
-    """suites/test_conv.py as a module; its parametrize marks are the suite's own markers,
-    which the project's strict-markers config must know before the import applies them."""
-    for marker in ("backward", "gpu", "large", "model"):
-        pytestconfig.addinivalue_line("markers", f"{marker}: a marker of the conv suite")
-    import test_conv
-
-    return test_conv
+    return load_test_conv(pytestconfig)
 
 
 def test_forced_settings_are_restored(suite: Any) -> None:

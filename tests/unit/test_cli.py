@@ -1,4 +1,5 @@
-"""The convmatrix command end to end, over real suite runs (CPU) with injected faults."""
+"""The convmatrix command over results directories written by hand: verdicts of incomplete and
+duplicated cells, malformed input as one line and exit 2, the matrix command."""
 
 from __future__ import annotations
 
@@ -11,36 +12,7 @@ from typing import Any
 
 import pytest
 
-import suiterun
 from convmatrix.cli import main
-
-# Real-world texts (PyTorch issues): the signature and siblings that must never be counted as it.
-INJECTED = {
-    "conv1d-*": ("cudnn_not_supported",
-                 "cuDNN error: CUDNN_STATUS_NOT_SUPPORTED. This error may appear if you passed in a non-contiguous input."),
-    "conv3d-*": ("cuda_illegal_address", "CUDA error: an illegal memory access was encountered\n"
-                 "CUDA kernel errors might be asynchronously reported at some other API call."),
-    "conv_transpose2d-*": ("cudnn_no_algorithm", "Unable to find a valid cuDNN algorithm to run convolution"),
-    "conv_transpose1d-*": ("cudnn_no_engine", "GET was unable to find an engine to execute this computation"),
-}
-PLAN_FAILED = ("Plan failed with a cudnnException: CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR: "
-               "cudnnFinalize Descriptor Failed cudnn_status: CUDNN_STATUS_NOT_SUPPORTED")
-
-
-def run_suite(out: Path, cell_id: str, faults: dict[str, Any] | None = None, *extra: str) -> Path:
-    """The suite into OUT/<cell_id>@cpu, as a harness run would leave it (bar cell.json)."""
-    results_dir = out / f"{cell_id}@cpu"
-    suiterun.run_suite(results_dir, "-q", *extra, faults=faults, cell_id=cell_id)
-    return results_dir
-
-
-@pytest.fixture(scope="module")
-def run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("run")
-    run_suite(out, "control")
-    run_suite(out, "candidate", {"raise": {g: m for g, (_, m) in INJECTED.items()},
-                                 "warn": {"conv2d-*": PLAN_FAILED}})
-    return out
 
 
 def report(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:

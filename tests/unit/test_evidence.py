@@ -1,4 +1,5 @@
-"""Evidence files and the CUDA_LAUNCH_BLOCKING re-run, over real suite runs with injected faults."""
+"""Evidence files: the first occurrence with the lines before it, the last line per case, a
+crash's evidence from the end of the log."""
 
 from __future__ import annotations
 

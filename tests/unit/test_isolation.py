@@ -1,6 +1,5 @@
-"""Case isolation in the suite (suites/isolation.py): real runs on CPU in subprocesses, where
-the fault plugin makes cases abort, segfault, hang, spin holding the GIL and raise a sticky
-CUDA error, and unit tests of the GPU-per-worker choice, which needs no GPU."""
+"""Case isolation's choices, which need no run and no GPU: the GPU each xdist worker takes,
+sticky CUDA errors, a timeout told from a crash, a crash's marker."""
 
 from __future__ import annotations
 

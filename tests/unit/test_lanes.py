@@ -1,9 +1,9 @@
-"""The lanes: what they run, and (slow) the real baremetal lane through nox with real wheels."""
+"""The lanes: the suite's command and environment per target, crash accounting, isolation, and
+identical GPUs as one target (a stub nvidia-smi)."""
 
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from pathlib import Path
 
@@ -73,26 +73,6 @@ def test_the_harness_isolates_cases_unless_told_not_to(tmp_path: Path) -> None:
 
 
 # --- one result per cell and generation, each case once (issue 8) ------------------------------
-
-STUB_SMI = """#!/bin/sh
-case "$*" in
-  *driver_version*) echo "550.54.15" ;;
-  *) printf '0, NVIDIA H100 80GB HBM3, 9.0, 81559\\n1, NVIDIA H100 80GB HBM3, 9.0, 81559\\n' ;;
-esac
-"""
-
-
-@pytest.fixture
-def two_gpu_runner(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A runner whose nvidia-smi lists two identical GPUs (the suite itself runs on the CPU)."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    smi = bin_dir / "nvidia-smi"
-    smi.write_text(STUB_SMI)
-    smi.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    return bin_dir
-
 
 def test_identical_gpus_are_one_generation_one_target(tmp_path: Path, two_gpu_runner: Path) -> None:
     (target,) = orchestrate.targets(Cell(lane="host"), options.parse(["--out", str(tmp_path)]))

@@ -17,6 +17,7 @@ from convmatrix.cells import Cell
 from convmatrix.errors import InfrastructureError
 from convmatrix.lanes import Lane, Log, Prepared, SuiteRun
 from convmatrix.matrix import Matrix, load
+from testkit import OVERRIDE_MATRIX
 
 
 class FakeLane:
@@ -47,17 +48,7 @@ class FakeLane:
         return 1 if self.failing else 0
 
 
-MATRIX = """
-name = "t"
-[axes]
-lane = ["baremetal"]
-torch = ["2.5.1"]
-cuda = ["cu124"]
-cudnn = ["bundled", "9.5.1.17"]
-python = ["3.11"]
-[control]
-cudnn = "bundled"
-"""
+MATRIX = OVERRIDE_MATRIX
 
 
 class Go(Protocol):

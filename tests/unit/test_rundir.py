@@ -1,5 +1,5 @@
-"""The results directory's owner: fresh directories swapped in whole, completeness, the schema
-that the suite and the harness share."""
+"""The results directory's owner: fresh directories swapped in whole, completeness, and the
+checks of the records' shape."""
 
 from __future__ import annotations
 
