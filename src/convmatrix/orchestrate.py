@@ -120,7 +120,6 @@ class Scheduler:
         self.driver = gpus.driver() if specs[0].slots[0].gpu is not None else "none"
         self.busy = 0  # targets prepared and not yet ended: waiting for a slot or running
         self.guard = threading.Lock()
-        self.total = self.done = 0
         self.progress: progress.Progress = progress.Plain(log)  # run() picks the live line where it can
         self.preparing: dict[Future[Ready], Job] = {}
         self.running: dict[Future[Ended], runner.Target] = {}
@@ -132,7 +131,7 @@ class Scheduler:
 
     def run(self, cells: Sequence[Cell]) -> None:
         jobs = [job for job in (self.job(cell) for cell in cells) if job is not None]
-        self.total = sum(len(j.todo) for j in jobs)
+        total = sum(len(j.todo) for j in jobs)
         # One cell at a time with nothing prepared beside it: its output can go to the terminal too.
         alone = self.slots == 1 and (len(jobs) <= 1 or self.opts.prepare_ahead == 0)
         limits = ahead.Limits(builds=self.opts.prepare_ahead, disk_gb=self.opts.prepare_disk_gb,
@@ -143,9 +142,9 @@ class Scheduler:
         preparer = ahead.Preparer(limits, self.slot_free, self.log)
         pools = {s.key: pool.Pool(s) for s in self.specs}
         if self.slots > 1 or len(jobs) > 1:
-            self.log(f"{len(jobs)} cell(s), {self.total} run(s) on {self.describe_slots()}; "
+            self.log(f"{len(jobs)} cell(s), {total} run(s) on {self.describe_slots()}; "
                      f"each cell's output in {self.opts.out}/<cell>@<gpu>/log.txt")
-        self.progress.begin(self.total, self.slots)
+        self.progress.begin(total, self.slots)
         try:
             with popen.quiet(not alone):
                 for job in jobs:
@@ -208,14 +207,12 @@ class Scheduler:
                     record_setup_failure(target, str(exc), self.matrix)
             self.log(f"{cell.id}: {exc}; recorded in {self.opts.out}")
             self.outcome.failed.append(f"{cell.id}: {exc}")
-            self.total -= len(job.todo)
-            self.progress.add(-len(job.todo))
+            self.progress.add(-len(job.todo))  # runs that will not happen leave the total
             return
         if ready.prepared is None:
             self.log(f"{cell.id}: not run here: {ready.skipped}")
             self.outcome.skipped.append(f"{cell.id}: {ready.skipped}")
-            self.total -= len(job.todo)
-            self.progress.add(-len(job.todo))
+            self.progress.add(-len(job.todo))  # runs that will not happen leave the total
             return
         self.outcome.ran.append(cell.id)
         for target in job.todo:
@@ -247,7 +244,6 @@ class Scheduler:
         return work
 
     def ended(self, ended: Ended) -> None:
-        self.done += 1
         where = f"{ended.target.cell.id}@{ended.target.key}"
         if ended.error is not None:
             self.log(f"{where}: {ended.error}")
