@@ -113,10 +113,8 @@ def signals_deferred() -> Iterator[None]:
         if on_main:
             _state.deferred -= 1
         signal.pthread_sigmask(signal.SIG_SETMASK, old)  # one blocked here is handled now
-        if on_main and not _state.deferred and _state.pending is not None and not _state.fired:
-            signum, _state.pending = _state.pending, None
-            _state.fired = True
-            raise Interrupted(signum)
+        if on_main:
+            _fire_pending()
 
 
 # --- worker threads ----------------------------------------------------------------------------
@@ -179,10 +177,15 @@ def held() -> Iterator[None]:
         yield
     finally:
         _state.deferred -= 1
-        if not _state.deferred and _state.pending is not None and not _state.fired:
-            signum, _state.pending = _state.pending, None
-            _state.fired = True
-            raise Interrupted(signum)
+        _fire_pending()
+
+
+def _fire_pending() -> None:
+    """At the end of the outermost deferring block: raise the signal it held back, if any."""
+    if not _state.deferred and _state.pending is not None and not _state.fired:
+        signum, _state.pending = _state.pending, None
+        _state.fired = True
+        raise Interrupted(signum)
 
 
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
