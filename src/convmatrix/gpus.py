@@ -37,31 +37,26 @@ def gpu_key(name: str, capability: str) -> str:
 
 def discover() -> list[Gpu]:
     """Every GPU nvidia-smi lists; none when there is no driver (a CPU runner)."""
-    smi = shutil.which("nvidia-smi")
-    if smi is None:
-        return []
-    query = "--query-gpu=index,name,compute_cap,memory.total"
-    try:
-        out = subprocess.run(
-            [smi, query, "--format=csv,noheader,nounits"],
-            capture_output=True, text=True, timeout=60, check=True,
-        ).stdout
-    except (OSError, subprocess.SubprocessError):
-        return []
-    return parse_smi(out)
+    out = _query("index,name,compute_cap,memory.total", "--format=csv,noheader,nounits")
+    return parse_smi(out) if out is not None else []
 
 
 def driver() -> str:
     """The NVIDIA driver's version ("none" without one): a result depends on it."""
+    out = _query("driver_version", "--format=csv,noheader")
+    return ((out or "").split() or ["none"])[0]
+
+
+def _query(fields: str, fmt: str) -> str | None:
+    """nvidia-smi --query-gpu=FIELDS's output; None without nvidia-smi or when it fails."""
     smi = shutil.which("nvidia-smi")
     if smi is None:
-        return "none"
+        return None
     try:
-        out = subprocess.run([smi, "--query-gpu=driver_version", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=60, check=True).stdout
+        return subprocess.run([smi, f"--query-gpu={fields}", fmt],
+                              capture_output=True, text=True, timeout=60, check=True).stdout
     except (OSError, subprocess.SubprocessError):
-        return "none"
-    return (out.split() or ["none"])[0]
+        return None
 
 
 def parse_smi(text: str) -> list[Gpu]:
