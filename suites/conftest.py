@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import configparser
 import contextlib
-import hashlib
 import importlib.util
 import json
 import math
@@ -297,18 +296,6 @@ def visible_gpus() -> list[dict[str, Any]]:
         return []
 
 
-def suite_version() -> str:
-    """A digest of the suite's own code (its .py files and pytest.ini): two runs with the same one
-    ran the same cases the same way, which is what `convmatrix prove` checks before comparing."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    digest = hashlib.sha256()
-    for name in sorted(os.listdir(here)):
-        if name.endswith(".py") or name == "pytest.ini":
-            with open(os.path.join(here, name), "rb") as handle:
-                digest.update(name.encode() + b"\0" + handle.read() + b"\0")
-    return digest.hexdigest()[:16]
-
-
 def observe_env(settings: Settings) -> dict[str, Any]:
     cudnn, cudnn_error = cudnn_version()
     return {
@@ -331,7 +318,7 @@ def observe_env(settings: Settings) -> dict[str, Any]:
         "started": records.now(),
         "ended": None,
         "knobs": dict(settings.knobs),
-        "suite_version": suite_version(),
+        "suite_version": records.suite_version(SUITE_DIR),
         "argv": list(sys.argv),
         # how the cases were isolated; workers: each xdist worker's slot and CUDA_VISIBLE_DEVICES
         "isolation": dict(settings.isolation.as_json(), workers={}),

@@ -8,6 +8,8 @@ and Python 3.8 syntax: it runs inside any image the suite runs in.
 from __future__ import annotations
 
 import datetime
+import hashlib
+import os
 from typing import Any
 
 SCHEMA = 1
@@ -69,7 +71,7 @@ ENV_FIELDS: dict[str, tuple[type, ...]] = {
     "started": TEXT + NONE,
     "ended": TEXT + NONE,
     "knobs": (dict,),
-    "suite_version": TEXT + NONE,  # a digest of the suite's code (conftest.suite_version)
+    "suite_version": TEXT + NONE,  # a digest of the suite's code (suite_version, below)
     "argv": (list,),
     "isolation": (dict,),
 }
@@ -87,6 +89,18 @@ _TYPE_NAMES = {int: "integer", float: "number", str: "string", bool: "boolean", 
 def now() -> str:
     """The one timestamp format of every record: ISO-8601 UTC with milliseconds."""
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds")
+
+
+def suite_version(suite_dir: str) -> str:
+    """A digest of the suite's own code (its .py files and pytest.ini in suite_dir): two runs with
+    the same one ran the same cases the same way. The suite records it in env.json (what
+    `convmatrix prove` checks); the harness keys reused results by it."""
+    digest = hashlib.sha256()
+    for name in sorted(os.listdir(suite_dir)):
+        if name.endswith(".py") or name == "pytest.ini":
+            with open(os.path.join(suite_dir, name), "rb") as handle:
+                digest.update(name.encode() + b"\0" + handle.read() + b"\0")
+    return digest.hexdigest()[:16]
 
 
 def parse_time(text: object) -> datetime.datetime | None:

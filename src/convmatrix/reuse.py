@@ -1,6 +1,6 @@
 """Completed results kept for reuse (`--reuse-results`), keyed by what decides them: the cell's
-environment (the lock of its venv or interpreter, its image's id), the suite's version (a hash
-of suites/), the run's suite options, the driver and the GPU key.
+environment (the lock of its venv or interpreter, its image's id), the suite's version (a digest
+of its code, as env.json records it), the run's suite options, the driver and the GPU key.
 
 Every complete run is stored; a run reuses a stored result only when asked to (fix-proof and
 upgrade runs, where the control is re-run for every candidate), and the reused cell's cell.json
@@ -43,12 +43,9 @@ def environment_lock(python: str) -> str:
 
 @functools.cache
 def suite_version() -> str:
-    """A hash of every file of the suite: any change to it is another suite."""
-    digest = hashlib.sha256()
-    for path in sorted(p for p in rundir.SUITE_DIR.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
-        digest.update(f"{path.relative_to(rundir.SUITE_DIR)}\0".encode())
-        digest.update(path.read_bytes())
-    return digest.hexdigest()
+    """The suite's version as it records it in env.json (suites/records.py): any change to its
+    code is another suite."""
+    return str(rundir.records.suite_version(str(rundir.SUITE_DIR)))
 
 
 def key(target: Target, lock: str, *, driver: str, suite_args: Sequence[str], blocking: bool) -> str | None:
