@@ -18,7 +18,7 @@ import nox
 
 sys.path.insert(0, str(Path(__file__).parent / "src"))
 
-from convmatrix import options
+from convmatrix import options, rundir
 from convmatrix.cells import Cell
 from convmatrix.errors import BadInput
 from convmatrix.matrix import Matrix, load
@@ -137,8 +137,7 @@ def write_report(session: nox.Session, paths: list[str]) -> None:
         session.error(f"convmatrix: {exc}")
     convmatrix = harness(session)
     run_dir = Path(paths[0])
-    for fmt, name in (("json", "report.json"), ("markdown", "report.md"), ("html", "report.html"),
-                      ("junit", "junit.xml")):
+    for fmt, name in rundir.REPORT_FILES:
         # Written whatever the verdict; the text report below decides the exit status.
         session.run(convmatrix, "report", *paths, "--format", fmt, "-o", str(run_dir / name),
                     "--fail-on", "never", success_codes=[0, 2, 3], silent=True, external=True)

@@ -29,6 +29,10 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+# The report files written beside a run's results (nox -s nightly, the fleet engines' merge):
+# format, file name.
+REPORT_FILES = (("json", "report.json"), ("markdown", "report.md"), ("html", "report.html"),
+                ("junit", "junit.xml"))
 SUITE_DIR = Path(__file__).resolve().parents[2] / "suites"
 CELL_JSON = "cell.json"
 ENV_JSON = "env.json"

@@ -5,14 +5,14 @@ What they share is here: the shard plan and its checks."""
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import PurePosixPath
 
-from convmatrix import options
+from convmatrix import options, rundir
 from convmatrix.errors import BadInput
 
-# The report files a merge writes beside the results (as `nox -s nightly` does): format, file.
-REPORT_FILES = (("json", "report.json"), ("markdown", "report.md"), ("html", "report.html"), ("junit", "junit.xml"))
 # Set by the engine for each task, so never taken from the user's run options.
 ENGINE_OPTIONS = ("--out", "--shard")
 
@@ -43,3 +43,13 @@ def check_run_args(run_args: Sequence[str]) -> tuple[str, ...]:
             raise BadInput(f"run options: {name} is set by the engine (use the command's own --out and --shards)")
     options.parse(run_args, default_out=None)  # raises BadInput naming the option
     return tuple(run_args)
+
+
+def merge_commands(convmatrix: Sequence[str], out: str) -> list[str]:
+    """The merge task's shell lines: every report file written beside the shards' results in OUT
+    whatever the verdict (--fail-on never), then the text report, whose exit status is the task's
+    (0 green, 1 a regression or an INVALID cell, 3 an unhealthy control)."""
+    report = shlex.join([*convmatrix, "report", out])
+    writes = [f"{report} --format {fmt} -o {shlex.quote(str(PurePosixPath(out) / name))} --fail-on never"
+              for fmt, name in rundir.REPORT_FILES]
+    return [*writes, f"exec {report} --format text --color never"]

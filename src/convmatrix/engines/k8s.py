@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
 
-from convmatrix.engines import REPORT_FILES, ShardPlan
+from convmatrix.engines import ShardPlan, merge_commands
 from convmatrix.errors import BadInput
 
 MARKERS = ".shards"  # under the results directory: one file per finished shard, its exit code
@@ -88,11 +88,7 @@ def shards_job(job: K8sJob) -> dict[str, Any]:
 
 
 def merge_command(job: K8sJob) -> str:
-    out = job.plan.out
-    report = shlex.join([*job.convmatrix, "report", out])
-    writes = [f"{report} --format {fmt} -o {shlex.quote(str(PurePosixPath(out) / name))} --fail-on never"
-              for fmt, name in REPORT_FILES]
-    return "\n".join(["set -u", *writes, f"exec {report} --format text --color never"])
+    return "\n".join(["set -u", *merge_commands(job.convmatrix, job.plan.out)])
 
 
 def wait_command(job: K8sJob) -> str:

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from convmatrix.engines import REPORT_FILES, ShardPlan
+from convmatrix.engines import ShardPlan, merge_commands
 from convmatrix.errors import InfrastructureError
 
 SCRIPTS_DIR = "slurm"  # under the results directory: the scripts and each task's log
@@ -57,19 +57,12 @@ def shard_script(job: SlurmJob) -> str:
 
 
 def merge_script(job: SlurmJob) -> str:
-    out = job.plan.out
-    report = shlex.join([*job.convmatrix, "report", out])
-    # The files are written whatever the verdict (--fail-on never); the text report, last, is
-    # the job's exit status: 0 green, 1 a regression or an INVALID cell, 3 an unhealthy control.
-    writes = [f"{report} --format {fmt} -o {shlex.quote(str(Path(out) / name))} --fail-on never"
-              for fmt, name in REPORT_FILES]
     return "\n".join([
         "#!/bin/bash",
         *directives(job, name=f"{job.job_name}-merge", output="merge.log", gres=False),
-        f"# convmatrix: the report over every shard's results in {out}",
+        f"# convmatrix: the report over every shard's results in {job.plan.out}",
         "set -u",
-        *writes,
-        f"exec {report} --format text --color never",
+        *merge_commands(job.convmatrix, job.plan.out),
         "",
     ])
 
