@@ -4,13 +4,14 @@ what it does after (and anything that newly fails), then the controls and the un
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 
 from tabulate import tabulate
 
 from convmatrix.escape import markdown_cell, markdown_line, one_line
 from convmatrix.outcomes import Outcome
 from convmatrix.prove import CaseLine, Pair, Proof, Verdict
+from convmatrix.render_markdown import row
 
 FORMATS = ("text", "markdown")
 HEADERS = ["case", "before", "after", "change"]
@@ -99,12 +100,8 @@ def markdown(proof: Proof) -> str:
             out += [f"**{markdown_line(pair_title(pair))}**", ""]
             out += [f"- {markdown_line(p)}" for p in pair.problems]
             if pair.lines:
-                out += [md_row(HEADERS), md_row(["---"] * len(HEADERS), escape=lambda c: c)]
-                out += [md_row(cells_of(line)) for line in pair.lines]
+                out += [row(map(markdown_cell, HEADERS)), row(["---"] * len(HEADERS))]
+                out += [row(map(markdown_cell, cells_of(line))) for line in pair.lines]
             out.append("")
     out += [f"- {markdown_line(line)}" for line in control_lines(proof) + unpaired_line(proof)]
     return "\n".join(out) + "\n"
-
-
-def md_row(cells: Iterable[str], escape: Callable[[str], str] = markdown_cell) -> str:
-    return "| " + " | ".join(escape(c) for c in cells) + " |"
