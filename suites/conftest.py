@@ -72,6 +72,7 @@ class Settings:
     results_dir: str | None
     cell_id: str | None
     isolation: Any  # isolation.Options
+    continue_run: bool = False  # --continue-run
 
 
 SETTINGS = pytest.StashKey[Settings]()
@@ -92,6 +93,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="remedy knob: run every case's input and weight in channels_last memory format")
     group.addoption("--pad-channels", type=int, default=0, metavar="N",
                     help="remedy knob: zero-pad channel counts up to a multiple of N (8: the tensor-core remedy)")
+    group.addoption("--continue-run", action="store_true", default=False,
+                    help="add to the results of a run that ended early (convmatrix passes it when it "
+                         "runs the rest of a cell after a crash): keep its env.json and collected.json")
     isolation.addoptions(group)
 
 
@@ -115,7 +119,7 @@ def pytest_configure(config: pytest.Config) -> None:
     in_worker = isolation.is_worker(config)
     has_xdist = config.pluginmanager.hasplugin("xdist")
     watchdog = None
-    if in_worker and settings.isolation.case_timeout > 0:
+    if (in_worker or settings.isolation.in_process) and settings.isolation.case_timeout > 0:
         watchdog = isolation.Watchdog(settings.isolation.case_timeout, settings.worker)
     if settings.results_dir is None:
         if watchdog is not None:
@@ -129,6 +133,8 @@ def pytest_configure(config: pytest.Config) -> None:
     if not in_worker:  # xdist workers leave env.json to the controller
         env_writer = EnvWriter(settings)
         config.pluginmanager.register(env_writer, "convmatrix_env")
+        if settings.continue_run:
+            config.pluginmanager.register(Continuation(settings.results_dir), "convmatrix_continuation")
         if settings.isolation.gpu_per_worker and has_xdist:
             config.pluginmanager.register(isolation.GpuSlots(env_writer.assign_worker),
                                           "convmatrix_gpu_slots")
@@ -193,7 +199,8 @@ def _settings(config: pytest.Config) -> Settings:
     }
     if knobs["pad_channels"] < 0:
         raise pytest.UsageError("--pad-channels takes a non-negative multiple, e.g. 8")
-    return Settings(knobs, _worker(config), results_dir, cell_id, isolation.options_of(config))
+    return Settings(knobs, _worker(config), results_dir, cell_id, isolation.options_of(config),
+                    bool(config.getoption("continue_run")))
 
 
 def _resolve_device(requested: str) -> str:
@@ -439,11 +446,13 @@ class CaseRecorder:
         self.phases: dict[str, list[Phase]] = {}
         self.warnings: dict[str, list[dict[str, Any]]] = {}
         self.clocks: dict[str, tuple[str, float]] = {}
-        # In an isolated worker: the case timeout, and leaving after a sticky CUDA error.
+        # In an isolated worker, or in-process: the case timeout, and leaving after a sticky
+        # CUDA error.
         self.watchdog = watchdog
         if watchdog is not None:
             watchdog.on_timeout = self._timed_out
-        self.leave_on_sticky = settings.isolation.isolate and settings.worker != "main"
+        self.leave_on_sticky = settings.isolation.in_process or (
+            settings.isolation.isolate and settings.worker != "main")
 
     # tryfirst makes this the outermost wrapper, outside pytest's warnings plugin, which
     # reports a case's warnings only as its own wrapper ends.
@@ -454,8 +463,10 @@ class CaseRecorder:
         self.phases[item.nodeid] = []
         self.warnings[item.nodeid] = []
         self.clocks[item.nodeid] = (started, clock)
+        # The timeout lets whoever finds the marker of a dead process tell a hang from a crash.
         write_json_atomic(self.marker_path, {"case": case_id(item), "nodeid": suite_nodeid(item),
-                                             "pid": os.getpid(), "started": started})
+                                             "pid": os.getpid(), "started": started,
+                                             "timeout": self.settings.isolation.case_timeout})
         if self.watchdog is not None:
             self.watchdog.arm(item)
         outcome = yield
@@ -553,12 +564,22 @@ def numeric_of(item: pytest.Item) -> dict[str, float] | None:
 
 
 class EnvWriter:
-    """Writes env.json at the start and again at the end, in the main or controller process."""
+    """Writes env.json at the start and again at the end, in the main or controller process.
+
+    With --continue-run the first attempt's env.json stays what it was (its start, its argv),
+    and each later attempt adds itself to its `continued` list."""
 
     def __init__(self, settings: Settings) -> None:
         assert settings.results_dir is not None
         self.path = os.path.join(settings.results_dir, "env.json")
-        self.env = observe_env(settings)
+        observed = observe_env(settings)
+        earlier = isolation.read_json(self.path) if settings.continue_run else None
+        if earlier is None:
+            self.env = observed
+        else:
+            self.env = earlier
+            attempt = {key: observed[key] for key in ("pid", "started", "argv")}
+            self.env["continued"] = [*self.env.get("continued", []), attempt]
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         write_json_atomic(self.path, self.env)
@@ -571,6 +592,38 @@ class EnvWriter:
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         self.env["ended"] = records.now()
         write_json_atomic(self.path, self.env)
+
+
+class Continuation:
+    """--continue-run: the cases that already have a line are deselected (each case is recorded
+    once), and the exit status speaks for the whole run, earlier attempts included."""
+
+    def __init__(self, results_dir: str) -> None:
+        self.results_path = os.path.join(results_dir, "results.jsonl")
+
+    def recorded(self) -> dict[str, str]:
+        """node id -> status of every readable line so far."""
+        statuses: dict[str, str] = {}
+        with contextlib.suppress(OSError), open(self.results_path, encoding="utf-8", errors="replace") as handle:
+            for line in handle:
+                with contextlib.suppress(ValueError):
+                    record = json.loads(line)
+                    if isinstance(record, dict) and isinstance(record.get("nodeid"), str):
+                        statuses[record["nodeid"]] = str(record.get("status"))
+        return statuses
+
+    def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
+        done = self.recorded()
+        keep = [item for item in items if suite_nodeid(item) not in done]
+        if len(keep) < len(items):
+            config.hook.pytest_deselected(items=[item for item in items if suite_nodeid(item) in done])
+            items[:] = keep
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        if exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED, pytest.ExitCode.NO_TESTS_COLLECTED):
+            failing = any(status not in ("passed", "skipped") for status in self.recorded().values())
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED if failing else pytest.ExitCode.OK
 
 
 class CrashLines:

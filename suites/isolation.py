@@ -1,6 +1,12 @@
-"""Case isolation for the suite: --isolate, --case-timeout and --gpu-per-worker.
+"""Case isolation for the suite: --isolate, --case-timeout, --in-process and --gpu-per-worker.
 
 Stdlib and pytest only (no torch), so that the project's tests can load it on their own.
+
+With --in-process (what convmatrix passes, beside --case-timeout) the cases run in this one
+process, with the same watchdog and the same exits after a timeout or a sticky CUDA error as a
+worker's, and a case that kills the process leaves its running-main.json marker. Whoever
+started the suite records that case and runs the rest in a fresh process (--continue-run, with
+collected.json naming what is left): a run without a crash pays for no second interpreter.
 
 With --isolate (turned on by --case-timeout > 0) the cases run in pytest-xdist workers (one,
 unless -n says more) and a case that kills its worker costs that case alone: xdist starts a
@@ -66,13 +72,14 @@ MAX_CASE_TIMEOUT = 30 * 24 * 3600.0
 
 @dataclass(frozen=True)
 class Options:
-    isolate: bool
+    isolate: bool  # in xdist workers
     case_timeout: float  # 0: no timeout
     gpu_per_worker: bool
+    in_process: bool = False  # no workers: the caller runs the rest after a crash
 
     def as_json(self) -> dict[str, Any]:
         return {"isolate": self.isolate, "case_timeout": self.case_timeout,
-                "gpu_per_worker": self.gpu_per_worker}
+                "gpu_per_worker": self.gpu_per_worker, "in_process": self.in_process}
 
 
 def addoptions(group: Any) -> None:
@@ -82,6 +89,11 @@ def addoptions(group: Any) -> None:
     group.addoption("--isolate", action="store_true", default=False,
                     help="run the cases in pytest-xdist workers (-n 1 unless -n says more) so that "
                          "a case that crashes, hangs or poisons the CUDA context costs that case alone")
+    group.addoption("--in-process", action="store_true", default=False,
+                    help="run the cases in this process even with --case-timeout: a timeout or a sticky "
+                         "CUDA error ends the process after writing its case's line, a crash leaves "
+                         "running-main.json, and the caller runs the rest (convmatrix does); "
+                         "--isolate or -n N still means workers")
     group.addoption("--gpu-per-worker", choices=("on", "off"), default="on",
                     help="under xdist, give each worker one GPU of the outer CUDA_VISIBLE_DEVICES "
                          "(by worker slot modulo the GPU count)")
@@ -96,9 +108,15 @@ def options_of(config: pytest.Config) -> Options:
         raise pytest.UsageError(
             f"--case-timeout takes a number of seconds >= 0 and at most {MAX_CASE_TIMEOUT:.0f} "
             f"(30 days), not {timeout}; 0 means no timeout")
-    return Options(isolate=bool(config.getoption("isolate")) or timeout > 0,
+    # Workers asked for by name (--isolate, -n N) win over --in-process, which the harness
+    # passes before the user's own options.
+    explicit = bool(config.getoption("isolate"))
+    workers = explicit or bool(getattr(config.option, "numprocesses", None))
+    in_process = bool(config.getoption("in_process")) and not workers
+    return Options(isolate=explicit or (timeout > 0 and not in_process),
                    case_timeout=float(timeout),
-                   gpu_per_worker=config.getoption("gpu_per_worker") == "on")
+                   gpu_per_worker=config.getoption("gpu_per_worker") == "on",
+                   in_process=in_process)
 
 
 def is_worker(config: pytest.Config) -> bool:
@@ -350,7 +368,7 @@ class CrashHandler:
         node = getattr(report, "node", None)
         worker = str(getattr(getattr(node, "gateway", None), "id", "?"))
         path = self.marker_path(worker)
-        marker = _read_json(path)
+        marker = read_json(path)
         if marker is None or not marker.get("case"):
             # The worker wrote this case's line (timeout, or a sticky CUDA error) and then left.
             report.longrepr = (f"worker {worker} left after {crashitem} (its line in results.jsonl "
@@ -380,7 +398,7 @@ class CrashHandler:
         for name in names:
             if name.startswith("running-gw") and name.endswith(".json"):
                 path = os.path.join(self.results_dir, name)
-                marker = _read_json(path)
+                marker = read_json(path)
                 worker = name[len("running-"):-len(".json")]
                 if marker and marker.get("case"):
                     status, message = self.judge(marker, None, worker)
@@ -388,7 +406,7 @@ class CrashHandler:
                 os.remove(path)
 
 
-def _read_json(path: str) -> dict[str, Any] | None:
+def read_json(path: str) -> dict[str, Any] | None:
     try:
         with open(path) as handle:
             data = json.load(handle)

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import json
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 from convmatrix import (
@@ -181,18 +182,20 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    loaded = results.load(args.results)
-    if not loaded.results:
-        raise BadInput("\n".join(loaded.errors) or "no results to report")
-    control = compare.control_id(loaded.results, args.control)
-    report = report_model.build(loaded.results, control, loaded.notes)
-    errors = list(loaded.errors)
-    if args.baseline:
-        baseline = results.load(args.baseline)
-        errors += [f"--baseline: {e}" for e in baseline.errors]
-        report = report_model.with_baseline(report, baseline)
-    color = color_wanted(args.color, args.output is None and sys.stdout.isatty(), os.environ)
-    write_output(render.render(report, args.format, color=color), args.output)
+    with bulk():
+        loaded = results.load(args.results)
+        if not loaded.results:
+            raise BadInput("\n".join(loaded.errors) or "no results to report")
+        control = compare.control_id(loaded.results, args.control)
+        report = report_model.build(loaded.results, control, loaded.notes)
+        errors = list(loaded.errors)
+        if args.baseline:
+            baseline = results.load(args.baseline)
+            errors += [f"--baseline: {e}" for e in baseline.errors]
+            report = report_model.with_baseline(report, baseline)
+        color = color_wanted(args.color, args.output is None and sys.stdout.isatty(), os.environ)
+        text = render.render(report, args.format, color=color)
+    write_output(text, args.output)
     if errors:
         raise BadInput("\n".join(errors))
     compare.judge(report, args.fail_on)
@@ -205,6 +208,20 @@ def color_wanted(choice: str, terminal: bool, env: Mapping[str, str]) -> bool:
     if choice != "auto":
         return choice == "always"
     return terminal and not env.get("NO_COLOR") and not env.get("CI")
+
+
+@contextlib.contextmanager
+def bulk() -> Iterator[None]:
+    """The cyclic garbage collector off while a report is made: a fleet's results are 200,000
+    case objects and as many rows, none of them in a cycle, and each collection would walk
+    them all again (a third of the time of a 1,000-cell report)."""
+    was_on = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_on:
+            gc.enable()
 
 
 def write_output(text: str, output: Path | None) -> None:

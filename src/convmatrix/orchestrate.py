@@ -287,8 +287,8 @@ def run_suite(lane: Lane, prepared: Prepared, matrix: Matrix, staged: runner.Tar
     runner.write_cell_json(staged, python=prepared.python, control=staged.cell == matrix.control,
                            extra={"matrix": str(matrix.path), **prepared.record})
     try:
-        code = lane.run(prepared, SuiteRun(target=staged, args=suite_args(staged.cell, opts), env=env), log)
-        raise_if_stopped()  # a lane that ended without noticing the interrupt: its run is still cut short
+        code = run_continuing(lane, prepared, SuiteRun(target=staged, args=suite_args(staged.cell, opts), env=env),
+                              log)
         for line in runner.finish(staged, code):
             log(line)
         if opts.rerun_blocking:
@@ -304,6 +304,29 @@ def run_suite(lane: Lane, prepared: Prepared, matrix: Matrix, staged: runner.Tar
         raise
 
 
+def run_continuing(lane: Lane, prepared: Prepared, run: SuiteRun, log: Log) -> int:
+    """Run the suite; while its process ends early (a case crashed it, hung past its timeout or
+    hit a sticky CUDA error), record the case in flight and run the rest in a fresh process
+    (--continue-run: the suite skips what already has a line). Each round must record at least
+    one more case, so a process that dies before any case (at collection) ends the loop. Cases
+    share one process until one of them kills it: no interpreter is paid for in advance."""
+    code = lane.run(prepared, run, log)
+    raise_if_stopped()  # a lane that ended without noticing the interrupt: its run is still cut short
+    lines = 0
+    while runner.ended_early(run.out):
+        crashed = runner.record_crashes(run.target, code, results_dir=run.out)
+        recorded = runner.line_count(run.out)
+        if recorded <= lines:
+            break
+        lines = recorded
+        where = f" in {', '.join(crashed)}" if crashed else ""
+        log(f"{run.target.cell.id}: the suite process ended early ({runner.describe_exit(code)}{where}); "
+            "the rest of its cases go on in a fresh one")
+        code = lane.run(prepared, replace(run, args=(*run.args, "--continue-run")), log)
+        raise_if_stopped()
+    return code
+
+
 def rerun_blocking(lane: Lane, prepared: Prepared, target: runner.Target, opts: options.RunOptions,
                    log: Log, *, env: dict[str, str] | None = None) -> None:
     """Re-run the failing cases with CUDA_LAUNCH_BLOCKING=1 into <results>/blocking/, so that an
@@ -311,9 +334,11 @@ def rerun_blocking(lane: Lane, prepared: Prepared, target: runner.Target, opts: 
     select = runner.failing_nodeids(target.results_dir)
     if not select:
         return
-    lane.run(prepared, SuiteRun(target=target, args=suite_args(target.cell, opts), select=select,
-                                results_dir=target.results_dir / rundir.BLOCKING,
-                                env={**(env or {}), "CUDA_LAUNCH_BLOCKING": "1"}), log)
+    blocking = SuiteRun(target=target, args=suite_args(target.cell, opts), select=select,
+                        results_dir=target.results_dir / rundir.BLOCKING,
+                        env={**(env or {}), "CUDA_LAUNCH_BLOCKING": "1"})
+    code = run_continuing(lane, prepared, blocking, log)
+    runner.record_crashes(target, code, results_dir=blocking.out)
     log(f"{target.cell.id}: failing cases re-run with CUDA_LAUNCH_BLOCKING=1 in {rundir.BLOCKING}/")
 
 

@@ -5,14 +5,12 @@ escape.py, so the output stays well-formed for its consumer whatever a message h
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from xml.etree import ElementTree as ET
 
-from convmatrix import render_html, render_markdown, render_text
+from convmatrix import render_html, render_markdown, render_text, report_json
 from convmatrix.escape import one_line, xml_text
 from convmatrix.outcomes import Outcome
-from convmatrix.report_json import to_json
 from convmatrix.report_model import Report
 
 FORMATS = ("text", "markdown", "html", "json", "junit")
@@ -24,7 +22,7 @@ def render(report: Report, fmt: str, *, color: bool = False) -> str:
         "text": lambda r: render_text.render(r, color=color),
         "markdown": render_markdown.render,
         "html": render_html.render,
-        "json": lambda r: json.dumps(to_json(r), indent=2) + "\n",
+        "json": report_json.dumps,
         "junit": junit,
     }
     return renderers[fmt](report)

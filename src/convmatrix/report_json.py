@@ -3,6 +3,8 @@ dicts. Enums are written as their values; a field is added here and in the docs 
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterator
 from dataclasses import asdict
 from typing import Any
 
@@ -10,16 +12,36 @@ from convmatrix.report_model import REPORT_SCHEMA, CaseRow, CellRow, Report
 
 
 def to_json(report: Report) -> dict[str, Any]:
-    return {
-        "schema": REPORT_SCHEMA,
-        "control": {
+    return {key: list(value) if isinstance(value, Iterator) else value for key, value in fields(report)}
+
+
+def fields(report: Report) -> list[tuple[str, Any]]:
+    """The top-level fields in order; cells and cases as iterators, made one at a time."""
+    return [
+        ("schema", REPORT_SCHEMA),
+        ("control", {
             "cell": report.control,
             "per_gpu": {key: {"healthy": h.healthy, "reason": h.reason} for key, h in report.health.items()},
-        },
-        "cells": [cell_json(cell, report.baseline) for cell in report.cells],
-        "cases": [case_json(case, report.baseline) for case in report.cases],
-        "notes": list(report.notes),
-    }
+        }),
+        ("cells", (cell_json(cell, report.baseline) for cell in report.cells)),
+        ("cases", (case_json(case, report.baseline) for case in report.cases)),
+        ("notes", list(report.notes)),
+    ]
+
+
+def dumps(report: Report) -> str:
+    """The report JSON as text: each top-level field on a line of its own, and so each cell and
+    each case. As readable and diffable as `indent=2`, but written by json's C encoder (which
+    indent turns off) one row at a time: a fleet's 200,000 cases take a fraction of a second
+    and no second copy of the report as dicts."""
+    parts = []
+    for key, value in fields(report):
+        if isinstance(value, Iterator):
+            rows = ",\n    ".join(map(json.dumps, value))
+            parts.append(f"  {json.dumps(key)}: [\n    {rows}\n  ]" if rows else f"  {json.dumps(key)}: []")
+        else:
+            parts.append(f"  {json.dumps(key)}: {json.dumps(value)}")
+    return "{\n" + ",\n".join(parts) + "\n}\n"
 
 
 def cell_json(cell: CellRow, baseline: bool) -> dict[str, Any]:

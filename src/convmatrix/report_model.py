@@ -26,7 +26,7 @@ class Rerun:
     message: str | None
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)  # slots: a fleet report holds 200,000 of them
 class CaseRow:
     cell: str
     gpu: str  # the GPU key

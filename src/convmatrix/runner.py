@@ -5,6 +5,7 @@ Stdlib only: nox imports this in its own interpreter, before any venv has the ha
 
 from __future__ import annotations
 
+import datetime
 import os
 import signal
 from collections.abc import Iterator, Mapping, Sequence
@@ -83,9 +84,12 @@ def suite_command(
     root, `suites/test_conv.py::test_conv[<case>]`), with suites/ where the suite runs it
     (suite_root: a container mounts it elsewhere).
 
-    isolate (needs pytest-xdist where the suite runs): a case that crashes, hangs past
-    CASE_TIMEOUT or poisons the CUDA context costs that case alone; the user's own
-    --case-timeout, given later among suite_args, wins.
+    isolate: the cases run in the suite's own process under its watchdog (--in-process): a case
+    that hangs past CASE_TIMEOUT or poisons the CUDA context ends the process after writing its
+    line, one that crashes it leaves its marker, and orchestrate runs the rest in a fresh process
+    (--continue-run). No second interpreter unless a case kills the first. The user's own
+    --case-timeout, given later among suite_args, wins, and their --isolate or -n N means xdist
+    workers instead.
     """
     paths = [str(suite_root / nodeid.removeprefix(f"{SUITE_DIR.name}/")) for nodeid in select]
     return [
@@ -100,7 +104,7 @@ def suite_command(
         "--device",
         "cuda" if target.gpu else "cpu",
         "-v",  # a line per case in log.txt: names the case a dead process was running
-        *(["--case-timeout", str(CASE_TIMEOUT)] if isolate else []),
+        *(["--case-timeout", str(CASE_TIMEOUT), "--in-process"] if isolate else []),
         *suite_args,
     ]
 
@@ -130,6 +134,21 @@ def run_local(python: str, target: Target, suite_args: Sequence[str] = (), *, is
     out.mkdir(parents=True, exist_ok=True)
     command = suite_command(target, python, suite_args, results_dir=out, select=select, isolate=isolate)
     return popen.stream(command, env={**suite_env(target), **(env or {})}, log_path=out / rundir.LOG)
+
+
+def ended_early(results_dir: Path) -> bool:
+    """Whether the suite process went before its end (env.json without `ended`): killed by a
+    case, or left after a timeout or a sticky CUDA error."""
+    env = rundir.read_json(results_dir / rundir.ENV_JSON)
+    return bool(env) and not env.get("ended")
+
+
+def line_count(results_dir: Path) -> int:
+    try:
+        with (results_dir / rundir.RESULTS).open("rb") as handle:
+            return sum(1 for _ in handle)
+    except OSError:
+        return 0
 
 
 def failing_nodeids(results_dir: Path) -> tuple[str, ...]:
@@ -168,18 +187,33 @@ def describe_exit(code: int) -> str:
     return f"exit code {code}"
 
 
-def record_crashes(target: Target, exit_code: int) -> list[str]:
-    """Append a `crashed` line for every case still marked in flight: a dead run costs only those."""
+def record_crashes(target: Target, exit_code: int, *, results_dir: Path | None = None) -> list[str]:
+    """Append a `crashed` (or `timeout`) line for every case still marked in flight, in the
+    target's results or in results_dir: a dead run costs only those."""
+    out = results_dir or target.results_dir
     cases = []
-    for marker in sorted(target.results_dir.glob("running-*.json")):
+    for marker in sorted(out.glob("running-*.json")):
         running = rundir.read_json(marker)
         case = running.get("case")
         if isinstance(case, str) and case:
             cases.append(case)
-            rundir.append_result(target.results_dir, rundir.records.crash_record(
-                cell_id=target.cell.id, case=case, nodeid=running.get("nodeid"), status="crashed",
-                message=f"the suite process died ({describe_exit(exit_code)}) while this case ran",
-                worker=marker.stem.removeprefix("running-"), started=running.get("started"),
+            status, message = judge(running, exit_code)
+            rundir.append_result(out, rundir.records.crash_record(
+                cell_id=target.cell.id, case=case, nodeid=running.get("nodeid"), status=status,
+                message=message, worker=marker.stem.removeprefix("running-"), started=running.get("started"),
             ))
         marker.unlink()
     return cases
+
+
+def judge(marker: dict[str, object], exit_code: int) -> tuple[str, str]:
+    """`timeout` for a case that outran its time before its process ended (a hang that held the
+    GIL, which faulthandler ends), else `crashed`."""
+    timeout = marker.get("timeout")
+    started = rundir.records.parse_time(marker.get("started"))
+    if isinstance(timeout, (int, float)) and timeout > 0 and started is not None:
+        ran = (datetime.datetime.now(datetime.UTC) - started).total_seconds()
+        if ran >= timeout:
+            return "timeout", (f"the case ran past its {timeout:g} s timeout (the suite process did not answer "
+                               f"its watchdog and was ended, {describe_exit(exit_code)})")
+    return "crashed", f"the suite process died ({describe_exit(exit_code)}) while this case ran"

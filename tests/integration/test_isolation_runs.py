@@ -9,26 +9,12 @@ from typing import Any
 
 import pytest
 
+from faultcases import CASES, FAULTS, PASSING, TIMEOUT
 from suiterun import Run, run_suite
 from testkit import load_suite_module
 
 isolation = load_suite_module("isolation")
 CASE_IDS = [case.id for case in load_suite_module("catalog").CASES]
-
-# Small float32 cases (they pass on any CPU); the faulted ones are spread among the others so
-# that cases run after each fault.
-PASSING = ("conv1d-fp32-k3-p1", "conv2d-fp32-k3-p2-dilated2", "conv3d-fp32-k3-p1",
-           "conv_transpose1d-fp32-k3-s2", "conv2d-fp32-k3-p1-sliced", "conv_transpose3d-fp32-k3-s2")
-FAULTS = {
-    "abort": "conv1d-fp32-k3-permuted-bwd",
-    "segv": "conv2d-fp32-k3-transposed",
-    "hang": "conv2d-fp32-k3-p1",
-    "spin": "conv2d-fp32-k1x7-p0x3",
-    "sticky": "conv2d-fp32-k3-p1-g4-bwd",
-}
-CASES = (PASSING[0], FAULTS["abort"], PASSING[1], FAULTS["segv"], PASSING[2], FAULTS["hang"],
-         PASSING[3], FAULTS["spin"], PASSING[4], FAULTS["sticky"], PASSING[5])
-TIMEOUT = 2
 
 
 def lines_of(run: Run, case: str) -> list[dict[str, Any]]:
@@ -107,7 +93,7 @@ def test_without_isolation_nothing_changes(tmp_path: Path) -> None:
     assert [(r["case"], r["status"], r["worker"]) for r in run.records()] == [
         (PASSING[0], "passed", "main"), (FAULTS["sticky"], "failed", "main"), (PASSING[1], "passed", "main")]
     assert run.env()["isolation"] == {"isolate": False, "case_timeout": 0.0, "gpu_per_worker": True,
-                                      "workers": {}}
+                                      "in_process": False, "workers": {}}
     assert "gw0" not in run.output
     assert run.markers() == []
 
@@ -141,3 +127,20 @@ def test_each_xdist_worker_takes_its_own_gpu(tmp_path: Path, monkeypatch: pytest
         (warning,) = record["warnings"]
         assert warning["message"] == f"CUDA_VISIBLE_DEVICES={seen[record['worker']]}"
     assert run.env()["isolation"]["workers"] == assigned
+
+
+def test_in_process_needs_no_xdist_and_workers_asked_for_win(tmp_path: Path) -> None:
+    """--in-process (what convmatrix passes) runs the cases in the suite's own process with the
+    watchdog armed; the user's -n N, given after it, still means xdist workers."""
+    hang = {"hang": {FAULTS["hang"]: True}}
+    alone = run_suite(tmp_path / "alone", "--case-timeout", str(TIMEOUT), "--in-process", "-p", "no:xdist",
+                      cases=(PASSING[0], FAULTS["hang"], PASSING[1]), faults=hang)
+    assert alone.returncode == isolation.TIMEOUT_EXIT_CODE, alone.output
+    assert [(r["case"], r["status"], r["worker"]) for r in alone.records()] == [
+        (PASSING[0], "passed", "main"), (FAULTS["hang"], "timeout", "main")]  # the rest is the caller's
+    assert alone.env()["isolation"]["in_process"] is True and alone.env()["ended"] is None
+    workers = run_suite(tmp_path / "workers", "--case-timeout", str(TIMEOUT), "--in-process", "-n", "1",
+                        cases=(PASSING[0], FAULTS["hang"], PASSING[1]), faults=hang)
+    assert workers.returncode == 1, workers.output
+    assert [r["status"] for r in workers.records()] == ["passed", "timeout", "passed"]
+    assert workers.env()["isolation"]["isolate"] is True and workers.env()["isolation"]["in_process"] is False

@@ -55,7 +55,7 @@ def rerun_blocking(target: runner.Target, args: list[str]) -> list[str]:
     """The blocking re-run of --rerun-blocking on the host lane; what it told the user."""
     said: list[str] = []
     opts = options.parse(["--out", str(target.out), "--", *args])
-    orchestrate.rerun_blocking(Host(), Prepared(python=sys.executable, isolate=True), target, opts, said.append)
+    orchestrate.rerun_blocking(Host(), Prepared(python=sys.executable), target, opts, said.append)
     return said
 
 

@@ -111,7 +111,7 @@ class RecordingLane:
         return None
 
     def prepare(self, cell: Cell, matrix: matrix.Matrix, log: Log) -> Prepared:
-        return Prepared(python="py", isolate=True)
+        return Prepared(python="py")
 
     def run(self, prepared: Prepared, run: SuiteRun, log: Log) -> int:
         self.runs.append(run)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from convmatrix import gpus, options, orchestrate, runner
+from convmatrix import gpus, options, orchestrate, rundir, runner
 from convmatrix.cells import Cell
 from convmatrix.errors import BadInput
 from convmatrix.gpus import Gpu
@@ -81,3 +81,25 @@ def test_identical_gpus_are_one_generation_one_target(tmp_path: Path, two_gpu_ru
     every = orchestrate.targets(Cell(lane="host"), options.parse(["--out", str(tmp_path), "--every-gpu"]))
     assert [t.key for t in every] == ["h100-80gb-hbm3-sm90-gpu0", "h100-80gb-hbm3-sm90-gpu1"]
     assert len({t.results_dir for t in every}) == 2
+
+
+def test_a_dead_process_whose_case_outran_its_timeout_is_a_timeout(tmp_path: Path) -> None:
+    """faulthandler ends a case that holds the GIL past its timeout: its marker is all that is left."""
+    target = runner.Target(cell=Cell(lane="host"), gpu=None, out=tmp_path)
+    target.results_dir.mkdir()
+    marker = {"case": "hung", "nodeid": "n", "started": "2020-01-01T00:00:00.000+00:00", "timeout": 5}
+    (target.results_dir / "running-main.json").write_text(json.dumps(marker))
+    runner.record_crashes(target, 1)
+    marker.update(case="fresh", started=rundir.records.now(), timeout=900)
+    (target.results_dir / "running-main.json").write_text(json.dumps(marker))
+    runner.record_crashes(target, -6)
+    hung, fresh = [json.loads(line) for line in (target.results_dir / "results.jsonl").read_text().splitlines()]
+    assert hung["status"] == "timeout" and hung["message"].startswith("the case ran past its 5 s timeout")
+    assert fresh["status"] == "crashed" and "SIGABRT" in fresh["message"]
+
+
+def test_the_harness_runs_the_suite_in_process_under_its_watchdog(tmp_path: Path) -> None:
+    target = runner.Target(cell=Cell(lane="host"), gpu=None, out=tmp_path)
+    command = runner.suite_command(target, "py", ["--case-timeout", "5"])
+    assert command[command.index("--in-process") - 2:][:4] == ["--case-timeout", str(runner.CASE_TIMEOUT),
+                                                               "--in-process", "--case-timeout"]

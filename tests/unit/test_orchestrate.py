@@ -33,7 +33,7 @@ class FakeLane:
     def prepare(self, cell: Cell, matrix: Matrix, log: Log) -> Prepared:
         if cell.id in self.broken:
             raise InfrastructureError(f"{cell.id}: install failed")
-        return Prepared(python="py", isolate=True, record={"venv": f"/v/{cell.id}"})
+        return Prepared(python="py", record={"venv": f"/v/{cell.id}"})
 
     def run(self, prepared: Prepared, run: SuiteRun, log: Log) -> int:
         self.runs.append(run)
@@ -143,6 +143,37 @@ def test_blocking_rerun_selects_the_failing_cases_with_the_variable_set(setup: S
     assert all(r.select == ("suites/test_conv.py::test_conv[b]",) and r.env == {"CUDA_LAUNCH_BLOCKING": "1"}
                and r.out == r.target.results_dir / rundir.BLOCKING for r in reruns)
     assert all((out / f"{c.id}@cpu" / rundir.BLOCKING / rundir.RESULTS).exists() for c in matrix.cells)
+
+
+class CrashingLane(FakeLane):
+    """Case "a" kills the first suite process: its marker stays and env.json never ends; a
+    continued run (--continue-run) finishes the rest, as the suite does."""
+
+    def run(self, prepared: Prepared, run: SuiteRun, log: Log) -> int:
+        self.runs.append(run)
+        run.out.mkdir(parents=True, exist_ok=True)
+        if "--continue-run" not in run.args:
+            rundir.write_json(run.out / rundir.ENV_JSON, {"schema": 1, "gpus": [], "knobs": {}, "argv": [],
+                                                          "isolation": {}, "ended": None})
+            rundir.write_json(run.out / "running-main.json", {"case": "a", "nodeid": "n-a"})
+            return -11
+        env = json.loads((run.out / rundir.ENV_JSON).read_text())
+        rundir.write_json(run.out / rundir.ENV_JSON, {**env, "ended": rundir.records.now()})
+        rundir.append_result(run.out, {"schema": 1, "case": "b", "status": "passed", "nodeid": "n-b"})
+        return 1
+
+
+def test_a_case_that_kills_the_suite_costs_itself_and_the_rest_runs_on(setup: Setup) -> None:
+    matrix, go, lines, out = setup
+    lane = CrashingLane()
+    go(lane)
+    assert [("--continue-run" in r.args) for r in lane.runs] == [False, True] * len(matrix.cells)
+    for cell in matrix.cells:
+        directory = out / f"{cell.id}@cpu"
+        records = [json.loads(line) for line in (directory / rundir.RESULTS).read_text().splitlines()]
+        assert [(r["case"], r["status"]) for r in records] == [("a", "crashed"), ("b", "passed")]
+        assert rundir.is_complete(directory) and meta(directory)["exit_code"] == 1
+    assert sum("ended early (signal 11, SIGSEGV in a)" in line for line in lines) == len(matrix.cells)
 
 
 def test_shards_split_the_cells(setup: Setup) -> None:

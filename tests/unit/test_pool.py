@@ -117,7 +117,7 @@ class ConcurrentLane:
 
     def prepare(self, cell: Cell, matrix: Matrix, log: Log) -> Prepared:
         self.prepared.append(cell.id)
-        return Prepared(python="py", isolate=True, lock=f"lock-{cell.id}")
+        return Prepared(python="py", lock=f"lock-{cell.id}")
 
     def run(self, prepared: Prepared, run: SuiteRun, log: Log) -> int:
         self.runs.append(run)

@@ -15,7 +15,7 @@ from xml.etree import ElementTree as ET
 
 import pytest
 
-from convmatrix import escape, render, report_model, results
+from convmatrix import escape, render, report_json, report_model, results
 from convmatrix.compare import Health
 from convmatrix.outcomes import Delta, Outcome, Verdict
 from convmatrix.report_model import CaseRow, CellRow, FirstCause, GpuInfo, Report, Rerun
@@ -270,6 +270,19 @@ def test_json_is_valid_and_ascii(tmp_path: Path) -> None:
         text = render.render(report, "json")
         assert text.isascii()
         assert json.loads(text)["cases"]
+
+
+def test_json_is_the_contract_with_a_line_per_cell_and_per_case(tmp_path: Path) -> None:
+    for report in reports(tmp_path):
+        text = render.render(report, "json")
+        data = json.loads(text)
+        assert data == report_json.to_json(report)
+        assert list(data) == ["schema", "control", "cells", "cases", "notes"]
+        lines = text.splitlines()
+        for row in (*data["cells"], *data["cases"]):
+            assert f"    {json.dumps(row)}," in lines or f"    {json.dumps(row)}" in lines
+    empty = json.loads(render.render(replace(hostile_report(), cases=(), notes=()), "json"))
+    assert empty["cases"] == [] and empty["notes"] == []
 
 
 @pytest.mark.parametrize("fmt", ["text", "markdown", "html"])

@@ -65,3 +65,27 @@ def test_cell_json_mismatch_is_recomputed(tmp_path: Path) -> None:
     (result,) = results.load([tmp_path]).results
     assert result.stack_mismatch == ("cudnn: requested 90501, observed 90100",)
     assert json.loads((tmp_path / "a@cpu" / "cell.json").read_text())["cell"] == "a"
+
+
+def test_a_line_holding_two_objects_is_named_not_split(tmp_path: Path) -> None:
+    """Lines are decoded as one JSON array when they can be: two values on a line must not pass
+    for two cases, nor shift the line numbers of the errors after it."""
+    directory = write_result(tmp_path, "a", [record("c1")])
+    with (directory / "results.jsonl").open("a") as fh:
+        fh.write(json.dumps(record("c2")) + ", " + json.dumps(record("c3")) + "\n")
+        fh.write(json.dumps(record("c4")) + "\n")
+        fh.write("[1]\n")
+    loaded = results.load([tmp_path])
+    assert set(loaded.results[0].cases) == {"c1", "c4"}
+    assert loaded.errors == [f"{directory / 'results.jsonl'}:2: not a JSON object (truncated or corrupt line)",
+                             f"{directory / 'results.jsonl'}:4: not a JSON object"]
+
+
+def test_a_wrong_type_is_caught_after_sound_lines_of_the_same_fields(tmp_path: Path) -> None:
+    bad = record("c2")
+    bad["duration_s"] = "slow"
+    directory = write_result(tmp_path, "a", [record("c1"), bad, record("c3")])
+    loaded = results.load([tmp_path])
+    assert set(loaded.results[0].cases) == {"c1", "c3"}
+    assert loaded.errors == [f"{directory / 'results.jsonl'}:2: field 'duration_s': expected integer or number "
+                             "or null, got string 'slow'"]

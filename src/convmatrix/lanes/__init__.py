@@ -36,7 +36,6 @@ class Prepared:
     """A cell made ready to run: what runs the suite, and what cell.json records of it."""
 
     python: str  # the interpreter that runs the suite, as the lane sees it
-    isolate: bool  # pytest-xdist is there: cases run isolated (--case-timeout)
     record: Mapping[str, str] = field(default_factory=dict)  # venv, image id, ...
     lock: str = ""  # what identifies the environment's contents (reuse.py); "": unknown, never reused
 

@@ -88,11 +88,11 @@ class Baremetal:
         else:
             make_venv(cell, venv, plan, log)
             stamp.write_text(json.dumps(wanted))
-        return Prepared(python=str(python), isolate=True, record={"venv": str(venv)},
+        return Prepared(python=str(python), record={"venv": str(venv)},
                         lock=reuse.environment_lock(str(python)))
 
     def run(self, prepared: Prepared, run: SuiteRun, log: Log) -> int:
-        return runner.run_local(prepared.python, run.target, run.args, isolate=prepared.isolate,
+        return runner.run_local(prepared.python, run.target, run.args,
                                 select=run.select, results_dir=run.results_dir, env=run.env)
 
 

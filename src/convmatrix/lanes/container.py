@@ -35,7 +35,7 @@ class Container:
     def prepare(self, cell: Cell, matrix: Matrix, log: Log) -> Prepared:
         with containers.client() as engine:
             image = ensure_image(engine, matrix, cell, log)
-        return Prepared(python=CELL_PYTHON, isolate=True, record=image, lock=image["image_id"])
+        return Prepared(python=CELL_PYTHON, record=image, lock=image["image_id"])
 
     def run(self, prepared: Prepared, run: SuiteRun, log: Log) -> int:
         image = prepared.record

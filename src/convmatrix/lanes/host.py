@@ -32,22 +32,14 @@ def host_problem(python: str) -> str | None:
     return None
 
 
-def has_xdist(python: str) -> bool:
-    return subprocess.run([python, "-c", "import xdist"], capture_output=True, check=False).returncode == 0
-
-
 class Host:
     def problem(self, cell: Cell) -> str | None:
         return host_problem(host_python())
 
     def prepare(self, cell: Cell, matrix: Matrix, log: Log) -> Prepared:
         python = host_python()
-        # The host lane installs nothing: it isolates cases only where pytest-xdist is already there.
-        isolate = has_xdist(python)
-        if not isolate:
-            log(f"host lane: {python} has no pytest-xdist, so a crashing or hanging case ends the run")
-        return Prepared(python=python, isolate=isolate, lock=reuse.environment_lock(python))
+        return Prepared(python=python, lock=reuse.environment_lock(python))
 
     def run(self, prepared: Prepared, run: SuiteRun, log: Log) -> int:
-        return runner.run_local(prepared.python, run.target, run.args, isolate=prepared.isolate,
+        return runner.run_local(prepared.python, run.target, run.args,
                                 select=run.select, results_dir=run.results_dir, env=run.env)

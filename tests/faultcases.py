@@ -1,0 +1,19 @@
+"""The cases the isolation tests fault, shared by the suite's own (test_isolation_runs) and the
+harness's (test_continuing_runs)."""
+
+from __future__ import annotations
+
+# Small float32 cases (they pass on any CPU); the faulted ones are spread among the others so
+# that cases run after each fault.
+PASSING = ("conv1d-fp32-k3-p1", "conv2d-fp32-k3-p2-dilated2", "conv3d-fp32-k3-p1",
+           "conv_transpose1d-fp32-k3-s2", "conv2d-fp32-k3-p1-sliced", "conv_transpose3d-fp32-k3-s2")
+FAULTS = {
+    "abort": "conv1d-fp32-k3-permuted-bwd",
+    "segv": "conv2d-fp32-k3-transposed",
+    "hang": "conv2d-fp32-k3-p1",
+    "spin": "conv2d-fp32-k1x7-p0x3",
+    "sticky": "conv2d-fp32-k3-p1-g4-bwd",
+}
+CASES = (PASSING[0], FAULTS["abort"], PASSING[1], FAULTS["segv"], PASSING[2], FAULTS["hang"],
+         PASSING[3], FAULTS["spin"], PASSING[4], FAULTS["sticky"], PASSING[5])
+TIMEOUT = 2
