@@ -95,7 +95,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="remedy knob: zero-pad channel counts up to a multiple of N (8: the tensor-core remedy)")
     group.addoption("--continue-run", action="store_true", default=False,
                     help="add to the results of a run that ended early (convmatrix passes it when it "
-                         "runs the rest of a cell after a crash): keep its env.json and collected.json")
+                         "runs the rest of a cell after a crash): skip the cases that have a line, keep its env.json")
     isolation.addoptions(group)
 
 
@@ -478,7 +478,9 @@ class CaseRecorder:
             record = self._record(item, started, time.monotonic() - clock)
             append_line(self.results_path, encode_record(record))
             os.remove(self.marker_path)
-            if (self.leave_on_sticky and record["status"] in ("failed", "error")
+            # In-process, the last case has no next one to spare a poisoned context: the run ends as usual.
+            last_in_process = nextitem is None and self.settings.isolation.in_process
+            if (self.leave_on_sticky and not last_in_process and record["status"] in ("failed", "error")
                     and isolation.is_sticky(record["message"])):
                 isolation.leave(isolation.STICKY_EXIT_CODE,
                                 f"{item.nodeid} hit a sticky CUDA error; worker {self.settings.worker} "

@@ -5,8 +5,8 @@ Stdlib and pytest only (no torch), so that the project's tests can load it on th
 With --in-process (what convmatrix passes, beside --case-timeout) the cases run in this one
 process, with the same watchdog and the same exits after a timeout or a sticky CUDA error as a
 worker's, and a case that kills the process leaves its running-main.json marker. Whoever
-started the suite records that case and runs the rest in a fresh process (--continue-run, with
-collected.json naming what is left): a run without a crash pays for no second interpreter.
+started the suite records that case and runs the rest in a fresh process (--continue-run skips
+what already has a line): a run without a crash pays for no second interpreter.
 
 With --isolate (turned on by --case-timeout > 0) the cases run in pytest-xdist workers (one,
 unless -n says more) and a case that kills its worker costs that case alone: xdist starts a

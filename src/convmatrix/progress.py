@@ -15,14 +15,15 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
-from typing import Protocol, TextIO
-
-from rich.console import Console
-from rich.live import Live
-from rich.text import Text
+from typing import TYPE_CHECKING, Protocol, TextIO
 
 from convmatrix.escape import one_line
 from convmatrix.report_grid import abbreviate
+
+if TYPE_CHECKING:  # rich is imported where a live line is made: CI and pipes never load it
+    from rich.console import Console
+    from rich.live import Live
+    from rich.text import Text
 
 
 class Progress(Protocol):
@@ -115,6 +116,8 @@ class LiveLine:
     """One live line on a terminal, the run's lines above it (rich's Live keeps it at the bottom)."""
 
     def __init__(self, console: Console | None = None, tally: Tally | None = None) -> None:
+        from rich.console import Console
+
         self.tally = tally or Tally()
         self.console = console or Console(highlight=False)
         self.live: Live | None = None  # made in begin, once there is something to show
@@ -122,6 +125,8 @@ class LiveLine:
 
     def line(self) -> Text:
         """Counts and times first, so that a narrow terminal cuts the list of what runs, not them."""
+        from rich.text import Text
+
         t = self.tally
         with t.lock:
             running = [f"{short(where)} on {slot}" for where, slot in sorted(t.running.items())]
@@ -131,6 +136,8 @@ class LiveLine:
         return Text(one_line(text), no_wrap=True, overflow="ellipsis")
 
     def begin(self, total: int, slots: int) -> None:
+        from rich.live import Live
+
         self.tally.begin(total, slots)
         self.live = Live(console=self.console, refresh_per_second=2, transient=True, get_renderable=self.line)
         self.live.start()
@@ -139,6 +146,8 @@ class LiveLine:
         self.say(f"{self.tally.end(where, seconds)} on {slot}: done in {seconds:.1f} s")
 
     def say(self, line: str) -> None:
+        from rich.text import Text
+
         self.console.print(Text(line), soft_wrap=True)  # as text: a cell id is never markup
 
     def close(self) -> None:

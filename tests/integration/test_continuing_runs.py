@@ -116,3 +116,13 @@ def test_a_process_that_dies_before_any_case_is_not_started_again(tmp_path: Path
     assert lane.runs == 1
     assert code == 3
     assert not rundir.is_complete(target.results_dir)
+
+
+def test_a_sticky_error_in_the_last_case_ends_the_run_as_usual(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No case is left to need a fresh CUDA context: the process ends its session itself."""
+    cases = (PASSING[0], FAULTS["sticky"])
+    target, said, code = continuing(tmp_path, cases, {"sticky": {FAULTS["sticky"]: True}}, monkeypatch)
+    assert [(r["case"], r["status"]) for r in records(target)] == [(PASSING[0], "passed"), (FAULTS["sticky"], "failed")]
+    assert code == 1 and said == []
+    env = json.loads((target.results_dir / rundir.ENV_JSON).read_text())
+    assert "continued" not in env and env["ended"] is not None

@@ -69,3 +69,19 @@ def test_a_failed_install_step_is_an_infrastructure_error(tmp_path: Path, monkey
     with pytest.raises(InfrastructureError, match=r"install failed: `venv .*` exited 1"):
         baremetal.make_venv(cell(), tmp_path / "v", [["torch==2.5.1"]], print)
     assert not (tmp_path / "v").exists()
+
+
+def test_an_existing_venv_spares_asking_uv_for_its_interpreter(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    asked: list[str] = []
+    monkeypatch.setenv("CONVMATRIX_VENVS", str(tmp_path))
+    monkeypatch.setattr(baremetal, "uv", lambda: "/usr/bin/uv")
+    monkeypatch.setattr(baremetal, "python_available", lambda version: asked.append(version) or False)
+    lane = baremetal.Baremetal()
+    assert lane.problem(cell()) == "no Python 3.11 on this machine (`uv python find 3.11` found none)"
+    python = baremetal.venv_dir(cell()) / "bin" / "python"
+    python.parent.mkdir(parents=True)
+    python.symlink_to(tmp_path / "gone")  # the interpreter it was made from is gone: ask
+    assert lane.problem(cell()) is not None
+    (tmp_path / "gone").write_text("")
+    assert lane.problem(cell()) is None
+    assert asked == ["3.11", "3.11"]

@@ -74,6 +74,10 @@ class Baremetal:
     def problem(self, cell: Cell) -> str | None:
         if uv() is None:
             return "no uv on this machine (python3 -m pip install uv)"
+        # A venv whose python still resolves was made from that interpreter: asking uv again
+        # (through a pyenv shim, a chain of shell scripts) would cost a warm cell a tenth of a second.
+        if (venv_dir(cell) / "bin" / "python").exists():
+            return None
         if not python_available(cell.python):
             return f"no Python {cell.python} on this machine (`uv python find {cell.python}` found none)"
         return None
