@@ -16,6 +16,7 @@ on the CPU, `-k SELECT`):
     report_merge_s       `convmatrix report --format json` over 1,000 cells x 200 cases,
     report_merge_peak_mb   and its peak resident memory
     per_case_overhead    the control cell through the harness over raw pytest of the same cases
+                         (the median of 3 alternated runs of each)
     triage_vs_grep       throughput of `convmatrix triage` over `grep -F` on a multi-rank log
 
 Prints one line per figure, or with --json one JSON object: each figure, its target, whether it
@@ -30,6 +31,7 @@ import json
 import os
 import random
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -47,6 +49,9 @@ from convmatrix.lanes import baremetal, container, containers, images  # noqa: E
 MATRIX = REPO / "bench" / "matrix.toml"
 SELECT = "conv1d-fp32"  # a small, real subset: startup and environments dominate, as in a nightly's cells
 OVERHEAD_SELECT = "conv2d and not large"  # enough cases that per-case costs show
+# Each side of per_case_overhead is timed this many times, alternating: one run of each is
+# within a few percent of the other on a quiet machine, which is the size of what is measured.
+OVERHEAD_ROUNDS = 3
 STUB_SMI = """#!/bin/sh
 case "$*" in
   *driver_version*) echo "550.54.15" ;;
@@ -149,14 +154,20 @@ class Bench:
         control = next(c for c in matrices.load(MATRIX).cells if c.lane == "baremetal" and c.cudnn == "bundled")
         python = str(self.tmp / "venvs" / control.id / "bin" / "python")
         cases = ["--device", "cpu", "-k", OVERHEAD_SELECT]
-        harness = self.convmatrix("run", "-m", str(MATRIX), "--cell", control.id, "--out", str(self.tmp / "overhead"),
-                                  "--prepare-ahead", "0", "--", *cases)
-        raw = timed([python, "-m", "pytest", str(REPO / "suites"), "-p", "no:cacheprovider", "--results-dir",
-                     str(self.tmp / "raw"), "--cell-id", control.id, *cases], env=self.env, cwd=REPO)
-        count = len((self.tmp / "raw" / "results.jsonl").read_text().splitlines())
+        harnesses, raws = [], []
+        for round_ in range(OVERHEAD_ROUNDS):  # alternated, so that a slow moment hits both alike
+            harnesses.append(self.convmatrix("run", "-m", str(MATRIX), "--cell", control.id, "--out",
+                                             str(self.tmp / "overhead"), "--prepare-ahead", "0", "--", *cases))
+            raw_dir = self.tmp / f"raw{round_}"
+            raws.append(timed([python, "-m", "pytest", str(REPO / "suites"), "-p", "no:cacheprovider",
+                               "--results-dir", str(raw_dir), "--cell-id", control.id, *cases], env=self.env, cwd=REPO))
+        harness, raw = statistics.median(harnesses), statistics.median(raws)
+        count = len((raw_dir / "results.jsonl").read_text().splitlines())
         self.commands["per_case_overhead"] = [
-            f"convmatrix run -m bench/matrix.toml --cell {control.id} -- {' '.join(cases)}  ({harness:.1f} s)",
-            f"{control.id}'s python -m pytest suites/ {' '.join(cases)}  ({raw:.1f} s, {count} cases)"]
+            f"convmatrix run -m bench/matrix.toml --cell {control.id} -- {' '.join(cases)}  (median of "
+            f"{OVERHEAD_ROUNDS}: {harness:.2f} s)",
+            f"{control.id}'s python -m pytest suites/ {' '.join(cases)}  (median of {OVERHEAD_ROUNDS}: {raw:.2f} s, "
+            f"{count} cases)"]
         return harness / raw
 
     def report_merge(self) -> tuple[float, float]:
