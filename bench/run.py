@@ -18,6 +18,7 @@ on the CPU, `-k SELECT`):
     per_case_overhead    the control cell through the harness over raw pytest of the same cases
                          (the median of 3 alternated runs of each)
     triage_vs_grep       throughput of `convmatrix triage` over `grep -F` on a multi-rank log
+                         (the median of 3 alternated runs of each)
 
 Prints one line per figure, or with --json one JSON object: each figure, its target, whether it
 was met, and the commands behind it. Asserts nothing.
@@ -49,8 +50,9 @@ from convmatrix.lanes import baremetal, container, containers, images  # noqa: E
 MATRIX = REPO / "bench" / "matrix.toml"
 SELECT = "conv1d-fp32"  # a small, real subset: startup and environments dominate, as in a nightly's cells
 OVERHEAD_SELECT = "conv2d and not large"  # enough cases that per-case costs show
-# Each side of per_case_overhead is timed this many times, alternating: one run of each is
-# within a few percent of the other on a quiet machine, which is the size of what is measured.
+# Each side of per_case_overhead and triage_vs_grep is timed this many times, alternating: one
+# run of each is within a few percent of the other on a quiet machine, which is the size of
+# what is measured.
 OVERHEAD_ROUNDS = 3
 STUB_SMI = """#!/bin/sh
 case "$*" in
@@ -189,11 +191,16 @@ class Bench:
         write_log: Callable[[Path, int], int] = sibling("triage_throughput").write_log  # its log, not a copy
         write_log(path, mb)
         subprocess.run(["cat", str(path)], stdout=subprocess.DEVNULL, check=False)  # a warm page cache for both
-        grep = timed(["grep", "-F", "CUDNN_STATUS_NOT_SUPPORTED", str(path)], env=self.env, cwd=REPO, check=False)
-        ours = timed([sys.executable, "-m", "convmatrix", "triage", str(path), "--format", "json"], env=self.env,
-                     cwd=REPO, check=False)
+        greps, ourss = [], []
+        for _ in range(OVERHEAD_ROUNDS):  # a third of a second each: alternated, the median of each
+            greps.append(timed(["grep", "-F", "CUDNN_STATUS_NOT_SUPPORTED", str(path)], env=self.env, cwd=REPO,
+                               check=False))
+            ourss.append(timed([sys.executable, "-m", "convmatrix", "triage", str(path), "--format", "json"],
+                               env=self.env, cwd=REPO, check=False))
+        grep, ours = statistics.median(greps), statistics.median(ourss)
         self.commands["triage_vs_grep"] = [f"grep -F CUDNN_STATUS_NOT_SUPPORTED ({grep:.2f} s) and convmatrix "
-                                           f"triage --format json ({ours:.2f} s) on a {mb} MB 8-rank log"]
+                                           f"triage --format json ({ours:.2f} s) on a {mb} MB 8-rank log, the "
+                                           f"median of {OVERHEAD_ROUNDS} alternated runs each"]
         path.unlink()
         return grep / ours
 

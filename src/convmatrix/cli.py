@@ -16,7 +16,6 @@ from convmatrix import (
     interrupts,
     matrix,
     options,
-    orchestrate,
     prove_cli,
     render,
     report_model,
@@ -163,6 +162,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise BadInput(f"{loaded.path}: no cell {unknown[0]} (`convmatrix matrix` lists them)")
     # SIGTERM or SIGINT (CI cancelling, nox interrupted) ends the run promptly: the suite and
     # its container are stopped, the cut-short run recorded as such, and one line says where.
+    from convmatrix import orchestrate  # here: the other commands (triage on a 1 GB log) start without it
+
     with interrupts.interruptible():
         interrupts.die_with_parent()
         orchestrate.run(loaded, cells, opts, say, strict=args.strict)

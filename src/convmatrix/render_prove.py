@@ -6,8 +6,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from tabulate import tabulate
-
 from convmatrix.escape import markdown_cell, markdown_line, one_line
 from convmatrix.outcomes import Outcome
 from convmatrix.prove import CaseLine, Pair, Proof, Verdict
@@ -84,6 +82,8 @@ def text(proof: Proof) -> str:
             out.append(f"  {pair_title(pair)}")
             out += [f"    ! {one_line(p)}" for p in pair.problems]
             if pair.lines:
+                from tabulate import tabulate  # here: it imports importlib.metadata (slow start-up)
+
                 table = tabulate([cells_of(line) for line in pair.lines], headers=HEADERS, tablefmt="simple",
                                  disable_numparse=True)
                 out += [f"    {row}" for row in table.splitlines()]

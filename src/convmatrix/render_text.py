@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import textwrap
 
-from tabulate import tabulate
-
 from convmatrix import report_grid, report_notes
 from convmatrix.escape import one_line
 from convmatrix.outcomes import Verdict
@@ -158,6 +156,8 @@ def case_table(report: Report) -> list[str]:
         return [*out, "none", ""]
     rows = [[report_grid.abbreviate(c.cell), c.gpu, c.case, str(c.outcome), c.family or "", c.control_outcome or "",
              c.delta or "", one_line(c.message or "")[:MESSAGE_WIDTH]] for c in cases[:MAX_CASES]]
+    from tabulate import tabulate  # here: it imports importlib.metadata, a tenth of the CLI's start-up
+
     table = tabulate([[one_line(str(v)) for v in row] for row in rows],
                      headers=["cell", "gpu", "case", "outcome", "family", "control", "delta", "message"],
                      tablefmt="simple", disable_numparse=True)
