@@ -38,6 +38,7 @@ import shutil
 import subprocess
 import sys
 import threading
+import time
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
@@ -250,52 +251,61 @@ def leave(code: int, note: str, stream: Any, traceback: bool = False) -> None:
 
 class Watchdog:
     """Ends a case that runs past the timeout: the callback writes its `timeout` line, then the
-    worker leaves (xdist starts a fresh one for the rest). A timer thread does it; should the
-    case hold the GIL so that the timer cannot run, faulthandler ends the worker after a grace
-    period and the controller writes the line instead."""
+    process leaves (in a worker, xdist starts a fresh one for the rest; in-process, the caller
+    does). One thread, started with the first case, watches every case: arming a case only
+    sets its deadline (a thread started per case cost the suite a few milliseconds a case,
+    waiting for it to be scheduled beside torch's busy threads). Should the case hold the GIL so
+    that the thread cannot run, faulthandler ends the process after a grace period and whoever
+    finds its marker writes the line instead."""
 
     def __init__(self, timeout: float, worker: str) -> None:
         self.timeout = timeout
         self.worker = worker
         self.grace = min(10.0, max(2.0, timeout))
         self.stream = stderr_copy()
-        self.lock = threading.Lock()
-        self.generation = 0
-        self.timer: threading.Timer | None = None
+        self.cond = threading.Condition()
+        self.armed: tuple[float, pytest.Item] | None = None  # the deadline (monotonic) and its case
+        self.thread: threading.Thread | None = None
         self.on_timeout: Callable[[pytest.Item], None] | None = None
 
     def arm(self, item: pytest.Item) -> None:
-        with self.lock:
-            self.generation += 1
-            timer = threading.Timer(self.timeout, self._fire, args=(self.generation, item))
-            timer.daemon = True
-            self.timer = timer
+        with self.cond:
+            self.armed = (time.monotonic() + self.timeout, item)
+            if self.thread is None:
+                self.thread = threading.Thread(target=self._watch, name="convmatrix-watchdog", daemon=True)
+                self.thread.start()
+            self.cond.notify()
         if self.stream is not None:
             faulthandler.dump_traceback_later(self.timeout + self.grace, exit=True, file=self.stream)
-        timer.start()
 
     def disarm(self) -> None:
-        """Idempotent; once it returns, the timer of the case can no longer fire. Blocks for
-        good when the timer already fired (the worker is on its way out)."""
-        with self.lock:
-            self.generation += 1
-            if self.timer is not None:
-                self.timer.cancel()
-                self.timer = None
+        """Idempotent; once it returns, the case's deadline can no longer fire. Blocks for good
+        when it already fired (the process is on its way out)."""
+        with self.cond:
+            self.armed = None
         faulthandler.cancel_dump_traceback_later()
 
-    def _fire(self, generation: int, item: pytest.Item) -> None:
-        with self.lock:
-            if generation != self.generation:
-                return  # the case ended meanwhile
-            try:
-                if self.on_timeout is not None:
-                    self.on_timeout(item)
-            finally:
-                leave(TIMEOUT_EXIT_CODE,
-                      f"{item.nodeid} ran past its {self.timeout:g} s timeout; worker {self.worker} "
-                      "leaves (where it was follows)", self.stream, traceback=True)
+    def _watch(self) -> None:
+        with self.cond:
+            while True:
+                if self.armed is None:
+                    self.cond.wait()
+                    continue
+                deadline, item = self.armed
+                left = deadline - time.monotonic()
+                if left > 0:
+                    self.cond.wait(left)  # woken early by the next arm or disarm: look again
+                    continue
+                self._fire(item)  # holding the lock: disarm waits until the process is gone
 
+    def _fire(self, item: pytest.Item) -> None:
+        try:
+            if self.on_timeout is not None:
+                self.on_timeout(item)
+        finally:
+            leave(TIMEOUT_EXIT_CODE,
+                  f"{item.nodeid} ran past its {self.timeout:g} s timeout; worker {self.worker} "
+                  "leaves (where it was follows)", self.stream, traceback=True)
 
 
 class Guard:
