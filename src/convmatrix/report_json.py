@@ -32,8 +32,8 @@ def fields(report: Report) -> list[tuple[str, Any]]:
 def dumps(report: Report) -> str:
     """The report JSON as text: each top-level field on a line of its own, and so each cell and
     each case. As readable and diffable as `indent=2`, but written by json's C encoder (which
-    indent turns off) one row at a time: a fleet's 200,000 cases take a fraction of a second
-    and no second copy of the report as dicts."""
+    indent turns off) one row at a time: a fleet's 200,000 cases take about a second, not the
+    eight of indent's pure-Python encoder, and no second copy of the report as dicts."""
     parts = []
     for key, value in fields(report):
         if isinstance(value, Iterator):
