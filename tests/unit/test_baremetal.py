@@ -75,7 +75,11 @@ def test_an_existing_venv_spares_asking_uv_for_its_interpreter(tmp_path: Path, m
     asked: list[str] = []
     monkeypatch.setenv("CONVMATRIX_VENVS", str(tmp_path))
     monkeypatch.setattr(baremetal, "uv", lambda: "/usr/bin/uv")
-    monkeypatch.setattr(baremetal, "python_available", lambda version: asked.append(version) or False)
+    def python_available(version: str) -> bool:
+        asked.append(version)
+        return False
+
+    monkeypatch.setattr(baremetal, "python_available", python_available)
     lane = baremetal.Baremetal()
     assert lane.problem(cell()) == "no Python 3.11 on this machine (`uv python find 3.11` found none)"
     python = baremetal.venv_dir(cell()) / "bin" / "python"
