@@ -11,10 +11,6 @@ from typing import Any
 from convmatrix.report_model import REPORT_SCHEMA, CaseRow, CellRow, Report
 
 
-def to_json(report: Report) -> dict[str, Any]:
-    return {key: list(value) if isinstance(value, Iterator) else value for key, value in fields(report)}
-
-
 def fields(report: Report) -> list[tuple[str, Any]]:
     """The top-level fields in order; cells and cases as iterators, made one at a time."""
     return [

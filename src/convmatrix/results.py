@@ -246,10 +246,6 @@ def _loads(line: str) -> Any:
         return BAD_LINE
 
 
-def parse_line(line: str, where: str, errors: list[str]) -> Case | None:
-    return check_line(_loads(line), where, errors)
-
-
 def check_line(record: Any, where: str, errors: list[str]) -> Case | None:
     if record is BAD_LINE:
         errors.append(f"{where}: not a JSON object (truncated or corrupt line)")
