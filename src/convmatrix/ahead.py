@@ -17,7 +17,6 @@ by side, where both would fetch it.
 
 from __future__ import annotations
 
-import os
 import shutil
 import threading
 import time
@@ -29,12 +28,12 @@ from typing import TypeVar
 
 from convmatrix import interrupts
 from convmatrix.cells import Cell
+from convmatrix.lanes import baremetal
 
 T = TypeVar("T")
 
 POLL_S = 0.5  # how often a held-back build looks again
 DOCKER_ROOT = Path("/var/lib/docker")
-VENVS = Path(".convmatrix") / "venvs"  # as lanes/baremetal.py, which this must not import
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -63,7 +62,7 @@ class DiskBudget:
 
 def build_paths() -> tuple[Path, ...]:
     """Where builds take disk: the baremetal venvs (their nearest existing directory) and Docker's data."""
-    venvs = Path(os.environ.get("CONVMATRIX_VENVS") or VENVS).resolve()
+    venvs = baremetal.venvs_root()
     while not venvs.exists() and venvs != venvs.parent:
         venvs = venvs.parent
     return (venvs, DOCKER_ROOT)

@@ -65,9 +65,14 @@ def python_available(version: str) -> bool:
     return done.returncode == 0
 
 
+def venvs_root() -> Path:
+    """Where the cells' venvs live."""
+    return Path(os.environ.get("CONVMATRIX_VENVS") or VENVS).resolve()
+
+
 def venv_dir(cell: Cell) -> Path:
     # By stack: cells that differ only in their knob set (+pad8) run the suite in one venv.
-    return Path(os.environ.get("CONVMATRIX_VENVS") or VENVS).resolve() / cell.stack_id
+    return venvs_root() / cell.stack_id
 
 
 class Baremetal:
