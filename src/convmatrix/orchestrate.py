@@ -28,6 +28,8 @@ from convmatrix.lanes import Lane, Log, Prepared, SuiteRun
 from convmatrix.matrix import Matrix
 
 POLL_S = 0.2  # how often the main thread wakes while it waits (a signal is handled at once anyway)
+
+
 @dataclass(kw_only=True)
 class Outcome:
     ran: list[str] = field(default_factory=list)  # cell ids run

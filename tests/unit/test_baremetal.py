@@ -75,6 +75,7 @@ def test_an_existing_venv_spares_asking_uv_for_its_interpreter(tmp_path: Path, m
     asked: list[str] = []
     monkeypatch.setenv("CONVMATRIX_VENVS", str(tmp_path))
     monkeypatch.setattr(baremetal, "uv", lambda: "/usr/bin/uv")
+
     def python_available(version: str) -> bool:
         asked.append(version)
         return False
