@@ -78,13 +78,13 @@ def write_cell_json(target: Target, *, python: str, control: bool, extra: dict[s
 
 def suite_command(
     target: Target, python: str, suite_args: Sequence[str], *, results_dir: Path | None = None,
-    select: Sequence[str] = (), isolate: bool = True, suite_root: Path = SUITE_DIR,
+    select: Sequence[str] = (), suite_root: Path = SUITE_DIR,
 ) -> list[str]:
     """The suite's command line: all of suites/, or the `select`ed node ids (from the repository
     root, `suites/test_conv.py::test_conv[<case>]`), with suites/ where the suite runs it
     (suite_root: a container mounts it elsewhere).
 
-    isolate: the cases run in the suite's own process under its watchdog (--in-process): a case
+    The cases run in the suite's own process under its watchdog (--in-process): a case
     that hangs past CASE_TIMEOUT or poisons the CUDA context ends the process after writing its
     line, one that crashes it leaves its marker, and orchestrate runs the rest in a fresh process
     (--continue-run). No second interpreter unless a case kills the first. The user's own
@@ -104,7 +104,9 @@ def suite_command(
         "--device",
         "cuda" if target.gpu else "cpu",
         "-v",  # a line per case in log.txt: names the case a dead process was running
-        *(["--case-timeout", str(CASE_TIMEOUT), "--in-process"] if isolate else []),
+        "--case-timeout",
+        str(CASE_TIMEOUT),
+        "--in-process",
         *suite_args,
     ]
 
@@ -126,13 +128,13 @@ def suite_env(target: Target) -> dict[str, str]:
     return env
 
 
-def run_local(python: str, target: Target, suite_args: Sequence[str] = (), *, isolate: bool = True,
+def run_local(python: str, target: Target, suite_args: Sequence[str] = (), *,
               select: Sequence[str] = (), results_dir: Path | None = None, env: Mapping[str, str] | None = None) -> int:
     """Run the suite with an interpreter of this machine (the host's, a venv's), everything it
     prints into <results>/log.txt and our stdout; its exit status."""
     out = results_dir or target.results_dir
     out.mkdir(parents=True, exist_ok=True)
-    command = suite_command(target, python, suite_args, results_dir=out, select=select, isolate=isolate)
+    command = suite_command(target, python, suite_args, results_dir=out, select=select)
     return popen.stream(command, env={**suite_env(target), **(env or {})}, log_path=out / rundir.LOG)
 
 

@@ -64,12 +64,13 @@ def test_host_problem_names_the_interpreter(tmp_path: Path) -> None:
     assert broken is not None and "cannot import torch and pytest" in broken
 
 
-def test_the_harness_isolates_cases_unless_told_not_to(tmp_path: Path) -> None:
+def test_the_harness_isolates_cases_in_the_suites_own_process(tmp_path: Path) -> None:
     target = runner.Target(cell=Cell(lane="host"), gpu=None, out=tmp_path)
     isolated = runner.suite_command(target, "py", ["--case-timeout", "30"])
     timeouts = [isolated[i + 1] for i, arg in enumerate(isolated) if arg == "--case-timeout"]
     assert timeouts == [str(runner.CASE_TIMEOUT), "30"]  # the user's own value comes last and wins
-    assert "--case-timeout" not in runner.suite_command(target, "py", [], isolate=False)
+    assert isolated[isolated.index("--in-process") - 2:][:4] == ["--case-timeout", str(runner.CASE_TIMEOUT),
+                                                                 "--in-process", "--case-timeout"]
 
 
 # --- one result per cell and generation, each case once (issue 8) ------------------------------
@@ -96,10 +97,3 @@ def test_a_dead_process_whose_case_outran_its_timeout_is_a_timeout(tmp_path: Pat
     hung, fresh = [json.loads(line) for line in (target.results_dir / "results.jsonl").read_text().splitlines()]
     assert hung["status"] == "timeout" and hung["message"].startswith("the case ran past its 5 s timeout")
     assert fresh["status"] == "crashed" and "SIGABRT" in fresh["message"]
-
-
-def test_the_harness_runs_the_suite_in_process_under_its_watchdog(tmp_path: Path) -> None:
-    target = runner.Target(cell=Cell(lane="host"), gpu=None, out=tmp_path)
-    command = runner.suite_command(target, "py", ["--case-timeout", "5"])
-    assert command[command.index("--in-process") - 2:][:4] == ["--case-timeout", str(runner.CASE_TIMEOUT),
-                                                               "--in-process", "--case-timeout"]
