@@ -6,7 +6,7 @@ from dataclasses import asdict, dataclass
 
 from convmatrix import knobs as knob_sets
 from convmatrix import stacks
-from convmatrix.values import IMAGE, slug
+from convmatrix.values import FROM_IMAGE, IMAGE, slug
 
 HOST_ID = "host"
 
@@ -39,7 +39,7 @@ class Cell:
 
     def from_image(self) -> tuple[str, ...]:
         """The stack fields this cell takes from its base image instead of requesting them."""
-        return tuple(k for k in ("torch", "cuda", "cudnn", "python") if getattr(self, k) == IMAGE)
+        return tuple(k for k in FROM_IMAGE if getattr(self, k) == IMAGE)
 
     def image_stack_id(self) -> str:
         """The id of a cell whose stack (some of it) is its base's: what it requests, then the

@@ -17,7 +17,6 @@ TOP_KEYS = {"name", "description", "wheelhouse", "axes", "include", "exclude", "
 CONTAINER_KEYS = {"base", "flavour"}
 FLAVOURS = ("wheel", "system")
 CELL_AXES = ("lane", "torch", "cuda", "cudnn", "python")
-FROM_IMAGE = ("torch", "cuda", "cudnn", "python")  # what a system base's cells may leave to the image
 SHOWN_REASONS = 4  # reasons the "no cells" error spells out; the rest are counted
 
 
@@ -167,7 +166,7 @@ class _Parser:
         axes leave out (torch, cuda, cudnn, python) from the image."""
         if lane != "container" or self.flavour != "system":
             return axes
-        return {**{key: [values.IMAGE] for key in FROM_IMAGE}, **axes}
+        return {**{key: [values.IMAGE] for key in values.FROM_IMAGE}, **axes}
 
     def bases(self, lane: str, axes: dict[str, list[str]], default_base: str, where: str) -> list[str]:
         if lane != "container":

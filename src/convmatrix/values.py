@@ -10,6 +10,7 @@ LANES = ("host", "baremetal", "container")
 # What a container cell on a system base (flavour "system") takes from its image instead of
 # requesting it: torch = "image" is whatever torch the base carries, observed and recorded.
 IMAGE = "image"
+FROM_IMAGE = ("torch", "cuda", "cudnn", "python")  # the stack fields a cell may leave to its image
 
 # Each pattern is anchored (fullmatch) and admits no shell metacharacters, spaces or path tricks.
 # ASCII only: in a str pattern \d and \w match any Unicode digit or letter ("3.\u0661\u0661" would pass and
