@@ -8,7 +8,7 @@ worker's, and a case that kills the process leaves its running-main.json marker.
 started the suite records that case and runs the rest in a fresh process (--continue-run skips
 what already has a line): a run without a crash pays for no second interpreter.
 
-With --isolate (turned on by --case-timeout > 0) the cases run in pytest-xdist workers (one,
+With --isolate (turned on by --case-timeout > 0 without --in-process) the cases run in pytest-xdist workers (one,
 unless -n says more) and a case that kills its worker costs that case alone: xdist starts a
 fresh worker for the rest. Who writes which results line:
 
@@ -86,7 +86,7 @@ class Options:
 def addoptions(group: Any) -> None:
     group.addoption("--case-timeout", type=float, default=0.0, metavar="SECONDS",
                     help="record a case that runs longer as `timeout` and go on with the rest "
-                         "in a fresh worker (0, the default: no timeout); turns on --isolate")
+                         "in a fresh worker (0, the default: no timeout); turns on --isolate unless --in-process")
     group.addoption("--isolate", action="store_true", default=False,
                     help="run the cases in pytest-xdist workers (-n 1 unless -n says more) so that "
                          "a case that crashes, hangs or poisons the CUDA context costs that case alone")
