@@ -156,15 +156,13 @@ class Bench:
         control = next(c for c in matrices.load(MATRIX).cells if c.lane == "baremetal" and c.cudnn == "bundled")
         python = str(self.tmp / "venvs" / control.id / "bin" / "python")
         cases = ["--device", "cpu", "-k", OVERHEAD_SELECT]
-        harnesses, raws = [], []
-        for round_ in range(OVERHEAD_ROUNDS):  # alternated, so that a slow moment hits both alike
-            harnesses.append(self.convmatrix("run", "-m", str(MATRIX), "--cell", control.id, "--out",
-                                             str(self.tmp / "overhead"), "--prepare-ahead", "0", "--", *cases))
-            raw_dir = self.tmp / f"raw{round_}"
-            raws.append(timed([python, "-m", "pytest", str(REPO / "suites"), "-p", "no:cacheprovider",
-                               "--results-dir", str(raw_dir), "--cell-id", control.id, *cases], env=self.env, cwd=REPO))
-        harness, raw = statistics.median(harnesses), statistics.median(raws)
-        count = len((raw_dir / "results.jsonl").read_text().splitlines())
+        harness, raw = alternated(
+            lambda _: self.convmatrix("run", "-m", str(MATRIX), "--cell", control.id, "--out",
+                                      str(self.tmp / "overhead"), "--prepare-ahead", "0", "--", *cases),
+            lambda round_: timed([python, "-m", "pytest", str(REPO / "suites"), "-p", "no:cacheprovider",
+                                  "--results-dir", str(self.tmp / f"raw{round_}"), "--cell-id", control.id, *cases],
+                                 env=self.env, cwd=REPO))
+        count = len((self.tmp / "raw0" / "results.jsonl").read_text().splitlines())
         self.commands["per_case_overhead"] = [
             f"convmatrix run -m bench/matrix.toml --cell {control.id} -- {' '.join(cases)}  (median of "
             f"{OVERHEAD_ROUNDS}: {harness:.2f} s)",
@@ -191,18 +189,26 @@ class Bench:
         write_log: Callable[[Path, int], int] = sibling("triage_throughput").write_log  # its log, not a copy
         write_log(path, mb)
         subprocess.run(["cat", str(path)], stdout=subprocess.DEVNULL, check=False)  # a warm page cache for both
-        greps, ourss = [], []
-        for _ in range(OVERHEAD_ROUNDS):  # a third of a second each: alternated, the median of each
-            greps.append(timed(["grep", "-F", "CUDNN_STATUS_NOT_SUPPORTED", str(path)], env=self.env, cwd=REPO,
-                               check=False))
-            ourss.append(timed([sys.executable, "-m", "convmatrix", "triage", str(path), "--format", "json"],
-                               env=self.env, cwd=REPO, check=False))
-        grep, ours = statistics.median(greps), statistics.median(ourss)
+        grep, ours = alternated(
+            lambda _: timed(["grep", "-F", "CUDNN_STATUS_NOT_SUPPORTED", str(path)], env=self.env, cwd=REPO,
+                            check=False),
+            lambda _: timed([sys.executable, "-m", "convmatrix", "triage", str(path), "--format", "json"],
+                            env=self.env, cwd=REPO, check=False))
         self.commands["triage_vs_grep"] = [f"grep -F CUDNN_STATUS_NOT_SUPPORTED ({grep:.2f} s) and convmatrix "
                                            f"triage --format json ({ours:.2f} s) on a {mb} MB 8-rank log, the "
                                            f"median of {OVERHEAD_ROUNDS} alternated runs each"]
         path.unlink()
         return grep / ours
+
+
+def alternated(first: Callable[[int], float], second: Callable[[int], float]) -> tuple[float, float]:
+    """Each side timed OVERHEAD_ROUNDS times, by round, in turn (a slow moment hits both alike);
+    the median of each."""
+    firsts, seconds = [], []
+    for round_ in range(OVERHEAD_ROUNDS):
+        firsts.append(first(round_))
+        seconds.append(second(round_))
+    return statistics.median(firsts), statistics.median(seconds)
 
 
 def sibling(name: str) -> Any:
