@@ -195,8 +195,7 @@ def cmd_report(args: argparse.Namespace) -> int:
             errors += [f"--baseline: {e}" for e in baseline.errors]
             report = report_model.with_baseline(report, baseline)
         color = color_wanted(args.color, args.output is None and sys.stdout.isatty(), os.environ)
-        text = render.render(report, args.format, color=color)
-    write_output(text, args.output)
+        write_output(render.stream(report, args.format, color=color), args.output)
     if errors:
         raise BadInput("\n".join(errors))
     compare.judge(report, args.fail_on)
@@ -225,15 +224,24 @@ def bulk() -> Iterator[None]:
             gc.enable()
 
 
-def write_output(text: str, output: Path | None) -> None:
+def write_output(text: str | Iterator[str], output: Path | None) -> None:
+    """The report on stdout, or in -o's file: written whole or not at all (a temporary file
+    beside it, renamed), so a reader never sees half a report nor loses the previous one."""
+    parts = (text,) if isinstance(text, str) else text
     if output is None:
-        sys.stdout.write(text)
+        sys.stdout.writelines(parts)
         return
+    tmp = output.with_name(f".{output.name}.{os.getpid()}.tmp")
     try:
         output.parent.mkdir(parents=True, exist_ok=True)
-        output.write_text(text, encoding="utf-8")
+        with tmp.open("w", encoding="utf-8") as handle:
+            handle.writelines(parts)
+        os.replace(tmp, output)
     except OSError as exc:
         raise BadInput(f"-o {output}: cannot write the report ({exc.strerror or exc})") from None
+    finally:
+        with contextlib.suppress(OSError):  # renamed, or never made (no such directory)
+            tmp.unlink()
 
 
 COMMANDS = {"matrix": cmd_matrix, "build": cmd_build, "report": cmd_report, "run": cmd_run, "triage": triage_cli.run,

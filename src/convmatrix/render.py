@@ -5,7 +5,7 @@ escape.py, so the output stays well-formed for its consumer whatever a message h
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from xml.etree import ElementTree as ET
 
 from convmatrix import render_html, render_markdown, render_text, report_json
@@ -26,6 +26,15 @@ def render(report: Report, fmt: str, *, color: bool = False) -> str:
         "junit": junit,
     }
     return renderers[fmt](report)
+
+
+def stream(report: Report, fmt: str, *, color: bool = False) -> Iterator[str]:
+    """The report in pieces, to write as they are made: json, whose fleet reports run to tens of
+    megabytes, in a piece per batch of rows; the other formats whole."""
+    if fmt == "json":
+        yield from report_json.chunks(report)
+    else:
+        yield render(report, fmt, color=color)
 
 
 def junit(report: Report) -> str:

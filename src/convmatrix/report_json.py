@@ -3,12 +3,41 @@ dicts. Enums are written as their values; a field is added here and in the docs 
 
 from __future__ import annotations
 
+import itertools
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict
+from json import encoder as json_encoder
 from typing import Any
 
 from convmatrix.report_model import REPORT_SCHEMA, CaseRow, CellRow, Report
+
+
+def _no_default(value: object) -> Any:
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+def row_encoder() -> Callable[[Any], str]:
+    """json.dumps with its defaults, one value at a time. dumps() makes a new C encoder for every
+    call, half the cost of a small row, so one is made here and kept; without cycle checks, as a
+    row holds none. Only where it writes exactly what dumps() does (the C module is optional
+    and its constructor is not public API): else dumps() itself."""
+    try:
+        encode = json_encoder.c_make_encoder(  # type: ignore[misc]
+            None, _no_default, json_encoder.encode_basestring_ascii, None, ": ", ", ", False, False, True)
+
+        def one(value: Any) -> str:
+            return "".join(encode(value, 0))
+
+        probe = {"a": [1, 2.5, None, True, "\u00e9\n"], "b": {"c": float("inf")}}
+        if one(probe) == json.dumps(probe):
+            return one
+    except (TypeError, ValueError):
+        pass
+    return json.dumps
+
+
+_encode = row_encoder()
 
 
 def fields(report: Report) -> list[tuple[str, Any]]:
@@ -26,18 +55,27 @@ def fields(report: Report) -> list[tuple[str, Any]]:
 
 
 def dumps(report: Report) -> str:
-    """The report JSON as text: each top-level field on a line of its own, and so each cell and
-    each case. As readable and diffable as `indent=2`, but written by json's C encoder (which
-    indent turns off) one row at a time: a fleet's 200,000 cases take about a second, not the
-    eight of indent's pure-Python encoder, and no second copy of the report as dicts."""
-    parts = []
-    for key, value in fields(report):
-        if isinstance(value, Iterator):
-            rows = ",\n    ".join(map(json.dumps, value))
-            parts.append(f"  {json.dumps(key)}: [\n    {rows}\n  ]" if rows else f"  {json.dumps(key)}: []")
-        else:
-            parts.append(f"  {json.dumps(key)}: {json.dumps(value)}")
-    return "{\n" + ",\n".join(parts) + "\n}\n"
+    return "".join(chunks(report))
+
+
+def chunks(report: Report, rows_per_chunk: int = 2000) -> Iterator[str]:
+    """The report JSON as text, in pieces to write as they come: each top-level field on a line
+    of its own, and so each cell and each case. As readable and diffable as `indent=2`, but
+    written by json's C encoder (which indent turns off) one row at a time: a fleet's 200,000
+    cases take about a second, not the eight of indent's pure-Python encoder. In pieces, so
+    that a fleet's report (70 MB) is never held whole, let alone copied on its way to disk."""
+    yield "{"
+    for index, (key, value) in enumerate(fields(report)):
+        yield f"{',' if index else ''}\n  {json.dumps(key)}: "
+        if not isinstance(value, Iterator):
+            yield json.dumps(value)
+            continue
+        first = True
+        while batch := list(itertools.islice(value, rows_per_chunk)):
+            yield ("[\n    " if first else ",\n    ") + ",\n    ".join(map(_encode, batch))
+            first = False
+        yield "[]" if first else "\n  ]"
+    yield "\n}\n"
 
 
 def cell_json(cell: CellRow, baseline: bool) -> dict[str, Any]:

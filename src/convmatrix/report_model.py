@@ -26,7 +26,9 @@ class Rerun:
     message: str | None
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)  # slots: a fleet report holds 200,000 of them
+# slots: a fleet report holds 200,000 of them; not frozen, for the cost of a frozen __init__ (see
+# results.Case). Rows are built once here and only read after that (replace() makes a new one).
+@dataclass(kw_only=True, slots=True)
 class CaseRow:
     cell: str
     gpu: str  # the GPU key

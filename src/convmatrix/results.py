@@ -25,7 +25,10 @@ CELL_FIELDS: dict[str, tuple[type, ...]] = {
 EPOCH = datetime.datetime.min.replace(tzinfo=datetime.UTC)
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)  # slots: a fleet report holds 200,000 of them
+# slots: a fleet report holds 200,000 of them. Not frozen: a frozen dataclass's __init__ sets
+# each field through object.__setattr__, which triples the cost of making one; nothing changes a
+# Case once read (replace() makes a new one).
+@dataclass(kw_only=True, slots=True)
 class Case:
     case: str
     outcome: Outcome
@@ -217,8 +220,10 @@ def read_cases(path: Path, errors: list[str]) -> dict[str, Case]:
         return cases
     lines = [(lineno, line) for lineno, line in enumerate(text.splitlines(), 1) if line.strip()]
     for (lineno, _), record in zip(lines, decode(lines), strict=True):
-        case = check_line(record, f"{path}:{lineno}", errors)
-        if case is not None:
+        case = check_line(record)
+        if isinstance(case, str):
+            errors.append(f"{path}:{lineno}: {case}")  # only here: 200,000 sound lines need no name
+        else:
             cases[case.case] = case
     return cases
 
@@ -246,20 +251,17 @@ def _loads(line: str) -> Any:
         return BAD_LINE
 
 
-def check_line(record: Any, where: str, errors: list[str]) -> Case | None:
+def check_line(record: Any) -> Case | str:
+    """One decoded results.jsonl line as a Case, or what is wrong with it."""
     if record is BAD_LINE:
-        errors.append(f"{where}: not a JSON object (truncated or corrupt line)")
-        return None
+        return "not a JSON object (truncated or corrupt line)"
     if not isinstance(record, dict):
-        errors.append(f"{where}: not a JSON object")
-        return None
+        return "not a JSON object"
     if record.get("schema") != SCHEMA:
-        errors.append(f"{where}: schema {record.get('schema')!r}, this convmatrix reads schema {SCHEMA}")
-        return None
+        return f"schema {record.get('schema')!r}, this convmatrix reads schema {SCHEMA}"
     problems = records.result_problems(record)
     if problems:
-        errors.append(f"{where}: {problems[0]}")
-        return None
+        return problems[0]
     status = record["status"]
     message = record.get("message")
     warnings = [w.get("message") for w in record.get("warnings") or [] if isinstance(w, dict)]

@@ -6,13 +6,14 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from convmatrix.cli import main
+from convmatrix.cli import main, write_output
+from convmatrix.errors import BadInput
 
 
 def report(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
@@ -167,6 +168,23 @@ def test_a_results_file_that_is_a_directory_is_bad_input(tmp_path: Path, capsys:
     (directory / "results.jsonl").mkdir()
     code, _, err = report(capsys, str(tmp_path))
     assert code == 2 and f"{directory / 'results.jsonl'}: unreadable" in err
+
+
+def test_a_report_that_fails_while_written_leaves_the_previous_one(tmp_path: Path) -> None:
+    output = tmp_path / "reports" / "report.json"
+    output.parent.mkdir()
+    output.write_text("last night's report\n")
+
+    def pieces() -> Iterator[str]:
+        yield '{"schema": 1,'
+        raise OSError(28, "No space left on device")
+
+    with pytest.raises(BadInput, match=r"-o .*report.json: cannot write the report \(No space left on device\)"):
+        write_output(pieces(), output)
+    assert output.read_text() == "last night's report\n"
+    assert sorted(p.name for p in output.parent.iterdir()) == ["report.json"]  # no temporary file left
+    write_output(iter(["{", "}\n"]), output)
+    assert output.read_text() == "{}\n"
 
 
 def test_an_unwritable_output_is_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -287,6 +287,30 @@ def test_json_is_the_contract_with_a_line_per_cell_and_per_case(tmp_path: Path) 
     assert empty["cases"] == [] and empty["notes"] == []
 
 
+def test_json_comes_in_pieces_that_make_the_same_text(tmp_path: Path) -> None:
+    for report in reports(tmp_path):
+        pieces = list(report_json.chunks(report, rows_per_chunk=1))
+        assert "".join(pieces) == report_json.dumps(report) == "".join(render.stream(report, "json"))
+        assert len(pieces) > len(report.cases)  # a piece per row here: never the whole report at once
+    for fmt in ("text", "markdown", "html", "junit"):
+        report = hostile_report()
+        assert list(render.stream(report, fmt)) == [render.render(report, fmt)]
+
+
+@pytest.mark.parametrize("value", [
+    {"outcome": Outcome.PASS, "delta": Delta.REGRESSION, "warnings": ("a", "b"), "knobs": {"pad": 8}},
+    {"message": "caf\u00e9 \u2603 \"quoted\"\n\ttab \x00 \ud83d\ude00", "n": -0.0, "big": 10**30, "f": 1e-320},
+    {"nan": float("nan"), "inf": float("-inf"), "nested": [[{}], [], None, True, False]},
+])
+def test_the_kept_row_encoder_writes_what_json_dumps_writes(value: dict[str, Any]) -> None:
+    assert report_json.row_encoder()(value) == json.dumps(value)
+
+
+def test_the_row_encoder_refuses_what_json_refuses() -> None:
+    with pytest.raises(TypeError, match="set is not JSON serializable"):
+        report_json.row_encoder()({"x": {1}})
+
+
 @pytest.mark.parametrize("fmt", ["text", "markdown", "html"])
 def test_benign_report_reads_as_before(fmt: str) -> None:
     message = "cuDNN error: CUDNN_STATUS_NOT_SUPPORTED. This error may appear if you passed in a non-cont"
