@@ -218,8 +218,7 @@ def read_cases(path: Path, errors: list[str]) -> dict[str, Case]:
     except OSError as exc:
         errors.append(f"{path}: unreadable ({exc.strerror or exc})")
         return cases
-    lines = [(lineno, line) for lineno, line in enumerate(text.splitlines(), 1) if line.strip()]
-    for (lineno, _), record in zip(lines, decode(lines), strict=True):
+    for lineno, record in numbered(text):
         case = check_line(record)
         if isinstance(case, str):
             errors.append(f"{path}:{lineno}: {case}")  # only here: 200,000 sound lines need no name
@@ -228,20 +227,22 @@ def read_cases(path: Path, errors: list[str]) -> dict[str, Case]:
     return cases
 
 
-BAD_LINE = object()  # what decode() gives for a line that is no JSON at all
+BAD_LINE = object()  # what numbered() gives for a line that is no JSON at all
 
 
-def decode(lines: list[tuple[int, str]]) -> list[Any]:
-    """Each line as JSON, or BAD_LINE. One json.loads of them all as an array when every line
-    is one value (a report reads 200,000 of them: one call, not one per line); line by line
-    when that fails or the count differs (a corrupt line, or one holding two values)."""
+def numbered(text: str) -> Iterable[tuple[int, Any]]:
+    """Each non-blank line's number and its JSON value, or BAD_LINE. One json.loads of the whole
+    file as an array when every line holds one value (a report reads 200,000 lines: one call,
+    not one per line); line by line when that fails or the count differs (a corrupt or blank
+    line, or one holding two values)."""
+    body = text.strip()
     try:
-        values = json.loads("[" + ",".join(line for _, line in lines) + "]")
+        values = json.loads("[" + body.replace("\n", ",") + "]")
     except ValueError:
         values = None
-    if isinstance(values, list) and len(values) == len(lines):
-        return values
-    return [_loads(line) for _, line in lines]
+    if body and isinstance(values, list) and len(values) == body.count("\n") + 1:
+        return enumerate(values, text[:len(text) - len(text.lstrip())].count("\n") + 1)
+    return [(lineno, _loads(line)) for lineno, line in enumerate(text.split("\n"), 1) if line.strip()]
 
 
 def _loads(line: str) -> Any:
@@ -264,18 +265,26 @@ def check_line(record: Any) -> Case | str:
         return problems[0]
     status = record["status"]
     message = record.get("message")
-    warnings = [w.get("message") for w in record.get("warnings") or [] if isinstance(w, dict)]
+    warned = record.get("warnings")  # most lines have none: no calls for them
+    timing = record.get("timing")
+    printed = record.get("fingerprint")
     return Case(
         case=record["case"],
         outcome=OF_STATUS[status],
         family=classify.classify(message, status=status, exc_type=record.get("exc_type")),
         message=message,
         knobs=record.get("knobs") or {},
-        warnings=tuple(classify.classify_warnings([w for w in warnings if isinstance(w, str)])),
-        forward_ms=_number(record.get("timing"), "forward_ms"),
-        fingerprint=_text(record.get("fingerprint"), "sha"),
+        warnings=warning_families(warned) if warned else (),
+        forward_ms=_number(timing, "forward_ms") if timing else None,
+        fingerprint=_text(printed, "sha") if printed else None,
         params=record.get("params") or {},
     )
+
+
+def warning_families(warned: list[Any]) -> tuple[str, ...]:
+    """The failure families named by a line's captured warnings ({"message": ...} each)."""
+    messages = [w.get("message") for w in warned if isinstance(w, dict)]
+    return tuple(classify.classify_warnings([m for m in messages if isinstance(m, str)]))
 
 
 def _number(table: object, key: str) -> float | None:

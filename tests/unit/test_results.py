@@ -89,3 +89,28 @@ def test_a_wrong_type_is_caught_after_sound_lines_of_the_same_fields(tmp_path: P
     assert set(loaded.results[0].cases) == {"c1", "c3"}
     assert loaded.errors == [f"{directory / 'results.jsonl'}:2: field 'duration_s': expected integer or number "
                              "or null, got string 'slow'"]
+
+
+def test_line_numbers_count_blank_lines_whichever_way_the_file_is_read(tmp_path: Path) -> None:
+    """Read whole when every line holds one value, else line by line: errors name the same lines."""
+    bad = record("c3")
+    bad["status"] = "exploded"
+    directory = write_result(tmp_path, "a", [])
+    path = directory / "results.jsonl"
+    for text, line in ((f"\n\n{json.dumps(record('c1'))}\n{json.dumps(bad)}\n", 4),  # read whole
+                       (f"{json.dumps(record('c1'))}\n\n  \n{json.dumps(bad)}\r\n\n", 4)):  # blank lines between
+        path.write_text(text)
+        loaded = results.load([tmp_path])
+        assert set(loaded.results[0].cases) == {"c1"}
+        assert [e.split(": field")[0] for e in loaded.errors] == [f"{path}:{line}"]
+
+
+def test_a_line_separator_inside_a_message_does_not_split_its_line(tmp_path: Path) -> None:
+    """JSON lets U+2028 and other separators stand raw inside a string; a line ends at \\n only."""
+    message = "cuDNN error:\u2028CUDNN_STATUS_NOT_SUPPORTED\x1c\x85 (raw separators from another writer)"
+    directory = write_result(tmp_path, "a", [])
+    (directory / "results.jsonl").write_text(
+        json.dumps(record("c1", "failed", message), ensure_ascii=False) + "\n" + json.dumps(record("c2")) + "\n")
+    loaded = results.load([tmp_path])
+    assert loaded.errors == []
+    assert loaded.results[0].cases["c1"].message == message and set(loaded.results[0].cases) == {"c1", "c2"}
