@@ -105,17 +105,19 @@ def cell_json(cell: CellRow, baseline: bool) -> dict[str, Any]:
 
 
 def case_json(case: CaseRow, baseline: bool) -> dict[str, Any]:
+    # Outcomes and deltas are str enums: json writes them as their values with no str() here,
+    # which a fleet's 200,000 rows would pay for five times each.
     data = {
         "cell": case.cell,
         "gpu": case.gpu,
         "case": case.case,
         "knobs": dict(case.knobs),
-        "outcome": str(case.outcome),
+        "outcome": case.outcome,
         "family": case.family,
         "message": case.message,
         "warnings": list(case.warnings),
-        "control_outcome": _value(case.control_outcome),
-        "delta": _value(case.delta),
+        "control_outcome": case.control_outcome,
+        "delta": case.delta,
         "evidence": case.evidence,
         "blocking": {**asdict(case.blocking), "outcome": str(case.blocking.outcome)} if case.blocking else None,
         "forward_ms": case.forward_ms,
@@ -123,9 +125,5 @@ def case_json(case: CaseRow, baseline: bool) -> dict[str, Any]:
         "fingerprint_changed": case.fingerprint_changed,
     }
     if baseline:
-        data.update(baseline_outcome=_value(case.baseline_outcome), baseline_delta=_value(case.baseline_delta))
+        data.update(baseline_outcome=case.baseline_outcome, baseline_delta=case.baseline_delta)
     return data
-
-
-def _value(member: object) -> str | None:
-    return None if member is None else str(member)
