@@ -26,9 +26,9 @@ class Rerun:
     message: str | None
 
 
-# slots: a fleet report holds 200,000 of them; not frozen, for the cost of a frozen __init__ (see
-# results.Case). Rows are built once here and only read after that (replace() makes a new one).
-@dataclass(kw_only=True, slots=True)
+# A fleet's report holds 200,000 of these: slots, not frozen, not keyword-only, for the reasons
+# results.Case gives. case_rows passes the fields in order; every other caller names them.
+@dataclass(slots=True)
 class CaseRow:
     cell: str
     gpu: str  # the GPU key
@@ -127,16 +127,20 @@ def build(results: Sequence[CellResult], control: str | None, notes: Sequence[st
 
 def case_rows(result: CellResult, control: CellResult | None, control_id: str | None) -> list[CaseRow]:
     judged = control is not None and result.cell != control_id
+    against = control.cases if control is not None else {}
+    cell, gpu, blocking = result.cell, result.gpu_key, result.blocking
     rows = []
     for name, case in sorted(result.cases.items()):
-        base = control.cases.get(name) if control is not None else None
-        rows.append(CaseRow(
-            cell=result.cell, gpu=result.gpu_key, case=name, knobs=case.knobs, outcome=case.outcome,
-            family=case.family, message=case.message, warnings=case.warnings,
-            control_outcome=base.outcome if base else None,
-            delta=compare.delta(base, case) if judged else None,
-            evidence=case.evidence, blocking=rerun(result.blocking.get(name)), forward_ms=case.forward_ms,
-            slowdown=compare.slowdown(base, case), fingerprint_changed=compare.fingerprint_changed(base, case),
+        base = against.get(name)
+        rows.append(CaseRow(  # in field order: see CaseRow
+            cell, gpu, name, case.knobs, case.outcome, case.family, case.message, case.warnings,
+            base.outcome if base else None,  # control_outcome
+            compare.delta(base, case) if judged else None,
+            case.evidence,
+            rerun(blocking.get(name)) if blocking else None,
+            case.forward_ms,
+            compare.slowdown(base, case),
+            compare.fingerprint_changed(base, case),
         ))
     if judged and control is not None:
         rows += [missing_row(result, name, case) for name, case in sorted(control.cases.items())
