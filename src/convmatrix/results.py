@@ -129,10 +129,10 @@ def is_result_dir(path: Path) -> bool:
 def read_record(path: Path, errors: list[str], check: Callable[[dict[str, Any]], list[str]]) -> dict[str, Any] | None:
     """cell.json or env.json checked field by field: {} when absent, None (with one line per
     problem in errors) when unusable."""
-    if not path.exists():
-        return {}
     before = len(errors)
     data = rundir.load_object(path, errors)
+    if data is None:
+        return {}
     if len(errors) > before:
         return None
     if data.get("schema") != SCHEMA:
@@ -213,10 +213,10 @@ def completion_problems(meta: dict[str, Any], env: dict[str, Any]) -> list[str]:
 
 def read_cases(path: Path, errors: list[str]) -> dict[str, Case]:
     cases: dict[str, Case] = {}
-    if not path.exists():
-        return cases
     try:
         text = path.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        return cases
     except OSError as exc:
         errors.append(f"{path}: unreadable ({exc.strerror or exc})")
         return cases

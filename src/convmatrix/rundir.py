@@ -114,12 +114,13 @@ def read_json(path: Path) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def load_object(path: Path, errors: list[str]) -> dict[str, Any]:
-    """A JSON object from path ({} when missing); what is wrong is added to errors as one line."""
-    if not path.exists():
-        return {}
+def load_object(path: Path, errors: list[str]) -> dict[str, Any] | None:
+    """A JSON object from path, None when there is no such file; what is wrong is added to
+    errors as one line (and {} given)."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
     except (OSError, UnicodeDecodeError) as exc:
         errors.append(f"{path}: unreadable ({exc.strerror if isinstance(exc, OSError) else exc})")
         return {}
