@@ -13,8 +13,8 @@ on the CPU, `-k SELECT`):
     pool_speedup         the same cells on a stub runner listing 2 GPUs (a stub nvidia-smi;
                          the suite runs with --device cpu): one GPU (--gpus 0) over the pool
     noop_rerun_s         the same matrix again, everything cached (--reuse-results)
-    report_merge_s       `convmatrix report --format json` over 1,000 cells x 200 cases,
-    report_merge_peak_mb   and its peak resident memory
+    report_merge_s       `convmatrix report --format json` over 1,000 cells x 200 cases (the median
+    report_merge_peak_mb   of 3 runs), and its peak resident memory (the largest of the 3)
     per_case_overhead    the control cell through the harness over raw pytest of the same cases
                          (the median of 3 alternated runs of each)
     triage_vs_grep       throughput of `convmatrix triage` over `grep -F` on a multi-rank log
@@ -53,7 +53,7 @@ OVERHEAD_SELECT = "conv2d and not large"  # enough cases that per-case costs sho
 # Each side of per_case_overhead and triage_vs_grep is timed this many times, alternating: one
 # run of each is within a few percent of the other on a quiet machine, which is the size of
 # what is measured.
-OVERHEAD_ROUNDS = 3
+ROUNDS = 3
 STUB_SMI = """#!/bin/sh
 case "$*" in
   *driver_version*) echo "550.54.15" ;;
@@ -165,24 +165,31 @@ class Bench:
         count = len((self.tmp / "raw0" / "results.jsonl").read_text().splitlines())
         self.commands["per_case_overhead"] = [
             f"convmatrix run -m bench/matrix.toml --cell {control.id} -- {' '.join(cases)}  (median of "
-            f"{OVERHEAD_ROUNDS}: {harness:.2f} s)",
-            f"{control.id}'s python -m pytest suites/ {' '.join(cases)}  (median of {OVERHEAD_ROUNDS}: {raw:.2f} s, "
+            f"{ROUNDS}: {harness:.2f} s)",
+            f"{control.id}'s python -m pytest suites/ {' '.join(cases)}  (median of {ROUNDS}: {raw:.2f} s, "
             f"{count} cases)"]
         return harness / raw
 
     def report_merge(self) -> tuple[float, float]:
+        """The median of ROUNDS runs (one run here varies by a tenth or more), and the largest peak."""
         runs = self.tmp / "merge"
         write_results(runs, cells=1000, cases=200)
         command = [sys.executable, "-m", "convmatrix", "report", str(runs), "--format", "json", "-o",
                    str(self.tmp / "merge.json"), "--fail-on", "never"]
-        start = time.perf_counter()
-        proc = subprocess.Popen(command, env=self.env, cwd=REPO, stdout=subprocess.DEVNULL)
-        _, _, usage = os.wait4(proc.pid, 0)
-        seconds = time.perf_counter() - start
-        proc.returncode = 0
-        self.commands["report_merge_s"] = ["convmatrix report RUN --format json -o FILE --fail-on never "
-                                           "(1,000 generated cells x 200 cases)"]
-        return seconds, usage.ru_maxrss / 1024
+        seconds, peaks = [], []
+        for _ in range(ROUNDS):
+            start = time.perf_counter()
+            proc = subprocess.Popen(command, env=self.env, cwd=REPO, stdout=subprocess.DEVNULL)
+            _, status, usage = os.wait4(proc.pid, 0)
+            seconds.append(time.perf_counter() - start)
+            proc.returncode = os.waitstatus_to_exitcode(status)
+            if proc.returncode:
+                raise SystemExit(f"bench: {' '.join(command)} exited with {proc.returncode}")
+            peaks.append(usage.ru_maxrss / 1024)
+        self.commands["report_merge_s"] = [f"convmatrix report RUN --format json -o FILE --fail-on never (1,000 "
+                                           f"generated cells x 200 cases; the median of {ROUNDS}: "
+                                           f"{' '.join(f'{s:.2f}' for s in seconds)} s)"]
+        return statistics.median(seconds), max(peaks)
 
     def triage_vs_grep(self, mb: int) -> float:
         path = self.tmp / "job.log"
@@ -196,16 +203,16 @@ class Bench:
                             env=self.env, cwd=REPO, check=False))
         self.commands["triage_vs_grep"] = [f"grep -F CUDNN_STATUS_NOT_SUPPORTED ({grep:.2f} s) and convmatrix "
                                            f"triage --format json ({ours:.2f} s) on a {mb} MB 8-rank log, the "
-                                           f"median of {OVERHEAD_ROUNDS} alternated runs each"]
+                                           f"median of {ROUNDS} alternated runs each"]
         path.unlink()
         return grep / ours
 
 
 def alternated(first: Callable[[int], float], second: Callable[[int], float]) -> tuple[float, float]:
-    """Each side timed OVERHEAD_ROUNDS times, by round, in turn (a slow moment hits both alike);
+    """Each side timed ROUNDS times, by round, in turn (a slow moment hits both alike);
     the median of each."""
     firsts, seconds = [], []
-    for round_ in range(OVERHEAD_ROUNDS):
+    for round_ in range(ROUNDS):
         firsts.append(first(round_))
         seconds.append(second(round_))
     return statistics.median(firsts), statistics.median(seconds)
