@@ -297,6 +297,28 @@ def test_json_comes_in_pieces_that_make_the_same_text(tmp_path: Path) -> None:
         assert list(render.stream(report, fmt)) == [render.render(report, fmt)]
 
 
+def test_a_case_line_is_its_case_json_as_json_dumps_writes_it(tmp_path: Path) -> None:
+    """case_line writes each value by hand for speed; every kind of value each field can hold must
+    come out as json.dumps(case_json(...)) writes it."""
+    rows = [case for report in (*reports(tmp_path), hostile_report()) for case in report.cases]
+    rows += [case_row("c", "g", "k", outcome, family, message, forward_ms=forward, slowdown=slow,
+                      fingerprint_changed=changed, knobs=knobs, warnings=warnings, control_outcome=control,
+                      delta=delta, baseline_outcome=Outcome.FAIL, baseline_delta=Delta.FIXED)
+             for outcome, family, message, forward, slow, changed, knobs, warnings, control, delta in [
+                 ("pass", None, None, None, None, None, {}, (), None, None),
+                 ("fail", "other", HOSTILE, 0.1, 1e-320, True, {"pad": 8, "tf32": False}, ("cuda_oom", "other"),
+                  Outcome.PASS, Delta.REGRESSION),
+                 ("timeout", "timeout", "\u2028\ufeff", float("nan"), float("inf"), False, {"x": [1.5, None]},
+                  ("a",), Outcome.CRASH, Delta.CHANGED),
+                 ("crash", "crash", "", -0.0, 3, None, {"nested": {"k": "\x00"}}, (), Outcome.MISSING, Delta.MISSING),
+                 ("skip", None, "x", 12345678901234567890.0, -float("inf"), None, {}, (), Outcome.SKIP, Delta.NEW),
+             ]]
+    assert len(rows) > 10
+    for row in rows:
+        for baseline in (False, True):
+            assert report_json.case_line(row, baseline) == json.dumps(report_json.case_json(row, baseline))
+
+
 @pytest.mark.parametrize("value", [
     {"outcome": Outcome.PASS, "delta": Delta.REGRESSION, "warnings": ("a", "b"), "knobs": {"pad": 8}},
     {"message": "caf\u00e9 \u2603 \"quoted\"\n\ttab \x00 \ud83d\ude00", "n": -0.0, "big": 10**30, "f": 1e-320},
