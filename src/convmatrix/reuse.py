@@ -41,6 +41,24 @@ def environment_lock(python: str) -> str:
     return hashlib.sha256(listed.stdout.encode()).hexdigest()
 
 
+VENV_LOCK = "convmatrix-lock.json"  # in a venv: its lock, and the state of its site-packages then
+
+
+def venv_lock(venv: Path, python: str) -> str:
+    """environment_lock for a venv, kept in the venv: asked again only when one of its
+    site-packages directories changed. Installing or removing a distribution adds or drops a
+    .dist-info directory there, which changes that directory's mtime; asking the venv's python
+    costs a warm cell a tenth of a second, each time it is prepared."""
+    state = [os.stat(path).st_mtime_ns for path in sorted(venv.glob("lib/python*/site-packages"))]
+    saved = rundir.read_json(venv / VENV_LOCK)
+    if state and saved.get("site_packages") == state and isinstance(saved.get("lock"), str) and saved["lock"]:
+        return str(saved["lock"])
+    lock = environment_lock(python)
+    if lock and state:
+        rundir.write_json(venv / VENV_LOCK, {"site_packages": state, "lock": lock})
+    return lock
+
+
 @functools.cache
 def suite_version() -> str:
     """The suite's version as it records it in env.json (suites/records.py): any change to its

@@ -72,6 +72,27 @@ def test_a_reuse_key_changes_with_what_decides_a_result(tmp_path: Path) -> None:
     assert first not in (key(lock="other"), key(driver="560"), key(args=()))
 
 
+def test_a_venvs_lock_is_asked_again_only_when_its_site_packages_changed(tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    site = tmp_path / "venv" / "lib" / "python3.11" / "site-packages"
+    site.mkdir(parents=True)
+    asked: list[str] = []
+    listing = iter(["a==1", "a==1\nb==2", "c==3"])
+
+    def environment_lock(python: str) -> str:
+        asked.append(python)
+        return reuse.hashlib.sha256(next(listing).encode()).hexdigest()
+
+    monkeypatch.setattr(reuse, "environment_lock", environment_lock)
+    first = reuse.venv_lock(tmp_path / "venv", "py")
+    assert first and reuse.venv_lock(tmp_path / "venv", "py") == first and asked == ["py"]
+    (site / "b-2.dist-info").mkdir()  # what an install does
+    os.utime(site, ns=(site.stat().st_atime_ns, site.stat().st_mtime_ns + 1))  # a coarse clock still moves
+    second = reuse.venv_lock(tmp_path / "venv", "py")
+    assert second != first and asked == ["py", "py"] and reuse.venv_lock(tmp_path / "venv", "py") == second
+    assert reuse.venv_lock(tmp_path / "no-venv", "py") != second and len(asked) == 3  # nothing to key on: asked
+
+
 def test_cells_of_one_torch_are_prepared_one_after_another() -> None:
     """Nothing downloaded twice: a second build of the same torch waits for the first."""
     preparer = ahead.Preparer(ahead.Limits(builds=2, disk_gb=None), lambda: True, lambda line: None)

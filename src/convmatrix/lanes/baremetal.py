@@ -98,7 +98,7 @@ class Baremetal:
             make_venv(cell, venv, plan, log)
             stamp.write_text(json.dumps(wanted))
         return Prepared(python=str(python), record={"venv": str(venv)},
-                        lock=reuse.environment_lock(str(python)))
+                        lock=reuse.venv_lock(venv, str(python)))
 
     def run(self, prepared: Prepared, run: SuiteRun, log: Log) -> int:
         return runner.run_local(prepared.python, run.target, run.args,
