@@ -547,6 +547,9 @@ def _short_type(exc_type: str | None) -> str:
     return exc_type.rsplit(".", 1)[-1] if exc_type else ""
 
 
+QUIET = frozenset({"passed", "skipped"})  # statuses whose cases have no failure family
+
+
 def classify(message: str | None, *, status: str = "failed", exc_type: str | None = None) -> str | None:
     """The failure family of one case, or None for a case that did not fail.
 
@@ -555,7 +558,7 @@ def classify(message: str | None, *, status: str = "failed", exc_type: str | Non
     ``exc_type`` as a last hint. A message that names no family is "other".
     """
     state = status.strip().lower()
-    if state in ("passed", "skipped"):
+    if state in QUIET:
         return None
     if state == "crashed":
         return "crash"

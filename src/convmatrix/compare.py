@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from convmatrix import classify
 from convmatrix.errors import BadInput, NotGreen, UnhealthyControl
-from convmatrix.outcomes import Delta, Outcome, Verdict
+from convmatrix.outcomes import FAILING, Delta, Outcome, Verdict
 from convmatrix.results import CellResult
 
 if TYPE_CHECKING:
@@ -78,7 +78,7 @@ def delta(control: Judged | None, case: Judged) -> Delta:
     """One case against the control's (or an earlier run's) same case."""
     if control is None:
         return Delta.NEW
-    was_bad, is_bad = control.outcome.failing, case.outcome.failing
+    was_bad, is_bad = control.outcome in FAILING, case.outcome in FAILING  # .failing, without a property call
     if was_bad and is_bad:
         return Delta.SAME if control.family == case.family else Delta.REGRESSION
     if is_bad:

@@ -143,8 +143,10 @@ def case_rows(result: CellResult, control: CellResult | None, control_id: str | 
             compare.fingerprint_changed(base, case),
         ))
     if judged and control is not None:
-        rows += [missing_row(result, name, case) for name, case in sorted(control.cases.items())
-                 if name not in result.cases]
+        # A set difference first: most cells ran every case, and sorting the control's cases
+        # for each of a fleet's cells to find none would cost a tenth of the build.
+        rows += [missing_row(result, name, control.cases[name])
+                 for name in sorted(control.cases.keys() - result.cases.keys())]
     return rows
 
 

@@ -270,10 +270,12 @@ def check_line(record: Any) -> Case | str:
     warned = record.get("warnings")  # most lines have none: no calls for them
     timing = record.get("timing")
     printed = record.get("fingerprint")
+    family = None if status in classify.QUIET else classify.classify(message, status=status,
+                                                                     exc_type=record.get("exc_type"))
     return Case(  # in field order: see Case
         record["case"],
         OF_STATUS[status],
-        classify.classify(message, status=status, exc_type=record.get("exc_type")),  # family
+        family,
         message,
         record.get("knobs") or {},
         warning_families(warned) if warned else (),
