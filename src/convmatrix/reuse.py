@@ -47,8 +47,8 @@ VENV_LOCK = "convmatrix-lock.json"  # in a venv: its lock, and the state of its 
 def venv_lock(venv: Path, python: str) -> str:
     """environment_lock for a venv, kept in the venv: asked again only when one of its
     site-packages directories changed. Installing or removing a distribution adds or drops a
-    .dist-info directory there, which changes that directory's mtime; asking the venv's python
-    costs a warm cell a tenth of a second, each time it is prepared."""
+    .dist-info directory there, which changes that directory's mtime. Asking the venv's python
+    cost a warm torch venv 0.07-0.1 s here, on every prepare; reading the kept lock, 0.5 ms."""
     state = [os.stat(path).st_mtime_ns for path in sorted(venv.glob("lib/python*/site-packages"))]
     saved = rundir.read_json(venv / VENV_LOCK)
     if state and saved.get("site_packages") == state and isinstance(saved.get("lock"), str) and saved["lock"]:
