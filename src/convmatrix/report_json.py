@@ -23,9 +23,11 @@ def row_encoder() -> Callable[[Any], str]:
     call, half the cost of a small row, so one is made here and kept; without cycle checks, as a
     row holds none. Only where it writes exactly what dumps() does (the C module is optional
     and its constructor is not public API): else dumps() itself."""
+    make = getattr(json_encoder, "c_make_encoder", None)  # None without the C module
+    if make is None:
+        return json.dumps
     try:
-        encode = json_encoder.c_make_encoder(  # type: ignore[misc]
-            None, _no_default, json_encoder.encode_basestring_ascii, None, ": ", ", ", False, False, True)
+        encode = make(None, _no_default, json_encoder.encode_basestring_ascii, None, ": ", ", ", False, False, True)
 
         def one(value: Any) -> str:
             return "".join(encode(value, 0))

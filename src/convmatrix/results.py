@@ -264,7 +264,7 @@ def check_line(record: Any) -> Case | str:
         return f"schema {record.get('schema')!r}, this convmatrix reads schema {SCHEMA}"
     problems = records.result_problems(record)
     if problems:
-        return problems[0]
+        return str(problems[0])
     status = record["status"]
     message = record.get("message")
     warned = record.get("warnings")  # most lines have none: no calls for them

@@ -3,6 +3,7 @@ the test's own: no suite runs."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import signal
@@ -81,7 +82,7 @@ def test_a_venvs_lock_is_asked_again_only_when_its_site_packages_changed(tmp_pat
 
     def environment_lock(python: str) -> str:
         asked.append(python)
-        return reuse.hashlib.sha256(next(listing).encode()).hexdigest()
+        return hashlib.sha256(next(listing).encode()).hexdigest()
 
     monkeypatch.setattr(reuse, "environment_lock", environment_lock)
     first = reuse.venv_lock(tmp_path / "venv", "py")
