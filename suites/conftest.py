@@ -143,7 +143,7 @@ def pytest_configure(config: pytest.Config) -> None:
         if settings.isolation.isolate and hasattr(config.hook, "pytest_handlecrashitem"):
             config.pluginmanager.register(
                 isolation.CrashHandler(settings.results_dir, settings.isolation.case_timeout,
-                                       CrashLines(settings).write),
+                                       CrashLines(settings).write, records.outran),
                 "convmatrix_crashes")
 
 

@@ -28,7 +28,6 @@ of `nvidia-smi -L` when that is unset), before anything initialises CUDA.
 
 from __future__ import annotations
 
-import datetime
 import faulthandler
 import json
 import math
@@ -335,13 +334,6 @@ def is_sticky(message: str | None) -> bool:
 
 # --- the controller's side -----------------------------------------------------------------
 
-def _utc(text: str | None) -> datetime.datetime | None:
-    try:
-        return datetime.datetime.fromisoformat(text) if text else None
-    except ValueError:
-        return None
-
-
 def _exit_of(node: Any) -> str | None:
     """How the worker process ended, when execnet lets us see it (best effort)."""
     popen = getattr(getattr(getattr(node, "gateway", None), "_io", None), "popen", None)
@@ -366,10 +358,12 @@ class CrashHandler:
     """xdist controller plugin: the line of a case whose worker died before writing it."""
 
     def __init__(self, results_dir: str, timeout: float,
-                 write: Callable[[dict[str, Any], str, str, str], None]) -> None:
+                 write: Callable[[dict[str, Any], str, str, str], None],
+                 outran: Callable[[dict[str, Any], float], bool]) -> None:
         self.results_dir = results_dir
         self.timeout = timeout
         self.write = write  # (marker, status, message, worker)
+        self.outran = outran  # records.outran: this module loads on its own, without records
 
     def marker_path(self, worker: str) -> str:
         return os.path.join(self.results_dir, f"running-{worker}.json")
@@ -391,9 +385,7 @@ class CrashHandler:
         report.longrepr = f"{message} ({marker['case']})"
 
     def judge(self, marker: dict[str, Any], how: str | None, worker: str) -> tuple[str, str]:
-        started = _utc(marker.get("started"))
-        ran = (datetime.datetime.now(datetime.timezone.utc) - started).total_seconds() if started else 0
-        if self.timeout > 0 and ran >= self.timeout:
+        if self.outran(marker, self.timeout):
             return "timeout", (f"{timeout_message(self.timeout)} (the worker {worker} did not answer "
                                f"its watchdog and was ended{', ' + how if how else ''})")
         return "crashed", (f"the worker process {worker} died ({how or 'cause unknown'}) while "

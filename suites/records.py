@@ -115,6 +115,15 @@ def parse_time(text: object) -> datetime.datetime | None:
     return stamp if stamp.tzinfo else stamp.replace(tzinfo=datetime.timezone.utc)
 
 
+def outran(marker: dict[str, Any], timeout: float) -> bool:
+    """Whether the case a running-*.json marker names had run `timeout` seconds (> 0) or more
+    by now: a process that died then was ended for hanging, not by a crash. The harness (for
+    an --in-process run) and the xdist controller (for a worker) both judge by it."""
+    started = parse_time(marker.get("started"))
+    return timeout > 0 and started is not None and (
+        datetime.datetime.now(datetime.timezone.utc) - started).total_seconds() >= timeout
+
+
 def type_problems(record: dict[str, Any], fields: dict[str, tuple[type, ...]],
                   required: tuple[str, ...] = ()) -> list[str]:
     """One "field 'x': ..." line per field of the wrong JSON type or missing; [] when sound."""

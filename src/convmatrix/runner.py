@@ -5,7 +5,6 @@ Stdlib only: nox imports this in its own interpreter, before any venv has the ha
 
 from __future__ import annotations
 
-import datetime
 import os
 import signal
 from collections.abc import Iterator, Mapping, Sequence
@@ -212,10 +211,7 @@ def judge(marker: dict[str, object], exit_code: int) -> tuple[str, str]:
     """`timeout` for a case that outran its time before its process ended (a hang that held the
     GIL, which faulthandler ends), else `crashed`."""
     timeout = marker.get("timeout")
-    started = rundir.records.parse_time(marker.get("started"))
-    if isinstance(timeout, (int, float)) and timeout > 0 and started is not None:
-        ran = (datetime.datetime.now(datetime.UTC) - started).total_seconds()
-        if ran >= timeout:
-            return "timeout", (f"the case ran past its {timeout:g} s timeout (the suite process did not answer "
-                               f"its watchdog and was ended, {describe_exit(exit_code)})")
+    if isinstance(timeout, (int, float)) and rundir.records.outran(marker, float(timeout)):
+        return "timeout", (f"the case ran past its {timeout:g} s timeout (the suite process did not answer "
+                           f"its watchdog and was ended, {describe_exit(exit_code)})")
     return "crashed", f"the suite process died ({describe_exit(exit_code)}) while this case ran"

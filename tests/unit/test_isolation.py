@@ -3,6 +3,7 @@ sticky CUDA errors, a timeout told from a crash, a crash's marker."""
 
 from __future__ import annotations
 
+import datetime
 import json
 from pathlib import Path
 from types import SimpleNamespace
@@ -13,6 +14,7 @@ import pytest
 from testkit import load_suite_module
 
 isolation = load_suite_module("isolation")
+records = load_suite_module("records")
 
 
 # --- units ---------------------------------------------------------------------------------
@@ -79,19 +81,19 @@ def test_sticky_errors_are_told_by_their_text(message: str | None, sticky: bool)
 
 
 def test_the_controller_tells_a_timeout_from_a_crash_by_the_time_run() -> None:
-    handler = isolation.CrashHandler("/nonexistent", 30.0, lambda *args: None)
+    handler = isolation.CrashHandler("/nonexistent", 30.0, lambda *args: None, records.outran)
     long_ago = {"case": "c", "started": "2020-01-01T00:00:00.000+00:00"}
-    just_now = {"case": "c", "started": isolation.datetime.datetime.now(isolation.datetime.timezone.utc).isoformat()}
+    just_now = {"case": "c", "started": datetime.datetime.now(datetime.UTC).isoformat()}
     assert handler.judge(long_ago, "exit code 1", "gw0")[0] == "timeout"
     status, message = handler.judge(just_now, "signal 11, SIGSEGV", "gw0")
     assert status == "crashed"
     assert message.startswith("the worker process gw0 died (signal 11, SIGSEGV)")
-    assert isolation.CrashHandler("/x", 0.0, lambda *args: None).judge(long_ago, None, "gw0")[0] == "crashed"
+    assert isolation.CrashHandler("/x", 0.0, lambda *args: None, records.outran).judge(long_ago, None, "gw0")[0] == "crashed"
 
 
 def test_the_marker_of_a_crash_is_consumed(tmp_path: Path) -> None:
     written: list[tuple[Any, ...]] = []
-    handler = isolation.CrashHandler(str(tmp_path), 0.0, lambda *args: written.append(args))
+    handler = isolation.CrashHandler(str(tmp_path), 0.0, lambda *args: written.append(args), records.outran)
     (tmp_path / "running-gw3.json").write_text(json.dumps({"case": "c", "nodeid": "n", "started": None}))
     report = SimpleNamespace(node=SimpleNamespace(gateway=SimpleNamespace(id="gw3")), longrepr="x")
     handler.pytest_handlecrashitem("suites/test_conv.py::test_conv[c]", report, None)
