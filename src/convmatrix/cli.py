@@ -20,6 +20,7 @@ from convmatrix import (
     render,
     report_model,
     results,
+    rundir,
     triage_cli,
 )
 from convmatrix.errors import BadInput, ConvmatrixError
@@ -228,23 +229,17 @@ def bulk() -> Iterator[None]:
 
 
 def write_output(text: str | Iterator[str], output: Path | None) -> None:
-    """The report on stdout, or in -o's file: written whole or not at all (a temporary file
-    beside it, renamed), so a reader never sees half a report nor loses the previous one."""
+    """The report on stdout, or in -o's file, written whole or not at all (rundir.write_whole):
+    a reader never sees half a report, and a failed write leaves the previous one."""
     parts = (text,) if isinstance(text, str) else text
     if output is None:
         sys.stdout.writelines(parts)
         return
-    tmp = output.with_name(f".{output.name}.{os.getpid()}.tmp")
     try:
         output.parent.mkdir(parents=True, exist_ok=True)
-        with tmp.open("w", encoding="utf-8") as handle:
-            handle.writelines(parts)
-        os.replace(tmp, output)
+        rundir.write_whole(output, parts)
     except OSError as exc:
         raise BadInput(f"-o {output}: cannot write the report ({exc.strerror or exc})") from None
-    finally:
-        with contextlib.suppress(OSError):  # renamed, or never made (no such directory)
-            tmp.unlink()
 
 
 COMMANDS = {"matrix": cmd_matrix, "build": cmd_build, "report": cmd_report, "run": cmd_run, "triage": triage_cli.run,

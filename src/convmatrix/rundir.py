@@ -24,7 +24,7 @@ import json
 import os
 import shutil
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -98,10 +98,21 @@ def swap_in(staging: Path, final: Path) -> None:
 
 
 def write_json(path: Path, data: dict[str, Any]) -> None:
-    """Readers see the old file or the new one, never half of one."""
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=2) + "\n")
-    os.replace(tmp, path)
+    write_whole(path, [json.dumps(data, indent=2) + "\n"])
+
+
+def write_whole(path: Path, parts: Iterable[str]) -> None:
+    """path's new text, written whole or not at all (a temporary file beside it, renamed):
+    readers see the old file or the new one, never half of one, and a write that fails leaves
+    the old one and no temporary file."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with tmp.open("w", encoding="utf-8") as handle:
+            handle.writelines(parts)
+        os.replace(tmp, path)
+    finally:
+        with contextlib.suppress(OSError):  # renamed, or never made (no such directory)
+            tmp.unlink()
 
 
 def read_json(path: Path) -> dict[str, Any]:
