@@ -51,8 +51,9 @@ def venv_lock(venv: Path, python: str) -> str:
     cost a warm torch venv 0.07-0.1 s here, on every prepare; reading the kept lock, 0.5 ms."""
     state = [os.stat(path).st_mtime_ns for path in sorted(venv.glob("lib/python*/site-packages"))]
     saved = rundir.read_json(venv / VENV_LOCK)
-    if state and saved.get("site_packages") == state and isinstance(saved.get("lock"), str) and saved["lock"]:
-        return str(saved["lock"])
+    kept = saved.get("lock")
+    if state and saved.get("site_packages") == state and isinstance(kept, str) and kept:
+        return kept
     lock = environment_lock(python)
     if lock and state:
         rundir.write_json(venv / VENV_LOCK, {"site_packages": state, "lock": lock})
