@@ -18,10 +18,11 @@ import nox
 
 sys.path.insert(0, str(Path(__file__).parent / "src"))
 
-from convmatrix import options, rundir
-from convmatrix.cells import Cell
 from convmatrix.errors import BadInput
 from convmatrix.matrix import Matrix, load
+from convmatrix.matrix.cells import Cell
+from convmatrix.results import rundir
+from convmatrix.run import options
 
 MATRIX_FILE = os.environ.get("CONVMATRIX_MATRIX", "matrix/default.toml")
 MATRIX: Matrix | None = None
@@ -121,7 +122,7 @@ def build(session: nox.Session) -> None:
 def base_image(session: nox.Session) -> None:
     """A local convmatrix/base:bookworm (Debian bookworm + python3) from Debian packages, no registry."""
     python = str(Path(harness(session)).parent / "python")
-    session.run(python, "-m", "convmatrix.lanes.base_image", *session.posargs, external=True)
+    session.run(python, "-m", "convmatrix.run.lanes.base_image", *session.posargs, external=True)
 
 
 @nox.session(python=False)

@@ -27,8 +27,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
-from convmatrix.lanes import container, containers, images  # noqa: E402
 from convmatrix.matrix import load  # noqa: E402
+from convmatrix.run.lanes import container, containers, images  # noqa: E402
 
 BASE = "convmatrix/base:bookworm"
 NOOP_MATRIX = f"""

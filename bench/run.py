@@ -45,7 +45,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
 from convmatrix import matrix as matrices  # noqa: E402
-from convmatrix.lanes import baremetal, container, containers, images  # noqa: E402
+from convmatrix.run.lanes import baremetal, container, containers, images  # noqa: E402
 
 MATRIX = REPO / "bench" / "matrix.toml"
 SELECT = "conv1d-fp32"  # a small, real subset: startup and environments dominate, as in a nightly's cells

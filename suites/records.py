@@ -1,6 +1,6 @@
 """The one definition of the suite's record formats: results.jsonl lines and env.json.
 
-The suite writes them; the harness (convmatrix.rundir) loads this file by its path to read and
+The suite writes them; the harness (convmatrix.results.rundir) loads this file by its path to read and
 check them, so the two can never disagree on a field, a type or a timestamp format. Stdlib only
 and Python 3.8 syntax: it runs inside any image the suite runs in.
 """

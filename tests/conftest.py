@@ -19,7 +19,7 @@ def pytest_configure(config: pytest.Config) -> None:
 @pytest.fixture(autouse=True)
 def runs_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
     """In-process runs record their LATEST pointer here, not in the checkout's reports/runs."""
-    from convmatrix import options
+    from convmatrix.run import options
 
     runs = tmp_path_factory.mktemp("runs")
     monkeypatch.setattr(options, "RUNS_DIR", runs)

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from convmatrix.compare import Health
-from convmatrix.outcomes import Delta, Outcome, Verdict
-from convmatrix.report_model import CaseRow, CellRow, GpuInfo, Report
+from convmatrix.report.model import CaseRow, CellRow, GpuInfo, Report
+from convmatrix.report.verdicts import Health
+from convmatrix.results.outcomes import Delta, Outcome, Verdict
 
 GPUS = (("h200-sm90", "NVIDIA H200", "9.0", "Hopper"), ("a100-sm80", "NVIDIA A100", "8.0", "Ampere"),
         ("l4-sm89", "NVIDIA L4", "8.9", "Ada"), ("v100-sm70", "Tesla V100", "7.0", "Volta"),

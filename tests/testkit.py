@@ -66,7 +66,7 @@ def write_result(
 
 def docker_answers() -> str | None:
     """Why no Docker engine answers here, or None when one does."""
-    from convmatrix.lanes.images import docker_cli
+    from convmatrix.run.lanes.images import docker_cli
 
     try:
         done = subprocess.run([docker_cli(), "info"], capture_output=True, text=True, timeout=60, check=False)

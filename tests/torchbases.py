@@ -17,8 +17,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from convmatrix.lanes import base_image, container
-from convmatrix.lanes.images import docker_cli
+from convmatrix.run.lanes import base_image, container
+from convmatrix.run.lanes.images import docker_cli
 from testkit import REPO
 
 RECIPE = REPO / "tests" / "torch_base" / "Dockerfile"

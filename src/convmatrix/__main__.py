@@ -1,3 +1,3 @@
-from convmatrix.cli import main
+from convmatrix.cli.main import main
 
 raise SystemExit(main())

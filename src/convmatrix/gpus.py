@@ -7,7 +7,7 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 
-from convmatrix import stacks
+from convmatrix.matrix import stacks
 
 CPU_KEY = "cpu"
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from convmatrix.lanes import base_image
+from convmatrix.run.lanes import base_image
 
 DOCKER = "/usr/bin/docker"
 

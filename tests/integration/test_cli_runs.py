@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 import suiterun
-from convmatrix.cli import main
+from convmatrix.cli.main import main
 
 # Real-world texts (PyTorch issues): the signature and siblings that must never be counted as it.
 INJECTED = {

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from convmatrix.lanes import base_image, containers
-from convmatrix.lanes.images import LABEL_CELL, docker_cli
+from convmatrix.run.lanes import base_image, containers
+from convmatrix.run.lanes.images import LABEL_CELL, docker_cli
 from suiterun import PLUGINS
 from testkit import REPO
 
@@ -151,8 +151,8 @@ def test_unreachable_engine_fails_the_lane_in_one_line_and_keeps_other_results(r
 # only change to what `nox -s <container cell>` runs.
 FAULTY_LANE = """
 import sys
-from convmatrix import cli
-from convmatrix.lanes import containers
+from convmatrix.cli import main as cli
+from convmatrix.run.lanes import containers
 
 plugins = sys.argv[1]
 run_kwargs = containers.run_kwargs

@@ -12,10 +12,11 @@ from typing import Any
 
 import pytest
 
-from convmatrix import orchestrate, rundir, runner
-from convmatrix.cells import Cell
-from convmatrix.lanes import Prepared, SuiteRun
-from convmatrix.lanes.host import Host
+from convmatrix.matrix.cells import Cell
+from convmatrix.results import rundir
+from convmatrix.run import orchestrate, runner
+from convmatrix.run.lanes import Prepared, SuiteRun
+from convmatrix.run.lanes.host import Host
 from faultcases import CASES, FAULTS, PASSING, TIMEOUT
 from suiterun import PLUGINS
 

@@ -10,11 +10,12 @@ from typing import Any
 
 import pytest
 
-from convmatrix import options, orchestrate, popen, runner
-from convmatrix.cells import Cell
-from convmatrix.lanes import Prepared
-from convmatrix.lanes.host import Host
+from convmatrix import popen
+from convmatrix.matrix.cells import Cell
 from convmatrix.results import load
+from convmatrix.run import options, orchestrate, runner
+from convmatrix.run.lanes import Prepared
+from convmatrix.run.lanes.host import Host
 from suiterun import PLUGINS
 
 NOT_SUPPORTED = "cuDNN error: CUDNN_STATUS_NOT_SUPPORTED. This error may appear if you passed in a non-contiguous input."
@@ -76,7 +77,7 @@ def test_blocking_rerun_runs_only_the_failing_cases_with_the_variable_set(faulty
 
 
 def test_report_names_the_first_cause_in_the_failing_cells_log(faulty_run: tuple[runner.Target, list[str]]) -> None:
-    from convmatrix import report_model
+    from convmatrix.report import model as report_model
 
     target, _ = faulty_run
     report = report_model.build(load([target.out]).results, None)

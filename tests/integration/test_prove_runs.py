@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 import suiterun
-from convmatrix.cli import main
+from convmatrix.cli.main import main
 from testkit import REPO
 
 STACK = "baremetal-torch2.5.1-cu124-cudnn9.5.1.17-py3.11"

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from convmatrix import rundir
+from convmatrix.results import rundir
 from testkit import REPO
 
 

@@ -10,8 +10,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
-from convmatrix import options, rundir
 from convmatrix.errors import BadInput
+from convmatrix.results import rundir
+from convmatrix.run import options
 
 # Set by the engine for each task, so never taken from the user's run options.
 ENGINE_OPTIONS = ("--out", "--shard")

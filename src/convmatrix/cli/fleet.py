@@ -1,0 +1,106 @@
+"""The `convmatrix slurm` and `convmatrix k8s` subcommands: a matrix across a fleet, one shard
+of its cells per task, then a merge task that writes the report (see engines/)."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from convmatrix import matrix
+from convmatrix.engines import ShardPlan, check_run_args, check_shards, k8s, slurm
+from convmatrix.errors import BadInput
+
+TAIL = "run options (as after `nox -s <lane> --`: --resume, --gpus, --rerun-blocking), then -- and suite options"
+
+
+def add_fleet_parsers(sub: Any) -> None:
+    s = sub.add_parser("slurm", help="run the matrix as a Slurm array job (a shard per task) and a merge job",
+                       description=f"After --: {TAIL}.")
+    common(s)
+    s.add_argument("--out", type=Path, required=True, help="the shared results directory (report files go there)")
+    s.add_argument("--partition", help="sbatch --partition")
+    s.add_argument("--gres", help="sbatch --gres for each shard task, e.g. gpu:1")
+    s.add_argument("--time", help="sbatch --time for each task, e.g. 04:00:00")
+    s.add_argument("--job-name", default="convmatrix", help="the jobs are NAME-shards and NAME-merge")
+    s.add_argument("--convmatrix", metavar="CMD",
+                   help="the command the tasks run (default: PYTHON -m convmatrix, with the interpreter running this)")
+    s.add_argument("--dry-run", action="store_true", help="print the two scripts; submit nothing")
+    k = sub.add_parser("k8s", help="print a Kubernetes Indexed Job (a shard per index) and a merge Job",
+                       description=f"After --: {TAIL}.")
+    common(k)
+    k.add_argument("--image", required=True, help="an image with the checkout and convmatrix (its workdir is used)")
+    k.add_argument("--claim", required=True, help="the PersistentVolumeClaim for the results (ReadWriteMany)")
+    k.add_argument("--mount", default="/results", help="where the claim is mounted (default /results)")
+    k.add_argument("--out", help="the results directory under the mount (default MOUNT/runs/<time>)")
+    k.add_argument("--name", help="the Jobs are NAME-shards and NAME-merge (default convmatrix-<time>)")
+    k.add_argument("--namespace")
+    k.add_argument("--gpus", type=int, default=1, help="nvidia.com/gpu per shard (default 1)")
+    k.add_argument("--convmatrix", metavar="CMD", default="convmatrix", help="the command in the image")
+
+
+def common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-m", "--matrix", default=None, help="matrix file (default as for `matrix`)")
+    p.add_argument("--shards", type=int, required=True, help="how many tasks share the cells (round-robin)")
+    p.add_argument("run_args", nargs="*", metavar="-- RUN OPTIONS [-- SUITE OPTIONS]", help=TAIL)
+
+
+def plan(args: argparse.Namespace, *, out: str, matrix_path: str) -> ShardPlan:
+    from convmatrix.cli.main import default_matrix
+
+    loaded = matrix.load(args.matrix or default_matrix())  # a broken matrix fails here, not in every task
+    check_shards(args.shards, len(loaded.cells))
+    return ShardPlan(matrix=matrix_path, out=out, shards=args.shards, run_args=check_run_args(args.run_args))
+
+
+def command(text: str | None, option: str = "--convmatrix") -> tuple[str, ...]:
+    if text is None:
+        # The convmatrix running now, by its interpreter's path (a venv's python stays the venv's):
+        # the tasks run on nodes that see the same filesystem, whatever their PATH holds.
+        return (sys.executable, "-m", "convmatrix")
+    words = tuple(shlex.split(text))
+    if not words:
+        raise BadInput(f"{option}: empty command")
+    return words
+
+
+def cmd_slurm(args: argparse.Namespace) -> int:
+    from convmatrix.cli.main import default_matrix
+
+    job = slurm.SlurmJob(
+        plan=plan(args, out=str(args.out.resolve()), matrix_path=str(Path(args.matrix or default_matrix()).resolve())),
+        convmatrix=command(args.convmatrix), workdir=Path.cwd(), partition=args.partition, gres=args.gres,
+        time=args.time, job_name=args.job_name,
+    )
+    if args.dry_run:
+        print(f"# {job.scripts_dir}/shards.sbatch\n{slurm.shard_script(job)}")
+        print(f"# {job.scripts_dir}/merge.sbatch (sbatch --dependency=afterany:<shards job>)\n"
+              f"{slurm.merge_script(job)}", end="")
+        return 0
+    slurm.submit(job, lambda line: print(line, flush=True))
+    return 0
+
+
+def cmd_k8s(args: argparse.Namespace) -> int:
+    from convmatrix.cli.main import default_matrix
+
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    mount = args.mount.rstrip("/") or "/"
+    out = args.out or f"{mount}/runs/{stamp}"
+    if not out.startswith(f"{mount}/"):
+        raise BadInput(f"--out {out}: must lie under the claim's mount {mount}, or the results are lost with the pod")
+    if args.gpus < 0:
+        raise BadInput(f"--gpus {args.gpus}: give 0 or more")
+    job = k8s.K8sJob(
+        plan=plan(args, out=out, matrix_path=args.matrix or default_matrix()),
+        name=k8s.check_name(args.name or f"convmatrix-{stamp}"), image=args.image, claim=args.claim,
+        mount=mount, gpus=args.gpus, convmatrix=command(args.convmatrix), namespace=args.namespace,
+    )
+    print(k8s.to_yaml(k8s.manifests(job)), end="")
+    return 0
+
+
+FLEET_COMMANDS = {"slurm": cmd_slurm, "k8s": cmd_k8s}

@@ -1,0 +1,82 @@
+"""The ``convmatrix triage`` subcommand: a failed job's log to its first cause (see scan.py)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from convmatrix.errors import BadInput
+from convmatrix.triage import scan
+
+
+def _context(args: argparse.Namespace) -> int:
+    value = str(args.context)
+    try:
+        n = int(value)
+    except ValueError:
+        raise BadInput(f"{args.logfile}: --context: not a number of lines: {value!r}") from None
+    if n < 0:
+        raise BadInput(f"{args.logfile}: --context must be >= 0, got {n}")
+    return n
+
+
+def add_parser(subparsers: Any) -> None:
+    t = subparsers.add_parser("triage", help="a failed job's log: first cause, family, remedies, proof")
+    t.add_argument("logfile", help="the log (plain or .gz); - for stdin")
+    t.add_argument(
+        "--context", default=str(scan.DEFAULT_CONTEXT), help="lines before the cause (default 100)"
+    )
+    t.add_argument("--format", choices=("text", "json"), default="text")
+
+
+def run(args: argparse.Namespace) -> int:
+    result = scan.scan_path(args.logfile, _context(args))
+    for warning in result["warnings"]:  # a damaged .gz: what came before the damage is reported
+        print(f"convmatrix: warning: {warning}", file=sys.stderr)
+    if args.format == "json":
+        print(json.dumps(result, indent=2))
+    else:
+        print(render_text(result, args.logfile), end="")
+    return 0
+
+
+def render_text(r: dict[str, Any], name: str) -> str:
+    out: list[str] = []
+    if r["family"] is None:
+        out.append(f"{name}: no known failure signature found")
+        return "\n".join(out) + "\n"
+    where = ", ".join(
+        f"{key} {r[key]}" for key in ("rank", "node", "device") if r[key] is not None
+    ) or "rank unknown"
+    verdict = "fatal" if r["fatal"] else "not fatal (warning only: the run survived it)"
+    out.append(f"{name}: {r['family']} at line {r['line']} ({where}), {verdict}")
+    out.append(f"  {r['text']}")
+    if r["first_warning"]:
+        w = r["first_warning"]
+        out.append(f"first related warning: line {w['line']} ({w['family']})")
+        out.append(f"  {w['text']}")
+    if r["context_before"]:
+        out.append(f"context ({len(r['context_before'])} lines before line {r['line']}):")
+        out.extend(f"  | {line}" for line in r["context_before"])
+    others = [f for f in r["families"] if f["family"] != r["family"]]
+    if others:
+        out.append("other families seen:")
+        out.extend(
+            f"  {f['family']} at line {f['line']}" + ("" if f["fatal"] else " (warning)") for f in others
+        )
+    if r["collateral"]:
+        total = len(r["collateral"]) + r["collateral_omitted"]
+        out.append(f"collateral ({total} lines after the cause, consequences of it):")
+        out.extend(
+            f"  line {c['line']}" + (f" rank {c['rank']}" if c["rank"] is not None else "") + f": {c['text']}"
+            for c in r["collateral"]
+        )
+        if r["collateral_omitted"]:
+            out.append(f"  ... and {r['collateral_omitted']} more")
+    out.append("remedies:")
+    out.extend(f"  - {item}" for item in r["remedies"])
+    out.append("verify the fix:")
+    out.extend(f"  $ {cmd}" for cmd in r["verify"])
+    return "\n".join(out) + "\n"

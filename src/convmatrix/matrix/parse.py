@@ -1,0 +1,329 @@
+"""Matrix files (matrix/*.toml): strict parsing, expansion into cells, pruning, the control."""
+
+from __future__ import annotations
+
+import itertools
+import tomllib
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from convmatrix.errors import BadInput
+from convmatrix.matrix import knobs, values
+from convmatrix.matrix.cells import Cell
+from convmatrix.matrix.prune import impossible
+
+TOP_KEYS = {"name", "description", "wheelhouse", "axes", "include", "exclude", "control", "container"}
+CONTAINER_KEYS = {"base", "flavour"}
+FLAVOURS = ("wheel", "system")
+CELL_AXES = ("lane", "torch", "cuda", "cudnn", "python")
+SHOWN_REASONS = 4  # reasons the "no cells" error spells out; the rest are counted
+
+
+@dataclass(frozen=True, kw_only=True)
+class Pruned:
+    values: dict[str, str]
+    reason: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class Matrix:
+    path: Path
+    name: str
+    wheelhouse: Path | None
+    cells: tuple[Cell, ...]
+    pruned: tuple[Pruned, ...]
+    control: Cell | None
+
+    def lane(self, lane: str) -> tuple[Cell, ...]:
+        return tuple(c for c in self.cells if c.lane == lane)
+
+    def cell(self, cell_id: str) -> Cell:
+        for cell in self.cells:
+            if cell.id == cell_id:
+                return cell
+        raise BadInput(f"{self.path}: no cell {cell_id!r} in this matrix")
+
+
+def load(path: str | Path) -> Matrix:
+    path = Path(path)
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise BadInput(f"{path}: no such matrix file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BadInput(f"{path}: cannot read: {exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise BadInput(f"{path}: not valid TOML: {exc}") from None
+    return _Parser(path).parse(raw)
+
+
+class _Parser:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.flavour = "wheel"
+
+    def fail(self, where: str, message: str) -> BadInput:
+        return BadInput(f"{self.path}: {where}: {message}")
+
+    def parse(self, raw: dict[str, Any]) -> Matrix:
+        self.keys(raw, TOP_KEYS, "top level")
+        name = raw.get("name")
+        if not isinstance(name, str) or not name:
+            raise self.fail("name", "required: a non-empty string")
+        if not name.isprintable():
+            raise self.fail("name", f"{name!a} holds control or format characters")
+        container = self.table(raw, "container")
+        self.keys(container, CONTAINER_KEYS, "[container]")
+        default_base = self.value("base", container["base"], "[container].base") if "base" in container else ""
+        self.flavour = container.get("flavour", "wheel")
+        if self.flavour not in FLAVOURS:
+            raise self.fail("[container].flavour", f"{self.flavour!r} is not one of {', '.join(FLAVOURS)}")
+        axes = self.axes(self.table(raw, "axes"))
+        base_is_axis = "base" in axes
+        cells, pruned = self.expand(axes, default_base, base_is_axis)
+        cells = with_knobs(cells, axes.get("knobs"))
+        cells, pruned, excluded = self.exclude(raw, cells, pruned)
+        cells = self.include(raw, axes, cells, default_base, base_is_axis)
+        if not cells:
+            raise self.fail("[axes]", no_cells(axes, pruned, excluded))
+        control = self.control(raw, cells, pruned)
+        wheelhouse = raw.get("wheelhouse")
+        if wheelhouse is not None and not isinstance(wheelhouse, str):
+            raise self.fail("wheelhouse", "must be a path string")
+        return Matrix(
+            path=self.path,
+            name=name,
+            # Relative to where nox runs (the repo root), like every other path it is given.
+            wheelhouse=Path(wheelhouse).resolve() if wheelhouse else None,
+            cells=tuple(cells),
+            pruned=tuple(pruned),
+            control=control,
+        )
+
+    def keys(self, table: dict[str, Any], allowed: set[str] | tuple[str, ...], where: str) -> None:
+        for key in table:
+            if key not in allowed:
+                raise self.fail(where, f"unknown key {key!r} (allowed: {', '.join(sorted(allowed))})")
+
+    def table(self, raw: dict[str, Any], key: str) -> dict[str, Any]:
+        table = raw.get(key, {})
+        if not isinstance(table, dict):
+            raise self.fail(key, "must be a table")
+        return table
+
+    def tables(self, raw: dict[str, Any], key: str) -> list[dict[str, Any]]:
+        entries = raw.get(key, [])
+        if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+            raise self.fail(key, f"must be [[{key}]] tables")
+        return entries
+
+    def value(self, key: str, value: object, where: str) -> str:
+        problem = values.check(key, value)
+        if problem:
+            raise self.fail(where, problem)
+        assert isinstance(value, str)
+        return value
+
+    def axes(self, table: dict[str, Any]) -> dict[str, list[str]]:
+        self.keys(table, values.AXES, "[axes]")
+        axes: dict[str, list[str]] = {}
+        for key, items in table.items():
+            if not isinstance(items, list) or not items:
+                raise self.fail(f"[axes].{key}", "must be a non-empty list")
+            axes[key] = [self.value(key, v, f"[axes].{key}[{i}]") for i, v in enumerate(items)]
+        return axes
+
+    def expand(
+        self, axes: dict[str, list[str]], default_base: str, base_is_axis: bool
+    ) -> tuple[list[Cell], list[Pruned]]:
+        if not axes:
+            return [], []
+        lanes = axes.get("lane")
+        if not lanes:
+            raise self.fail("[axes].lane", "required when [axes] is given")
+        cells: list[Cell] = []
+        pruned: list[Pruned] = []
+        for lane in lanes:
+            if lane == "host":
+                cells.append(Cell(lane="host"))
+                continue
+            stack = self.stack_axes(lane, axes)
+            missing = [k for k in CELL_AXES if k not in stack]
+            if missing:
+                raise self.fail(f"[axes].{missing[0]}", f"required for lane {lane!r}")
+            bases = self.bases(lane, axes, default_base, "[axes]")
+            combos = itertools.product(stack["torch"], stack["cuda"], stack["cudnn"], stack["python"], bases)
+            for torch, cuda, cudnn, python, base in combos:
+                cell = Cell(lane=lane, torch=torch, cuda=cuda, cudnn=cudnn, python=python,
+                            base=base, base_in_id=base_is_axis and lane == "container",
+                            flavour=self.flavour if lane == "container" else "")
+                self.keep_or_prune(cell, cells, pruned)
+        return cells, pruned
+
+    def stack_axes(self, lane: str, axes: dict[str, list[str]]) -> dict[str, list[str]]:
+        """The axes a lane's cells are made of: a system base's container cells take what the
+        axes leave out (torch, cuda, cudnn, python) from the image."""
+        if lane != "container" or self.flavour != "system":
+            return axes
+        return {**{key: [values.IMAGE] for key in values.FROM_IMAGE}, **axes}
+
+    def bases(self, lane: str, axes: dict[str, list[str]], default_base: str, where: str) -> list[str]:
+        if lane != "container":
+            return [""]
+        if "base" in axes:
+            return axes["base"]
+        if not default_base:
+            raise self.fail(where, "container cells need a base image: set [container].base")
+        return [default_base]
+
+    @staticmethod
+    def keep_or_prune(cell: Cell, cells: list[Cell], pruned: list[Pruned]) -> None:
+        reason = impossible(cell)
+        if reason:
+            pruned.append(Pruned(values=cell.values(), reason=reason))
+        elif cell not in cells:
+            cells.append(cell)
+
+    def partial(self, entry: dict[str, Any], where: str) -> dict[str, str]:
+        self.keys(entry, values.AXES, where)
+        given = {k: self.value(k, v, f"{where}.{k}") for k, v in entry.items()}
+        if "knobs" in given:
+            given["knobs"] = knobs.canonical(given["knobs"])  # matched as Cell.knobs holds it
+        return given
+
+    def exclude(
+        self, raw: dict[str, Any], cells: list[Cell], pruned: list[Pruned]
+    ) -> tuple[list[Cell], list[Pruned], int]:
+        """The cells and pruned combinations no [[exclude]] matches, and how many one did."""
+        before = len(cells) + len(pruned)
+        for i, entry in enumerate(self.tables(raw, "exclude")):
+            match = self.partial(entry, f"[[exclude]] #{i + 1}")
+            cells = [c for c in cells if not _matches(c.values(), match)]
+            pruned = [p for p in pruned if not _matches(p.values, match)]
+        return cells, pruned, before - len(cells) - len(pruned)
+
+    def include(
+        self, raw: dict[str, Any], axes: dict[str, list[str]], cells: list[Cell],
+        default_base: str, base_is_axis: bool,
+    ) -> list[Cell]:
+        for i, entry in enumerate(self.tables(raw, "include")):
+            where = f"[[include]] #{i + 1}"
+            given = self.partial(entry, where)
+            cell = self.explicit_cell(given, axes, default_base, base_is_axis, where)
+            reason = impossible(cell)
+            if reason:
+                raise self.fail(where, f"impossible stack {cell.id}: {reason}")
+            # An include that names no knob set gets a cell per set of the axis, as the axes' cells do.
+            for knobbed in [cell] if "knobs" in given else with_knobs([cell], axes.get("knobs")):
+                if knobbed not in cells:
+                    cells.append(knobbed)
+        return cells
+
+    def explicit_cell(
+        self, given: dict[str, str], axes: dict[str, list[str]], default_base: str,
+        base_is_axis: bool, where: str,
+    ) -> Cell:
+        lane = given.get("lane")
+        if lane is None:
+            raise self.fail(where, "needs 'lane'")
+        if lane == "host":
+            return Cell(lane="host", knobs=given.get("knobs", ""))
+        filled = dict(given)
+        axes = self.stack_axes(lane, axes)
+        for key in CELL_AXES:
+            if key not in filled:
+                # A single-valued axis is the matrix-wide setting; several values are ambiguous.
+                if len(axes.get(key, [])) != 1:
+                    raise self.fail(where, f"needs {key!r} (the axes do not give one value for it)")
+                filled[key] = axes[key][0]
+        if lane == "container" and "base" not in filled:
+            if base_is_axis:
+                raise self.fail(where, "needs 'base' (base is an axis)")
+            filled["base"] = self.bases(lane, {}, default_base, where)[0]
+        if lane != "container":
+            filled.pop("base", None)
+        return Cell(**filled, base_in_id=base_is_axis and lane == "container",
+                    flavour=self.flavour if lane == "container" else "")
+
+    def control(self, raw: dict[str, Any], cells: list[Cell], pruned: list[Pruned]) -> Cell | None:
+        if "control" not in raw:
+            return None
+        match = self.partial(self.table(raw, "control"), "[control]")
+        if not match:
+            raise self.fail("[control]", "names no axis values")
+        found = [c for c in cells if _matches(c.values(), match)]
+        if len(found) > 1 and "knobs" not in match:
+            found = [c for c in found if not c.knobs] or found  # the stack under the suite's defaults
+        if len(found) == 1:
+            return found[0]
+        if found:
+            ids = ", ".join(c.id for c in found)
+            raise self.fail("[control]", f"matches {len(found)} cells ({ids}); give more keys")
+        reasons = [p.reason for p in pruned if _matches(p.values, match)]
+        if not reasons and match.get("lane"):
+            try:
+                reason = impossible(self.explicit_cell(match, {}, "", False, "[control]"))
+            except BadInput:
+                reason = None
+            reasons = [reason] if reason else []
+        if reasons:
+            raise self.fail("[control]", f"names an impossible stack: {reasons[0]}")
+        raise self.fail("[control]", f"matches no cell of this matrix: {match}")
+
+
+def no_cells(axes: dict[str, list[str]], pruned: list[Pruned], excluded: int) -> str:
+    """Why a matrix has no cells, on one line: what was excluded, and which values were pruned and
+    why, one entry per reason (the values its combinations share, then the stack facts' reason)."""
+    if not axes:
+        return "no cells: give [axes] or [[include]]"
+    if not pruned:
+        return "no cells: every combination was excluded by [[exclude]]"
+    if excluded:
+        were = "was" if len(pruned) == 1 else "were"
+        head = (f"{excluded} combination{'s' if excluded > 1 else ''} excluded by [[exclude]], "
+                f"the other {len(pruned)} {were} pruned")
+    else:
+        head = "the only combination was pruned" if len(pruned) == 1 else f"all {len(pruned)} combinations were pruned"
+    groups: dict[str, list[dict[str, str]]] = {}
+    for p in pruned:
+        groups.setdefault(p.reason, []).append(p.values)
+    ranked = sorted(groups.items(), key=lambda item: -len(item[1]))  # the widest reasons first
+    entries = [f"{_shared_values(axes, group)}{_count(len(group))}: {reason}" for reason, group in ranked]
+    rest = entries[SHOWN_REASONS:]
+    if rest:
+        hidden = sum(len(group) for _, group in ranked[SHOWN_REASONS:])
+        entries = [*entries[:SHOWN_REASONS], f"and {len(rest)} more reason{'s' if len(rest) > 1 else ''}"
+                   f"{_count(hidden)}"]
+    return f"no cells: {head}: " + "; ".join(entries)
+
+
+def _shared_values(axes: dict[str, list[str]], group: list[dict[str, str]]) -> str:
+    """The values that set a group of pruned combinations apart: on each axis with several values,
+    the ones the group has (where it has not all of them); where that names nothing, the stack."""
+    order = [k for k in (*CELL_AXES, "base") if k in axes]
+    parts = []
+    for key in (k for k in order if len(axes[k]) > 1):
+        seen = list(dict.fromkeys(v.get(key, "") for v in group))
+        if set(seen) != set(axes[key]):
+            parts.append(f"{key}={'|'.join(seen)}")
+    if not parts:
+        parts = [f"{k}={group[0][k]}" for k in CELL_AXES[1:] if k in group[0] and len(axes.get(k, ())) <= 1]
+    return " ".join(parts)
+
+
+def _count(n: int) -> str:
+    return f" ({n} combinations)" if n > 1 else ""
+
+
+def _matches(cell_values: dict[str, str], match: dict[str, str]) -> bool:
+    # A value a cell does not record (knobs of a default cell) is "".
+    return all(cell_values.get(k, "") == v for k, v in match.items())
+
+
+def with_knobs(cells: list[Cell], sets: list[str] | None) -> list[Cell]:
+    """A cell per knob set of the axis for each stack (the axis absent: the cells as they are)."""
+    if not sets:
+        return cells
+    canonical = list(dict.fromkeys(knobs.canonical(s) for s in sets))  # "default" once, however spelt
+    return [replace(cell, knobs=k) for cell in cells for k in canonical]

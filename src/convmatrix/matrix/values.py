@@ -1,0 +1,55 @@
+"""Validation of every matrix value before it can reach a tag, a build argument or a command line."""
+
+from __future__ import annotations
+
+import re
+
+from convmatrix.matrix import knobs
+
+LANES = ("host", "baremetal", "container")
+# What a container cell on a system base (flavour "system") takes from its image instead of
+# requesting it: torch = "image" is whatever torch the base carries, observed and recorded.
+IMAGE = "image"
+FROM_IMAGE = ("torch", "cuda", "cudnn", "python")  # the stack fields a cell may leave to its image
+
+# Each pattern is anchored (fullmatch) and admits no shell metacharacters, spaces or path tricks.
+# ASCII only: in a str pattern \d and \w match any Unicode digit or letter ("3.\u0661\u0661" would pass and
+# become a nox session that fails at run time), so the classes are spelt out and re.ASCII is set.
+# A number has no leading zero: "3.09" names no interpreter and "02.5.1" no release.
+_N = "(?:0|[1-9][0-9]*)"
+_PATTERNS: dict[str, tuple[re.Pattern[str], str]] = {
+    "lane": (re.compile("|".join(LANES), re.ASCII), f"one of {', '.join(LANES)}"),
+    "torch": (re.compile(rf"{IMAGE}|{_N}\.{_N}\.{_N}", re.ASCII), f"a torch release like 2.5.1, or {IMAGE!r}"),
+    "cuda": (re.compile(rf"{IMAGE}|cpu|cu[0-9]{{3}}", re.ASCII), f"a wheel variant like cu124 or cpu, or {IMAGE!r}"),
+    "cudnn": (
+        re.compile(rf"{IMAGE}|bundled|{_N}\.{_N}\.{_N}\.{_N}", re.ASCII),
+        f"'bundled', a cuDNN wheel version like 9.5.1.17, or {IMAGE!r}",
+    ),
+    "python": (re.compile(rf"{IMAGE}|3\.(?:0|[1-9][0-9]?)", re.ASCII), f"a Python version like 3.11, or {IMAGE!r}"),
+    "base": (
+        re.compile(
+            r"[a-z0-9][a-z0-9._/-]{0,200}(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[0-9a-f]{64})?", re.ASCII
+        ),
+        "an image reference like python:3.11-slim-bookworm",
+    ),
+    "knobs": (knobs.PATTERN, knobs.EXPECTED),  # the suite's remedy options for a cell (knobs.py)
+}
+
+AXES = tuple(_PATTERNS)
+
+
+def check(key: str, value: object) -> str | None:
+    """None when value is valid for key, else what was expected."""
+    pattern, expected = _PATTERNS[key]
+    if not isinstance(value, str) or not pattern.fullmatch(value):
+        # A non-ASCII digit looks like an ASCII one: show the code points too.
+        shown = repr(value)
+        if isinstance(value, str) and not value.isascii():
+            shown += f" (non-ASCII: {value!a})"
+        return f"{shown} is not {expected}"
+    return knobs.problem(value) if key == "knobs" else None
+
+
+def slug(text: str) -> str:
+    """A readable, tag-safe form of an image reference: python:3.11-slim -> python-3.11-slim."""
+    return re.sub(r"[^A-Za-z0-9.]+", "-", text.split("@")[0], flags=re.ASCII).strip("-").lower()

@@ -1,0 +1,107 @@
+"""A fix proof (prove.Proof) as text for a terminal or log, or as markdown for a CI job summary:
+the verdict first, then per GPU generation each case that failed with the signature before and
+what it does after (and anything that newly fails), then the controls and the unpaired cells."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from convmatrix.escape import markdown_cell, markdown_line, one_line
+from convmatrix.prove.proof import CaseLine, Pair, Proof, Verdict
+from convmatrix.report.markdown import row
+from convmatrix.results.outcomes import Outcome
+
+FORMATS = ("text", "markdown")
+HEADERS = ["case", "before", "after", "change"]
+HEADLINES = {
+    Verdict.PROVEN: "PROVEN: the signature is gone on every generation, nothing new fails, the control passes in both",
+    Verdict.NOT_PROVEN: "NOT PROVEN",
+    Verdict.UNHEALTHY_CONTROL: "NO VERDICT: a control is unhealthy or does not pass",
+}
+SHOWN_UNPAIRED = 5
+
+
+def render(proof: Proof, fmt: str) -> str:
+    return (markdown if fmt == "markdown" else text)(proof)
+
+
+def outcome(o: Outcome, family: str | None) -> str:
+    return f"{o.value} {family}" if family else o.value
+
+
+def cells_of(line: CaseLine) -> list[str]:
+    return [line.case, outcome(line.before, line.before_family), outcome(line.after, line.after_family),
+            line.change.value]
+
+
+def by_generation(pairs: Iterable[Pair]) -> dict[str, list[Pair]]:
+    groups: dict[str, list[Pair]] = {}
+    for pair in pairs:
+        groups.setdefault(f"{pair.gpu} ({pair.generation})" if pair.generation != pair.gpu else pair.gpu,
+                          []).append(pair)
+    return groups
+
+
+def header(proof: Proof) -> str:
+    pairing = f"--pair {proof.pairing.text}" if proof.pairing else "the same cell ids"
+    return f"BEFORE {' '.join(proof.before)}, AFTER {' '.join(proof.after)}, paired by {pairing}"
+
+
+def control_lines(proof: Proof) -> list[str]:
+    lines = [f"control {c.cell or '(none)'} on {c.gpu} in {c.side}: {c.reason}" for c in proof.controls if not c.ok]
+    if lines:
+        return lines
+    passing: dict[str, list[str]] = {}
+    for check in proof.controls:
+        gpus = passing.setdefault(str(check.cell), [])
+        if check.gpu not in gpus:
+            gpus.append(check.gpu)
+    return [f"control {cell} passes in BEFORE and AFTER on {', '.join(gpus)}" for cell, gpus in passing.items()]
+
+
+def unpaired_line(proof: Proof) -> list[str]:
+    if not proof.unpaired:
+        return []
+    shown = ", ".join(proof.unpaired[:SHOWN_UNPAIRED])
+    more = f" and {len(proof.unpaired) - SHOWN_UNPAIRED} more" if len(proof.unpaired) > SHOWN_UNPAIRED else ""
+    return [f"not paired (no counterpart in AFTER, no signature before): {shown}{more}"]
+
+
+def pair_title(pair: Pair) -> str:
+    state = "proven" if pair.proven else "NOT proven"
+    quiet = "" if pair.lines or pair.problems else ": nothing failed before or after"
+    return f"{pair.before} → {pair.after or '(no counterpart)'}: {state}{quiet}"
+
+
+def text(proof: Proof) -> str:
+    out = [f"convmatrix prove: {one_line(header(proof))}", "", HEADLINES[proof.verdict]]
+    out += [f"- {one_line(r)}" for r in proof.reasons]
+    for generation, pairs in by_generation(proof.pairs).items():
+        out += ["", generation]
+        for pair in pairs:
+            out.append(f"  {pair_title(pair)}")
+            out += [f"    ! {one_line(p)}" for p in pair.problems]
+            if pair.lines:
+                from tabulate import tabulate  # here: it imports importlib.metadata (slow start-up)
+
+                table = tabulate([cells_of(line) for line in pair.lines], headers=HEADERS, tablefmt="simple",
+                                 disable_numparse=True)
+                out += [f"    {row}" for row in table.splitlines()]
+    out += ["", *(one_line(line) for line in control_lines(proof) + unpaired_line(proof))]
+    return "\n".join(out) + "\n"
+
+
+def markdown(proof: Proof) -> str:
+    out = [f"## Fix proof: {HEADLINES[proof.verdict]}", "", markdown_line(header(proof)), ""]
+    out += [f"- {markdown_line(r)}" for r in proof.reasons]
+    for generation, pairs in by_generation(proof.pairs).items():
+        out += ["", f"### {markdown_line(generation)}", ""]
+        for pair in pairs:
+            out += [f"**{markdown_line(pair_title(pair))}**", ""]
+            out += [f"- {markdown_line(p)}" for p in pair.problems]
+            if pair.lines:
+                out += [row(map(markdown_cell, HEADERS)), row(["---"] * len(HEADERS))]
+                out += [row(map(markdown_cell, cells_of(line))) for line in pair.lines]
+            out.append("")
+    out += [f"- {markdown_line(line)}" for line in control_lines(proof) + unpaired_line(proof)]
+    return "\n".join(out) + "\n"

@@ -1,0 +1,207 @@
+"""The matrix grid that the html, markdown and text reports share: stacks as rows, grouped by
+torch and CUDA with cuDNN (and knobs) as sub-rows, GPU generations as columns, one cell result
+at each crossing. Ids are abbreviated here, once, so that every format names a stack the same way."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from convmatrix.matrix.values import IMAGE
+from convmatrix.report.model import CellRow, Report
+from convmatrix.results.outcomes import Outcome, Verdict
+
+SLOWER = 1.5  # a cell this many times slower than the control (geometric mean) is called out
+SHOUTED = (Verdict.REGRESSION, Verdict.INVALID)
+# Matrix cell ids (cells.Cell.id) spelled short: the lane as two letters, the axis prefixes dropped.
+_MATRIX_ID = re.compile(r"^(?P<lane>baremetal|container)-torch(?P<torch>[^-]+)-(?P<cuda>[^-]+)"
+                        r"-cudnn(?P<cudnn>[^-]+)-py(?P<python>[^-]+)(?:-(?P<base>.+))?$")
+LANES = {"baremetal": "bm", "container": "ct"}
+# Axes that tell sub-rows of one torch/CUDA group apart when they vary across the report.
+_EXTRA_AXES = ("lane", "python", "base", "flavour")
+_QUIET_KNOBS = frozenset({"device"})  # the same for every cell on a GPU: never a sub-row's name
+
+
+@dataclass(frozen=True, kw_only=True)
+class Column:
+    key: str  # the GPU key: h200-sm90, cpu
+    generation: str
+    name: str
+
+    @property
+    def header(self) -> str:
+        return self.key if self.key == "cpu" else f"{self.generation} {self.key}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Row:
+    cell: str  # the full cell id
+    short: str  # abbreviate(cell)
+    label: str  # the sub-row: cuDNN, and whatever else tells it from the other rows
+    control: bool
+
+
+@dataclass(frozen=True, kw_only=True)
+class Group:
+    title: str  # "torch 2.5.1 · cu124"
+    rows: tuple[Row, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Mark:
+    code: str  # its letter in the text grid's legend
+    words: str  # what the markdown and html grids say
+
+
+@dataclass(frozen=True, kw_only=True)
+class Tally:
+    passed: int
+    skipped: int
+    failed: int  # failed, crashed or timed out (by family)
+    missing: int
+    total: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class Grid:
+    columns: tuple[Column, ...]
+    groups: tuple[Group, ...]
+    entries: Mapping[tuple[str, str], CellRow]  # (cell id, GPU key) -> its result
+
+    def entry(self, row: Row, column: Column) -> CellRow | None:
+        return self.entries.get((row.cell, column.key))
+
+    @property
+    def rows(self) -> tuple[Row, ...]:
+        return tuple(row for group in self.groups for row in group.rows)
+
+
+def build(report: Report) -> Grid:
+    columns = {c.gpu.key: Column(key=c.gpu.key, generation=c.gpu.generation, name=c.gpu.name) for c in report.cells}
+    first = {c.cell: c for c in reversed(report.cells)}  # one CellRow per stack, for its requested axes
+    knobs = cell_knobs(report)
+    shown_knobs = varying(knobs.values())
+    shown_axes = [a for a in _EXTRA_AXES if len({str(c.stack.get(a) or "") for c in first.values()}) > 1]
+    grouped: dict[str, list[Row]] = {}
+    for cell_id, cell in first.items():
+        label = sub_label(cell, shown_axes, {k: v for k, v in knobs[cell_id].items() if k in shown_knobs})
+        row = Row(cell=cell_id, short=abbreviate(cell_id), label=label, control=cell_id == report.control)
+        grouped.setdefault(group_title(cell), []).append(row)
+    groups = [Group(title=title, rows=tuple(sorted(rows, key=row_order))) for title, rows
+              in sorted(grouped.items(), key=lambda item: natural(item[0]))]
+    return Grid(columns=tuple(sorted(columns.values(), key=lambda c: natural(c.key))), groups=tuple(groups),
+                entries={(c.cell, c.gpu.key): c for c in report.cells})
+
+
+def abbreviate(cell_id: str) -> str:
+    """baremetal-torch2.5.1-cu124-cudnnbundled-py3.11 -> bm-2.5.1-cu124-bundled-py3.11; other ids as they are."""
+    found = _MATRIX_ID.match(cell_id)
+    if not found:
+        return cell_id
+    parts = [LANES[found["lane"]], found["torch"], found["cuda"], found["cudnn"], f"py{found['python']}"]
+    return "-".join(parts + ([found["base"]] if found["base"] else []))
+
+
+def group_title(cell: CellRow) -> str:
+    torch, cuda = cell.stack.get("torch"), cell.stack.get("cuda")
+    if torch and cuda and IMAGE not in (torch, cuda):
+        return f"torch {torch} · {cuda}"
+    lane = cell.stack.get("lane") or cell.lane
+    seen = cell.observed.get("torch")
+    # No requested torch (the host lane, a direct suite run, a system base's own): grouped by what
+    # the suite saw.
+    return f"{lane or 'direct'} · torch {seen} (observed)" if seen else f"{lane or 'direct'} · (not observed)"
+
+
+def sub_label(cell: CellRow, axes: Iterable[str], knobs: Mapping[str, Any]) -> str:
+    cudnn = cell.stack.get("cudnn")
+    if not cudnn:
+        return abbreviate(cell.cell)  # no matrix axes to name it by (host lane, direct run): its id
+    if cudnn == IMAGE:  # a system base's own cuDNN, named by what the suite saw, and the base always
+        seen = cell.observed.get("cudnn")
+        parts = [f"cuDNN {seen or 'none'} (observed)"]
+        axes = ["base", *(a for a in axes if a != "base")]
+    else:
+        parts = [f"cuDNN {cudnn}"]
+    parts += [str(cell.stack[a]) for a in axes if cell.stack.get(a)]
+    parts += [f"{k}={v}" for k, v in sorted(knobs.items())]
+    return " · ".join(parts)
+
+
+def cell_knobs(report: Report) -> dict[str, dict[str, Any]]:
+    """Per stack, the knob values every one of its cases ran with (a suite option such as
+    --cudnn-benchmark on applies to the whole run)."""
+    common: dict[str, dict[str, Any]] = {c.cell: {} for c in report.cells}
+    started: set[str] = set()
+    for case in report.cases:
+        items = {k: v for k, v in case.knobs.items() if k not in _QUIET_KNOBS}
+        if case.outcome == Outcome.MISSING:
+            continue
+        if case.cell not in started:
+            common[case.cell] = dict(items)
+            started.add(case.cell)
+        else:
+            common[case.cell] = {k: v for k, v in common[case.cell].items() if items.get(k) == v}
+    return common
+
+
+def varying(knob_sets: Iterable[Mapping[str, Any]]) -> set[str]:
+    """The knobs whose values differ between stacks: only those name a sub-row."""
+    sets = list(knob_sets)
+    names = {k for s in sets for k in s}
+    return {k for k in names if len({repr(s.get(k)) for s in sets}) > 1}
+
+
+def row_order(row: Row) -> tuple[bool, tuple[tuple[int, int | str], ...]]:
+    """The wheel's own cuDNN (bundled) first in its group, then overrides by version."""
+    return "cuDNN bundled" not in row.label, natural(row.label)
+
+
+def natural(text: str) -> tuple[tuple[int, int | str], ...]:
+    """Sort key that orders 2.10 after 2.9 and cu128 after cu126."""
+    return tuple((0, int(p)) if p.isdigit() else (1, p) for p in re.split(r"(\d+)", text) if p)
+
+
+def tally(cell: CellRow) -> Tally:
+    counts = dict(cell.counts)
+    passed, skipped, missing = (counts.pop(str(o), 0) for o in (Outcome.PASS, Outcome.SKIP, Outcome.MISSING))
+    failed = sum(counts.values())
+    return Tally(passed=passed, skipped=skipped, failed=failed, missing=missing,
+                 total=passed + skipped + failed + missing)
+
+
+def marks(cell: CellRow) -> tuple[Mark, ...]:
+    """What the grid flags beside a cell's verdict, most telling first."""
+    found = []
+    if cell.signature:
+        found.append(Mark(code="S", words="SIGNATURE"))
+    elif cell.warning_signature:
+        found.append(Mark(code="w", words="(signature in warnings only)"))
+    if cell.stack_mismatch:
+        found.append(Mark(code="M", words="STACK MISMATCH"))
+    if slower(cell):
+        found.append(Mark(code=f"T{cell.slowdown:.1f}", words=f"SLOWER ×{cell.slowdown:.1f}"))
+    if cell.baseline_regressions:
+        found.append(Mark(code=f"B{cell.baseline_regressions}", words=f"+{cell.baseline_regressions} since baseline"))
+    return tuple(found)
+
+
+def slower(cell: CellRow) -> bool:
+    return (cell.slowdown or 0) >= SLOWER
+
+
+def summary(cell: CellRow) -> str:
+    """One matrix entry in words: the verdict, the pass count, each failure family with its count."""
+    counts = dict(cell.counts)
+    passed = counts.pop(Outcome.PASS, 0)
+    skipped = counts.pop(Outcome.SKIP, 0)
+    parts = [f"{passed} pass" + (f", {skipped} skip" if skipped else "")]
+    parts += [f"{family}×{n}" for family, n in counts.items()]
+    parts += [m.words for m in marks(cell)]
+    return f"{verdict_word(cell.verdict)}: {', '.join(parts)}"
+
+
+def verdict_word(verdict: Verdict) -> str:
+    return verdict.upper() if verdict in SHOUTED else str(verdict)

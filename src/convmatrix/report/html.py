@@ -1,0 +1,276 @@
+"""The html report: one self-contained file (inline CSS and a little JS, nothing fetched) with
+the matrix grid coloured by verdict, a panel per cell@gpu with its cases (whole messages, the
+triage first cause, the evidence inline), a filter, the baseline comparison and the notes.
+
+Every string from a run is escaped into the markup here (escape.html_cell, escape.html_text);
+the page also carries a Content-Security-Policy that lets only its own style and script (by
+hash) run, so that markup which got through anyway would stay inert. Messages and evidence
+are cut at documented sizes (report_bounds), with a note, so a 10 MB message never lands in
+the page. Without JS the page still reads: every panel is shown, one after the other."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from collections.abc import Iterable
+from importlib import resources
+
+from convmatrix.escape import html_cell, html_text
+from convmatrix.report import bounds
+from convmatrix.report import grid as report_grid
+from convmatrix.report import notes as report_notes
+from convmatrix.report.cases import listed, noteworthy
+from convmatrix.report.grid import Grid
+from convmatrix.report.model import CaseRow, CellRow, Report
+from convmatrix.results.outcomes import Delta, Verdict
+
+MESSAGE_LIMIT = 16_384  # characters of a message shown; the whole one is in results.jsonl
+EVIDENCE_LIMIT = 32_768  # characters of an evidence file shown (its end: the failure)
+EVIDENCE_BUDGET = 8_000_000  # characters of evidence in the whole page; the rest is linked by path
+MESSAGE_BUDGET = 8_000_000  # characters of messages in the whole page; past it each is cut shorter
+SHORT_MESSAGE = 1_000
+OBSERVED = (("torch", "torch"), ("CUDA", "cuda"), ("cuDNN", "cudnn"), ("cuDNN error", "cudnn_error"),
+            ("driver", "driver"), ("image", "image_id"), ("python", "python"), ("device", "device"),
+            ("host", "hostname"))
+
+
+class Budget:
+    """What is left of EVIDENCE_BUDGET while a page is made (one per render)."""
+
+    def __init__(self, left: int) -> None:
+        self.left = left
+
+    def take(self, size: int) -> bool:
+        if size > self.left:
+            return False
+        self.left -= size
+        return True
+
+
+def render(report: Report) -> str:
+    grid = report_grid.build(report)
+    ids = {(c.cell, c.gpu.key): f"c{i}" for i, c in enumerate(report.cells)}
+    budget = Budget(EVIDENCE_BUDGET)
+    words = Budget(MESSAGE_BUDGET)
+    cases: dict[tuple[str, str], list[CaseRow]] = {}
+    for case in report.cases:
+        cases.setdefault((case.cell, case.gpu), []).append(case)
+    body = [*heading(report), *overview(report), *grid_section(grid, ids), *filter_box()]
+    body += ["<section id=\"cells\">", "<h2>Cells</h2>"]
+    body += [line for cell in report.cells
+             for line in panel(cell, cases.get((cell.cell, cell.gpu.key), []), ids, budget, words)]
+    body += ["</section>", *baseline_section(report), *notes_section(report)]
+    return page(f"convmatrix report: control {report.control or '(none)'}", body)
+
+
+def page(title: str, body: list[str]) -> str:
+    css, js = asset("report.css"), asset("report.js")
+    policy = (f"default-src 'none'; style-src '{digest(css)}'; script-src '{digest(js)}'; img-src data:; "
+              "base-uri 'none'; form-action 'none'")
+    head = ["<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">',
+            f'<meta http-equiv="Content-Security-Policy" content="{policy}">',
+            '<meta name="viewport" content="width=device-width, initial-scale=1">',
+            '<meta name="color-scheme" content="light dark">', '<link rel="icon" href="data:,">',
+            f"<title>{html_cell(title)}</title>", f"<style>{css}</style>", "</head>", "<body>"]
+    return "\n".join([*head, *body, f"<script>{js}</script>", "</body>", "</html>"]) + "\n"
+
+
+def asset(name: str) -> str:
+    return (resources.files("convmatrix.report") / name).read_text(encoding="utf-8")
+
+
+def digest(text: str) -> str:
+    """A CSP source for an inline <style> or <script> holding exactly this text."""
+    return "sha256-" + base64.b64encode(hashlib.sha256(text.encode()).digest()).decode()
+
+
+def heading(report: Report) -> list[str]:
+    control = report.control or "(none: pass --control CELL)"
+    return ["<header>", "<h1>convmatrix report</h1>",
+            f'<p class="sub">control <code>{html_cell(control)}</code></p>', "</header>"]
+
+
+def overview(report: Report) -> list[str]:
+    """At a glance: how many cells got each verdict, and where the signature is."""
+    counts = {v: sum(1 for c in report.cells if c.verdict == v) for v in Verdict}
+    parts = [f'<span class="badge v-{v}">{n} {html_cell(report_grid.verdict_word(v))}</span>'
+             for v, n in counts.items() if n]
+    signed = [c.where for c in report.cells if c.signature]
+    sig = (f'<p class="sig-cells"><span class="mark sig">SIGNATURE</span> in {len(signed)} cell(s): '
+           + ", ".join(f"<code>{html_cell(w)}</code>" for w in signed) + "</p>") if signed else ""
+    sick = [f'<p class="warn">control unhealthy on <code>{html_cell(k)}</code>: {html_cell(h.reason or "")}</p>'
+            for k, h in report.health.items() if not h.healthy]
+    return ['<section id="overview">', f'<p class="counts">{" ".join(parts)}</p>', sig, *sick, "</section>"]
+
+
+def grid_section(grid: Grid, ids: dict[tuple[str, str], str]) -> list[str]:
+    heads = "".join(f'<th scope="col"><span class="gen">{html_cell(c.generation if c.key != "cpu" else "")}'
+                    f'</span> <span class="key">{html_cell(c.key)}</span></th>' for c in grid.columns)
+    out = ['<section id="grid">', "<h2>Matrix</h2>", '<table class="grid">',
+           f'<thead><tr><th scope="col">stack</th>{heads}</tr></thead>', "<tbody>"]
+    for group in grid.groups:
+        out.append(f'<tr class="group"><th colspan="{len(grid.columns) + 1}">{html_cell(group.title)}</th></tr>')
+        for row in group.rows:
+            cells = "".join(grid_cell(grid.entry(row, c), ids) for c in grid.columns)
+            short = f' <span class="short">{html_cell(row.short)}</span>' if row.short != row.label else ""
+            out.append(f'<tr class="stack{" control-row" if row.control else ""}"><th scope="row" '
+                       f'title="{html_cell(row.cell)}"><span class="label">{html_cell(row.label)}</span>'
+                       f"{short}</th>{cells}</tr>")
+    return [*out, "</tbody>", "</table>", *legend(), "</section>"]
+
+
+def grid_cell(cell: CellRow | None, ids: dict[tuple[str, str], str]) -> str:
+    if cell is None:
+        return '<td class="empty"></td>'
+    panel_id = ids[(cell.cell, cell.gpu.key)]
+    tally = report_grid.tally(cell)
+    counts = f"{tally.passed}/{tally.total} pass" + (f" · {tally.failed} fail" if tally.failed else "")
+    counts += f" · {tally.missing} missing" if tally.missing else ""
+    marks = "".join(f'<span class="mark {mark_class(m.code)}">{html_cell(m.words)}</span>'
+                    for m in report_grid.marks(cell))
+    return (f'<td class="v v-{cell.verdict}" data-panel="{panel_id}"><a class="cellref" href="#{panel_id}" '
+            f'title="{html_cell(cell.where)}: {html_cell(report_grid.summary(cell))}">'
+            f'<span class="verdict">{html_cell(report_grid.verdict_word(cell.verdict))}</span> '
+            f'<span class="counts">{html_cell(counts)}</span>{marks}</a></td>')
+
+
+def mark_class(code: str) -> str:
+    return {"S": "sig", "w": "wsig", "M": "mismatch", "T": "slow", "B": "baseline"}[code[0]]
+
+
+def legend() -> list[str]:
+    swatches = "".join(f'<li><span class="swatch v-{v}"></span>{html_cell(report_grid.verdict_word(v))}</li>'
+                       for v in Verdict)
+    return [f'<ul class="legend">{swatches}<li><span class="mark sig">SIGNATURE</span> a case failed with '
+            "CUDNN_STATUS_NOT_SUPPORTED</li><li><span class=\"mark slow\">SLOWER ×n</span> convolutions took "
+            "n× the control's time</li></ul>",
+            '<p class="hint">Click a cell for its cases, messages and evidence.</p>']
+
+
+def filter_box() -> list[str]:
+    return ['<p class="filter"><label for="filter">Filter cases</label> '
+            '<input id="filter" type="search" placeholder="case id or family" autocomplete="off"></p>']
+
+
+def panel(cell: CellRow, cases: list[CaseRow], ids: dict[tuple[str, str], str], budget: Budget,
+          words: Budget) -> list[str]:
+    ordered = listed(cases) + [c for c in cases if not noteworthy(c)]
+    first = next((c for c in ordered if noteworthy(c)), None)
+    out = [f'<section class="panel" id="{ids[(cell.cell, cell.gpu.key)]}" data-where="{html_cell(cell.where)}">',
+           f'<h3><span class="badge v-{cell.verdict}">{html_cell(report_grid.verdict_word(cell.verdict))}</span> '
+           f"<code>{html_cell(cell.where)}</code></h3>",
+           f'<p class="summary">{html_cell(report_grid.summary(cell))}</p>', *observed(cell), *problems(cell)]
+    if cell.first_cause:
+        out.append(f'<p class="cause">{html_cell(first_cause(cell))}</p>')
+    out.append(f'<p class="shown-count"><span class="shown">{len(ordered)}</span> of {len(ordered)} cases shown</p>')
+    out.append('<ul class="cases">')
+    out += [line for case in ordered for line in case_item(cell, case, case is first, budget, words)]
+    return [*out, "</ul>", "</section>"]
+
+
+def observed(cell: CellRow) -> list[str]:
+    seen = [(name, cell.observed.get(key)) for name, key in OBSERVED if cell.observed.get(key) is not None]
+    rows = "".join(f"<dt>{name}</dt><dd>{html_cell(str(value))}</dd>" for name, value in seen)
+    asked = ", ".join(f"{k}={v}" for k, v in cell.stack.items() if v)
+    out = [f'<dl class="observed">{rows}<dt>lane</dt><dd>{html_cell(cell.lane)}</dd></dl>']
+    if asked:
+        out.append(f'<p class="requested">requested: {html_cell(asked)}</p>')
+    return [*out, f'<p class="path">results: <code>{html_cell(cell.path)}</code></p>']
+
+
+def problems(cell: CellRow) -> list[str]:
+    items = [f"stack mismatch: {m}" for m in cell.mismatches] + list(cell.problems)
+    return ['<ul class="problems">', *(f"<li>{html_cell(i)}</li>" for i in items), "</ul>"] if items else []
+
+
+def first_cause(cell: CellRow) -> str:
+    cause = cell.first_cause
+    assert cause is not None
+    rank = f" (rank {cause.rank})" if cause.rank is not None else ""
+    return f"first failure in the log: {cause.family} at {cause.log}:{cause.line}{rank}"
+
+
+def case_item(cell: CellRow, case: CaseRow, opened: bool, budget: Budget, words: Budget) -> list[str]:
+    attrs = (f'class="case d-{case.delta or "none"}{" noteworthy" if noteworthy(case) else ""}" '
+             f'data-case="{html_cell(case.case)}" data-family="{html_cell(case.family or "")}"')
+    line = case_line(case)
+    if not noteworthy(case):
+        return [f"<li {attrs}>{line}</li>"]
+    return [f"<li {attrs}><details{' open' if opened else ''}><summary>{line}</summary>", '<div class="body">',
+            *case_body(cell, case, opened, budget, words), "</div></details></li>"]
+
+
+def case_line(case: CaseRow) -> str:
+    parts = [f'<span class="o o-{case.outcome}">{html_cell(case.outcome)}</span>',
+             f'<code class="id">{html_cell(case.case)}</code>']
+    if case.family:
+        parts.append(f'<span class="fam">{html_cell(case.family)}</span>')
+    if case.control_outcome or case.delta:
+        parts.append(f'<span class="vs">control: {html_cell(case.control_outcome or "-")} → '
+                     f'<span class="delta d-{case.delta or "none"}">{html_cell(case.delta or "-")}</span></span>')
+    if case.baseline_delta not in (None, Delta.SAME):
+        parts.append(f'<span class="vs">baseline: {html_cell(case.baseline_outcome or "-")} → '
+                     f"{html_cell(case.baseline_delta or '-')}</span>")
+    if case.slowdown and case.slowdown >= report_grid.SLOWER:
+        parts.append(f'<span class="mark slow">×{case.slowdown:.1f} time</span>')
+    return " ".join(parts)
+
+
+def case_body(cell: CellRow, case: CaseRow, opened: bool, budget: Budget, words: Budget) -> list[str]:
+    # Thousands of huge messages would still make a page too big to open: past the page's
+    # budget each is cut shorter (the note says how much there was).
+    size = min(len(case.message or ""), MESSAGE_LIMIT)
+    limit = MESSAGE_LIMIT if words.take(size) else SHORT_MESSAGE
+    message = bounds.head(case.message or "", limit, f"{cell.path}/results.jsonl")
+    out = [f'<pre class="message">{html_text(message.text)}</pre>']
+    if message.note:
+        out.append(f'<p class="cut">{html_cell(message.note)}</p>')
+    if case.blocking:
+        first = (case.blocking.message or "").strip().splitlines()[:1]
+        out.append(f'<p class="blocking">under CUDA_LAUNCH_BLOCKING=1: {html_cell(case.blocking.outcome)} '
+                   f"{html_cell(case.blocking.family or '')} {html_cell(first[0] if first else '')}</p>")
+    if cell.first_cause and case.outcome.failing:
+        out.append(f'<p class="cause">{html_cell(first_cause(cell))}</p>')
+    if case.evidence:
+        out += evidence(case.evidence, opened, budget)
+    return out
+
+
+def evidence(path: str, opened: bool, budget: Budget) -> list[str]:
+    found = bounds.read_tail(path, EVIDENCE_LIMIT)
+    summary = ("<summary>evidence: first occurrence in the log, 100 lines before it "
+               f"(<code>{html_cell(path)}</code>)</summary>")
+    if found is None:
+        return [f'<p class="evidence missing">evidence file not readable: <code>{html_cell(path)}</code></p>']
+    if not budget.take(len(found.text)):
+        return [f'<p class="evidence missing">evidence not embedded (the page holds at most {EVIDENCE_BUDGET:,} '
+                f"characters of it): <code>{html_cell(path)}</code></p>"]
+    note = [f'<p class="cut">{html_cell(found.note)}</p>'] if found.note else []
+    return [f'<details class="evidence"{" open" if opened else ""}>{summary}', *note,
+            f"<pre>{html_text(found.text)}</pre></details>"]
+
+
+def baseline_section(report: Report) -> list[str]:
+    if not report.baseline:
+        return []
+    moved = [c for c in report.cases if c.baseline_delta not in (None, Delta.SAME)]
+    rows = "".join(f"<tr><td><code>{html_cell(c.where)}</code></td><td><code>{html_cell(c.case)}</code></td>"
+                   f"<td>{html_cell(c.baseline_outcome or '-')}</td><td>{html_cell(c.outcome)}</td>"
+                   f'<td class="delta d-{c.baseline_delta}">{html_cell(c.baseline_delta or "")}</td></tr>'
+                   for c in moved)
+    table = (f'<table class="baseline"><thead><tr><th>cell</th><th>case</th><th>baseline</th><th>now</th>'
+             f"<th>delta</th></tr></thead><tbody>{rows}</tbody></table>") if moved else "<p>none</p>"
+    return ['<section id="baseline">', f"<h2>Since the baseline ({len(moved)})</h2>", table, "</section>"]
+
+
+def notes_section(report: Report) -> list[str]:
+    notes = report_notes.notes(report)
+    if not notes:
+        return []
+    # Each note's text starts a line of its own: the page source reads as the text report does.
+    return ['<section id="notes">', "<h2>Notes</h2>", '<ul class="notes">',
+            *items(notes), "</ul>", "</section>"]
+
+
+def items(lines: Iterable[str]) -> list[str]:
+    return [part for line in lines for part in ("<li>", f"- {html_cell(line)}</li>")]

@@ -1,0 +1,180 @@
+"""The report model as the versioned report JSON of docs/contracts.md: the one place it becomes
+dicts. Enums are written as their values; a field is added here and in the docs together."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+from collections.abc import Callable, Iterator
+from dataclasses import asdict
+from json import encoder as json_encoder
+from typing import Any
+
+from convmatrix.report.model import REPORT_SCHEMA, CaseRow, CellRow, Report, Rerun
+from convmatrix.results.outcomes import Delta, Outcome
+
+
+def _no_default(value: object) -> Any:
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+def row_encoder() -> Callable[[Any], str]:
+    """json.dumps with its defaults, one value at a time. dumps() makes a new C encoder for every
+    call, half the cost of a small row, so one is made here and kept; without cycle checks, as a
+    row holds none. Only where it writes exactly what dumps() does (the C module is optional
+    and its constructor is not public API): else dumps() itself."""
+    make = getattr(json_encoder, "c_make_encoder", None)  # None without the C module
+    if make is None:
+        return json.dumps
+    try:
+        encode = make(None, _no_default, json_encoder.encode_basestring_ascii, None, ": ", ", ", False, False, True)
+
+        def one(value: Any) -> str:
+            return "".join(encode(value, 0))
+
+        probe = {"a": [1, 2.5, None, True, "\u00e9\n"], "b": {"c": float("inf")}}
+        if one(probe) == json.dumps(probe):
+            return one
+    except (TypeError, ValueError):
+        pass
+    return json.dumps
+
+
+_encode = row_encoder()
+
+
+def fields(report: Report) -> list[tuple[str, Any]]:
+    """The top-level fields in order; cells and cases as iterators of their rows' JSON text, made
+    one at a time."""
+    return [
+        ("schema", REPORT_SCHEMA),
+        ("control", {
+            "cell": report.control,
+            "per_gpu": {key: {"healthy": h.healthy, "reason": h.reason} for key, h in report.health.items()},
+        }),
+        ("cells", (_encode(cell_json(cell, report.baseline)) for cell in report.cells)),
+        ("cases", (case_line(case, report.baseline) for case in report.cases)),
+        ("notes", list(report.notes)),
+    ]
+
+
+def dumps(report: Report) -> str:
+    return "".join(chunks(report))
+
+
+def chunks(report: Report, rows_per_chunk: int = 2000) -> Iterator[str]:
+    """The report JSON as text, in pieces to write as they come: each top-level field on a line
+    of its own, and so each cell and each case. As readable and diffable as `indent=2`, whose
+    pure-Python encoder took eight seconds over a fleet's 200,000 cases; a row at a time (by
+    json's C encoder, or case_line) they take a fraction of one. In pieces, so that a fleet's
+    report (70 MB) is never held whole, let alone copied on its way to disk."""
+    yield "{"
+    for index, (key, value) in enumerate(fields(report)):
+        yield f"{',' if index else ''}\n  {json.dumps(key)}: "
+        if not isinstance(value, Iterator):
+            yield json.dumps(value)
+            continue
+        first = True
+        while batch := list(itertools.islice(value, rows_per_chunk)):
+            yield ("[\n    " if first else ",\n    ") + ",\n    ".join(batch)
+            first = False
+        yield "[]" if first else "\n  ]"
+    yield "\n}\n"
+
+
+def cell_json(cell: CellRow, baseline: bool) -> dict[str, Any]:
+    data = {
+        "cell": cell.cell,
+        "gpu": asdict(cell.gpu),
+        "lane": cell.lane,
+        "path": cell.path,
+        "stack": dict(cell.stack),
+        "observed": dict(cell.observed),
+        "stack_mismatch": cell.stack_mismatch,
+        "mismatches": list(cell.mismatches),
+        "problems": list(cell.problems),
+        "counts": dict(cell.counts),
+        "signature": cell.signature,
+        "warning_signature": cell.warning_signature,
+        "first_cause": asdict(cell.first_cause) if cell.first_cause else None,
+        "regressions": cell.regressions,
+        "slowdown": cell.slowdown,
+        "fingerprint_changed": cell.fingerprint_changed,
+        "fixed": cell.fixed,
+        "verdict": str(cell.verdict),
+    }
+    if baseline:
+        data["baseline_regressions"] = cell.baseline_regressions
+    return data
+
+
+def case_json(case: CaseRow, baseline: bool) -> dict[str, Any]:
+    """A case row as the contract's object (case_line writes the same as JSON text)."""
+    # Outcomes and deltas are str enums: json writes them as their values, no str() needed.
+    data = {
+        "cell": case.cell,
+        "gpu": case.gpu,
+        "case": case.case,
+        "knobs": dict(case.knobs),
+        "outcome": case.outcome,
+        "family": case.family,
+        "message": case.message,
+        "warnings": list(case.warnings),
+        "control_outcome": case.control_outcome,
+        "delta": case.delta,
+        "evidence": case.evidence,
+        "blocking": rerun_json(case.blocking) if case.blocking else None,
+        "forward_ms": case.forward_ms,
+        "slowdown": case.slowdown,
+        "fingerprint_changed": case.fingerprint_changed,
+    }
+    if baseline:
+        data.update(baseline_outcome=case.baseline_outcome, baseline_delta=case.baseline_delta)
+    return data
+
+
+def rerun_json(rerun: Rerun) -> dict[str, Any]:
+    return {**asdict(rerun), "outcome": str(rerun.outcome)}
+
+
+_CASE_KEYS = ("cell", "gpu", "case", "knobs", "outcome", "family", "message", "warnings", "control_outcome",
+              "delta", "evidence", "blocking", "forward_ms", "slowdown", "fingerprint_changed")
+_CASE_LINE = "{" + ", ".join(f"{json.dumps(key)}: %s" for key in _CASE_KEYS) + "}"
+_BASELINE_TAIL = ', "baseline_outcome": %s, "baseline_delta": %s}'
+
+
+def case_line(case: CaseRow, baseline: bool) -> str:
+    """_encode(case_json(case, baseline)), the same text, written without the dict: the keys
+    are in _CASE_LINE once and each value is written by the cheapest exact means, which halves
+    the cost of a fleet's 200,000 rows. test_render holds the two equal, field by field."""
+    family, message, evidence = case.family, case.message, case.evidence
+    line = _CASE_LINE % (
+        _string(case.cell), _string(case.gpu), _string(case.case),
+        _encode(dict(case.knobs)) if case.knobs else "{}",
+        _CONSTANT[case.outcome],
+        "null" if family is None else _string(family),
+        "null" if message is None else _string(message),
+        _encode(list(case.warnings)) if case.warnings else "[]",
+        _CONSTANT[case.control_outcome], _CONSTANT[case.delta],
+        "null" if evidence is None else _string(evidence),
+        _encode(rerun_json(case.blocking)) if case.blocking else "null",
+        _number(case.forward_ms), _number(case.slowdown),
+        _CONSTANT[case.fingerprint_changed],
+    )
+    if baseline:
+        line = line[:-1] + _BASELINE_TAIL % (_CONSTANT[case.baseline_outcome], _CONSTANT[case.baseline_delta])
+    return line
+
+
+_string = json_encoder.encode_basestring_ascii  # a JSON string as json.dumps writes it (ensure_ascii)
+# The values a row holds from a small set, written once: null, the flags and every enum member.
+_CONSTANT: dict[object, str] = {None: "null", True: "true", False: "false",
+                                **{member: _string(member) for kind in (Outcome, Delta) for member in kind}}
+
+
+def _number(value: float | None) -> str:
+    # repr is what json writes for a finite float; nan, infinity and anything else go to json itself
+    if value is None:
+        return "null"
+    return repr(value) if type(value) is float and math.isfinite(value) else _encode(value)

@@ -1,0 +1,214 @@
+"""The report as typed data, built from cell results: every cell and case compared with the
+control on the same GPU. The renderers read it; report_json turns it into the versioned report
+JSON of docs/contracts.md, the only place it becomes dicts."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from convmatrix.report import verdicts
+from convmatrix.results import families as classify
+from convmatrix.results import rundir
+from convmatrix.results.outcomes import Delta, Outcome, Verdict
+from convmatrix.results.read import Case, CellResult, Loaded
+from convmatrix.triage import scan
+
+REPORT_SCHEMA = 1
+OBSERVED_KEYS = ("torch", "cuda", "cudnn", "cudnn_error", "python", "driver", "device", "hostname", "image_id")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Rerun:
+    """A case's CUDA_LAUNCH_BLOCKING=1 re-run."""
+
+    outcome: Outcome
+    family: str | None
+    message: str | None
+
+
+# A fleet's report holds 200,000 of these: slots, not frozen, not keyword-only, for the reasons
+# results.Case gives. case_rows passes the fields in order; every other caller names them.
+@dataclass(slots=True)
+class CaseRow:
+    cell: str
+    gpu: str  # the GPU key
+    case: str
+    knobs: Mapping[str, Any]
+    outcome: Outcome
+    family: str | None
+    message: str | None
+    warnings: tuple[str, ...]  # families of the warnings a case raised (a passing case keeps them)
+    control_outcome: Outcome | None
+    delta: Delta | None  # None on the control itself, or with no control to compare with
+    evidence: str | None = None
+    blocking: Rerun | None = None
+    forward_ms: float | None = None
+    slowdown: float | None = None
+    fingerprint_changed: bool | None = None
+    baseline_outcome: Outcome | None = None  # with --baseline: the same case in the earlier run
+    baseline_delta: Delta | None = None
+
+    @property
+    def where(self) -> str:
+        return f"{self.cell}@{self.gpu}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class GpuInfo:
+    key: str
+    name: str
+    capability: str | None
+    generation: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class FirstCause:
+    """What triage makes of a failing cell's log.txt."""
+
+    log: str
+    family: str
+    line: int | None
+    rank: int | None
+    fatal: bool
+
+
+@dataclass(frozen=True, kw_only=True)
+class CellRow:
+    cell: str
+    gpu: GpuInfo
+    lane: str
+    path: str
+    stack: Mapping[str, Any]  # what the cell requested
+    observed: Mapping[str, Any]  # what the suite saw (env.json)
+    mismatches: tuple[str, ...]
+    problems: tuple[str, ...]
+    counts: Mapping[str, int]  # outcome or family -> cases
+    signature: bool
+    warning_signature: bool
+    first_cause: FirstCause | None
+    regressions: int
+    fixed: int
+    slowdown: float | None
+    fingerprint_changed: int
+    verdict: Verdict
+    baseline_regressions: int | None = None
+
+    @property
+    def where(self) -> str:
+        return f"{self.cell}@{self.gpu.key}"
+
+    @property
+    def stack_mismatch(self) -> bool:
+        return bool(self.mismatches)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Report:
+    control: str | None
+    health: Mapping[str, verdicts.Health]  # per GPU key; empty without a control
+    cells: tuple[CellRow, ...]
+    cases: tuple[CaseRow, ...]
+    notes: tuple[str, ...] = ()  # what the reader should know of the inputs (a duplicate dropped)
+    baseline: bool = False
+
+
+def build(results: Sequence[CellResult], control: str | None, notes: Sequence[str] = ()) -> Report:
+    by_gpu = {r.gpu_key: r for r in results if r.cell == control}
+    gpu_keys = sorted({r.gpu_key for r in results})
+    # Without a control there is nothing to be healthy or not: every verdict is no-control.
+    health = {key: verdicts.health(by_gpu.get(key)) for key in gpu_keys} if control else {}
+    cells, cases = [], []
+    for result in sorted(results, key=lambda r: (r.cell != control, r.cell, r.gpu_key)):
+        rows = case_rows(result, by_gpu.get(result.gpu_key), control)
+        cases += rows
+        cells.append(cell_row(result, rows, control, health.get(result.gpu_key)))
+    return Report(control=control, health=health, cells=tuple(cells), cases=tuple(cases), notes=tuple(notes))
+
+
+def case_rows(result: CellResult, control: CellResult | None, control_id: str | None) -> list[CaseRow]:
+    judged = control is not None and result.cell != control_id
+    against = control.cases if control is not None else {}
+    cell, gpu, blocking = result.cell, result.gpu_key, result.blocking
+    rows = []
+    for name, case in sorted(result.cases.items()):
+        base = against.get(name)
+        rows.append(CaseRow(  # in field order: see CaseRow
+            cell, gpu, name, case.knobs, case.outcome, case.family, case.message, case.warnings,
+            base.outcome if base else None,  # control_outcome
+            verdicts.delta(base, case) if judged else None,
+            case.evidence,
+            rerun(blocking.get(name)) if blocking else None,
+            case.forward_ms,
+            verdicts.slowdown(base, case),
+            verdicts.fingerprint_changed(base, case),
+        ))
+    if judged and control is not None:
+        # A set difference first: most cells ran every case, and sorting the control's cases
+        # for each of a fleet's cells to find none would cost a tenth of the build.
+        rows += [missing_row(result, name, control.cases[name])
+                 for name in sorted(control.cases.keys() - result.cases.keys())]
+    return rows
+
+
+def missing_row(result: CellResult, name: str, control: Case) -> CaseRow:
+    """A case the control ran and this cell did not: never a pass by omission."""
+    return CaseRow(cell=result.cell, gpu=result.gpu_key, case=name, knobs={}, outcome=Outcome.MISSING,
+                   family=None, message="the control ran this case; this cell has no result for it",
+                   warnings=(), control_outcome=control.outcome, delta=Delta.MISSING)
+
+
+def rerun(case: Case | None) -> Rerun | None:
+    return None if case is None else Rerun(outcome=case.outcome, family=case.family, message=case.message)
+
+
+def cell_row(result: CellResult, cases: list[CaseRow], control: str | None, health: verdicts.Health | None) -> CellRow:
+    deltas = [c.delta for c in cases if c.delta]
+    return CellRow(
+        cell=result.cell,
+        gpu=GpuInfo(key=result.gpu_key, name=str(result.gpu.get("name")), capability=result.gpu.get("capability"),
+                    generation=str(result.gpu.get("generation"))),
+        lane=result.lane,
+        path=str(result.path),
+        stack=result.requested,
+        observed={k: result.observed.get(k) for k in OBSERVED_KEYS if k in result.observed},
+        mismatches=result.stack_mismatch,
+        problems=result.problems,
+        counts=dict(sorted(Counter(c.family or str(c.outcome) for c in cases).items())),
+        signature=any(c.family == classify.SIGNATURE for c in cases),
+        warning_signature=any(classify.SIGNATURE in c.warnings for c in cases),
+        first_cause=first_cause(result, cases),
+        regressions=deltas.count(Delta.REGRESSION),
+        fixed=deltas.count(Delta.FIXED),
+        slowdown=verdicts.typical_slowdown([c.slowdown for c in cases]),
+        fingerprint_changed=sum(1 for c in cases if c.fingerprint_changed),
+        verdict=verdicts.cell_verdict(result, deltas, control, health),
+    )
+
+
+def first_cause(result: CellResult, cases: list[CaseRow]) -> FirstCause | None:
+    """What triage makes of a failing cell's log.txt: the first failure, its line and rank."""
+    log = result.path / rundir.LOG
+    if not any(c.outcome.failing for c in cases) or not log.is_file():
+        return None
+    found = scan.scan_path(str(log), context=0)
+    if found["family"] is None:
+        return None
+    return FirstCause(log=str(log), family=found["family"], line=found["line"], rank=found["rank"],
+                      fatal=bool(found["fatal"]))
+
+
+def with_baseline(report: Report, baseline: Loaded) -> Report:
+    """Each case also against the same cell@gpu in an earlier run (say, last night's)."""
+    earlier = {(r.cell, r.gpu_key): r for r in baseline.results}
+    cases = []
+    for case in report.cases:
+        old = earlier.get((case.cell, case.gpu))
+        before = old.cases.get(case.case) if old else None
+        cases.append(replace(case, baseline_outcome=before.outcome if before else None,
+                             baseline_delta=verdicts.delta(before, case) if old else None))
+    regressed = Counter(c.where for c in cases if c.baseline_delta == Delta.REGRESSION)
+    cells = tuple(replace(cell, baseline_regressions=regressed[cell.where]) for cell in report.cells)
+    return replace(report, cases=tuple(cases), cells=cells, baseline=True)

@@ -1,0 +1,75 @@
+"""The report's notes: what a reader should know beside the grid and the case table (inputs
+dropped, unhealthy controls, mismatches, warnings the run survived, first causes, evidence files,
+blocking re-runs, slower stacks, numeric drift), as plain lines that each format escapes."""
+
+from __future__ import annotations
+
+import os
+
+from convmatrix.report.grid import SLOWER
+from convmatrix.report.model import Report
+from convmatrix.results.outcomes import Outcome, Verdict
+
+
+def notes(report: Report) -> list[str]:
+    lines = list(report.notes)  # what the loader decided, say, one of two results for a cell@gpu dropped
+    for key, health in report.health.items():
+        if not health.healthy:
+            lines.append(f"CONTROL UNHEALTHY on {key}: {health.reason}: no verdicts on this GPU")
+    for cell in report.cells:
+        lines += [f"{cell.where}: stack mismatch: {m}" for m in cell.mismatches]
+        if cell.verdict != Verdict.CONTROL:
+            lines += [f"{cell.where}: {p}" for p in cell.problems]
+    warned: dict[str, list[str]] = {}
+    for case in report.cases:
+        if case.outcome == Outcome.PASS and case.warnings:
+            warned.setdefault(case.where, []).append(case.case)
+    for where, cases in sorted(warned.items()):
+        lines.append(
+            f"{where}: {len(cases)} passing case(s) warned of a cuDNN failure the run survived "
+            f"(warning only, not a failure): {', '.join(cases[:5])}"
+            + (f" and {len(cases) - 5} more" if len(cases) > 5 else "")
+        )
+    return lines + cause_notes(report) + case_notes(report) + drift_notes(report)
+
+
+def case_notes(report: Report) -> list[str]:
+    """Where to look for each failing case: its evidence file and its blocking re-run."""
+    lines = []
+    evidence: dict[str, list[str]] = {}
+    for case in report.cases:
+        if case.evidence:
+            evidence.setdefault(case.where, []).append(case.evidence)
+    for where, files in evidence.items():
+        folder = os.path.dirname(files[0])
+        lines.append(f"{where}: evidence for {len(files)} failing case(s), each its first occurrence in the log "
+                     f"with 100 lines before: {folder}/<case>.txt")
+    for case in report.cases:
+        if case.blocking:
+            first = (case.blocking.message or "").strip().splitlines()[:1]
+            lines.append(f"{case.where} {case.case}: under CUDA_LAUNCH_BLOCKING=1: {case.blocking.outcome} "
+                         f"{case.blocking.family or ''} {first[0] if first else ''}".rstrip())
+    return lines
+
+
+def cause_notes(report: Report) -> list[str]:
+    """triage's first cause in each failing cell's log.txt."""
+    lines = []
+    for cell in report.cells:
+        cause = cell.first_cause
+        if cause:
+            rank = f" (rank {cause.rank})" if cause.rank is not None else ""
+            lines.append(f"{cell.where}: first failure in the log: {cause.family} at {cause.log}:{cause.line}{rank}")
+    return lines
+
+
+def drift_notes(report: Report) -> list[str]:
+    """Stacks that got slower than the control, and outputs that changed beyond rounding."""
+    lines = []
+    for cell in report.cells:
+        if (cell.slowdown or 0) >= SLOWER:
+            lines.append(f"{cell.where}: convolutions ran ×{cell.slowdown:.2f} the control's time (geometric mean)")
+        if cell.fingerprint_changed:
+            lines.append(f"{cell.where}: {cell.fingerprint_changed} case(s) computed a different output "
+                         f"fingerprint than the control (numeric drift within tolerance)")
+    return lines

@@ -1,0 +1,91 @@
+"""Report renderers, one entry (render) for every format, all from the typed report model
+(report_model.Report): text (render_text), markdown (render_markdown), html (render_html), json
+(report_json), junit (here). Every string of a report passes through its format's helper in
+escape.py, so the output stays well-formed for its consumer whatever a message holds."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from xml.etree import ElementTree as ET
+
+from convmatrix.escape import one_line, xml_text
+from convmatrix.report import json as report_json
+from convmatrix.report.model import Report
+from convmatrix.results.outcomes import Outcome
+
+FORMATS = ("text", "markdown", "html", "json", "junit")
+
+
+def render(report: Report, fmt: str, *, color: bool = False) -> str:
+    """The report in one format; color (ANSI) applies to text only, and only when asked for."""
+    renderers: dict[str, Callable[[Report], str]] = {
+        "text": lambda r: text(r, color=color),
+        "markdown": markdown,
+        "html": html,
+        "json": report_json.dumps,
+        "junit": junit,
+    }
+    return renderers[fmt](report)
+
+
+# The text, markdown and html renderers are imported when their format is asked for: a fleet's
+# json report need not wait for their imports (html's alone take 30 ms).
+def text(report: Report, *, color: bool) -> str:
+    from convmatrix.report import text as render_text
+
+    return render_text.render(report, color=color)
+
+
+def markdown(report: Report) -> str:
+    from convmatrix.report import markdown as render_markdown
+
+    return render_markdown.render(report)
+
+
+def html(report: Report) -> str:
+    from convmatrix.report import html as render_html
+
+    return render_html.render(report)
+
+
+def stream(report: Report, fmt: str, *, color: bool = False) -> Iterator[str]:
+    """The report in pieces, to write as they are made: json, whose fleet reports run to tens of
+    megabytes, in a piece per batch of rows; the other formats whole."""
+    if fmt == "json":
+        yield from report_json.chunks(report)
+    else:
+        yield render(report, fmt, color=color)
+
+
+def junit(report: Report) -> str:
+    """One testsuite per cell@gpu, one testcase per case: CI systems show failures natively.
+
+    ElementTree escapes markup and quotes but writes control characters as they are, which is not
+    well-formed XML (a CI system then drops the whole report): every string goes through xml_text
+    (messages, keeping their lines) or one_line (names)."""
+    root = ET.Element("testsuites", name="convmatrix")
+    by_cell: dict[str, ET.Element] = {}
+    for case in report.cases:
+        name = one_line(case.where)
+        suite = by_cell.get(name)
+        if suite is None:
+            suite = by_cell[name] = ET.SubElement(root, "testsuite", name=name)
+        element = ET.SubElement(suite, "testcase", classname=name, name=one_line(case.case))
+        if case.outcome == Outcome.SKIP:
+            ET.SubElement(element, "skipped", message=xml_text(case.message or ""))
+        elif case.outcome != Outcome.PASS:
+            failure = ET.SubElement(
+                element,
+                "failure",
+                type=one_line(case.family or case.outcome),
+                message=one_line(f"{case.delta or ''} {case.family or case.outcome}".strip()),
+            )
+            failure.text = xml_text(case.message or "")
+    for suite in by_cell.values():
+        tests = list(suite)
+        suite.set("tests", str(len(tests)))
+        suite.set("failures", str(sum(1 for t in tests if t.find("failure") is not None)))
+        suite.set("skipped", str(sum(1 for t in tests if t.find("skipped") is not None)))
+    return ET.tostring(root, encoding="unicode") + "\n"
+
+

@@ -1,0 +1,168 @@
+"""The text report for a terminal or a CI log: the grid (stacks as rows, GPU generations as
+columns, within 120 columns: more generations than fit are shown as further grids), its legend
+once, the cells worth a look in words, the failing or changed cases, the notes. ANSI colour only
+when the caller asks for it (cli.color_wanted: a terminal, no NO_COLOR, no CI)."""
+
+from __future__ import annotations
+
+import textwrap
+
+from convmatrix.escape import one_line
+from convmatrix.report import grid as report_grid
+from convmatrix.report import notes as report_notes
+from convmatrix.report.cases import listed
+from convmatrix.report.grid import Column, Grid, Row
+from convmatrix.report.model import CellRow, Report
+from convmatrix.results.outcomes import Verdict
+
+WIDTH = 120
+LABEL_WIDTH = 34  # a sub-row's label when the GPU columns need the room; longer ones end in "…"
+LABEL_WIDTH_MAX = 60  # ... and when every column fits beside a longer one
+HEADER_WIDTH = 30
+GAP = "  "
+MESSAGE_WIDTH = 90
+MAX_CASES = 300  # the rest are in the html and json reports
+WORDS = {Verdict.CONTROL: "CTRL", Verdict.OK: "ok", Verdict.FIXED: "fixed", Verdict.REGRESSION: "REGR",
+         Verdict.INVALID: "INVALID", Verdict.NO_CONTROL: "no-ctl"}
+MEANINGS = {Verdict.CONTROL: "the control (its row marked *)", Verdict.OK: "ran as on the control",
+            Verdict.FIXED: "a case failing on the control passes", Verdict.REGRESSION: "a case regressed",
+            Verdict.INVALID: "incomplete or not comparable", Verdict.NO_CONTROL: "no control to compare with"}
+MARK_MEANINGS = {"S": "SIGNATURE: a case failed with CUDNN_STATUS_NOT_SUPPORTED",
+                 "w": "the signature in warnings only", "M": "stack mismatch",
+                 "T": "T1.6: convolutions took 1.6× the control's time", "B": "B2: 2 regressions since the baseline"}
+COLOURS = {Verdict.CONTROL: "1;34", Verdict.OK: "32", Verdict.FIXED: "36", Verdict.REGRESSION: "1;31",
+           Verdict.INVALID: "1;33", Verdict.NO_CONTROL: "2"}
+
+
+def render(report: Report, *, color: bool = False) -> str:
+    grid = report_grid.build(report)
+    control = report.control or "(none: pass --control CELL)"
+    short = report_grid.abbreviate(control) if report.control else control
+    title = f"convmatrix report: control {short}" + (f" ({control})" if short != control else "")
+    out = [one_line(title), ""]
+    out += grid_lines(grid, color) + legend(grid) + [""]
+    out += look_at(report)
+    out += case_table(report)
+    notes = report_notes.notes(report)
+    if notes:
+        out += ["Notes", ""] + [f"- {one_line(line)}" for line in notes]
+    return "\n".join(out).rstrip() + "\n"
+
+
+def entry(cell: CellRow) -> str:
+    """A grid cell: verdict, passed of all cases, the marks' codes (REGR 73/99 S T1.6)."""
+    tally = report_grid.tally(cell)
+    codes = " ".join(m.code for m in report_grid.marks(cell))
+    return f"{WORDS[cell.verdict]} {tally.passed}/{tally.total}" + (f" {codes}" if codes else "")
+
+
+def fit(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def paint(text: str, code: str, color: bool) -> str:
+    return f"\x1b[{code}m{text}\x1b[0m" if color else text
+
+
+def grid_lines(grid: Grid, color: bool) -> list[str]:
+    texts = {key: entry(cell) for key, cell in grid.entries.items()}
+    widths = {c.key: max([len(texts[k]) for k in texts if k[1] == c.key]
+                         + [len(h) for h in headers(c)]) for c in grid.columns}
+    limit = label_limit(widths)
+    labels = {row.cell: fit(one_line(row.label), limit - 2) for row in grid.rows}
+    label_width = max([len(v) for v in labels.values()] + [len("stack")]) + 2
+    out: list[str] = []
+    for chunk in chunks(grid.columns, widths, label_width):
+        if out:
+            out.append("")
+        out += grid_chunk(grid, chunk, widths, label_width, labels, texts, color)
+    return out
+
+
+def headers(column: Column) -> tuple[str, str]:
+    generation = "" if column.key == "cpu" else column.generation
+    return fit(one_line(generation), HEADER_WIDTH), fit(one_line(column.key), HEADER_WIDTH)
+
+
+def label_limit(widths: dict[str, int]) -> int:
+    """How wide a row label may be: up to LABEL_WIDTH_MAX when all the GPU columns still fit
+    beside it in WIDTH (a few GPUs: nothing cut), else LABEL_WIDTH (many GPUs: more columns)."""
+    columns = sum(len(GAP) + w for w in widths.values())
+    return max(LABEL_WIDTH, min(LABEL_WIDTH_MAX, WIDTH - columns))
+
+
+def chunks(columns: tuple[Column, ...], widths: dict[str, int], label_width: int) -> list[list[Column]]:
+    """Columns in runs that fit WIDTH beside the labels: each run is a grid of its own."""
+    runs: list[list[Column]] = [[]]
+    used = label_width
+    for column in columns:
+        need = len(GAP) + widths[column.key]
+        if runs[-1] and used + need > WIDTH:
+            runs.append([])
+            used = label_width
+        runs[-1].append(column)
+        used += need
+    return runs
+
+
+def grid_chunk(grid: Grid, columns: list[Column], widths: dict[str, int], label_width: int,
+               labels: dict[str, str], texts: dict[tuple[str, str], str], color: bool) -> list[str]:
+    def line(label: str, cells: list[str]) -> str:
+        return (label.ljust(label_width) + "".join(GAP + c for c in cells)).rstrip()
+
+    top = [headers(c)[0].ljust(widths[c.key]) for c in columns]
+    out = [line("", top)] if any(t.strip() for t in top) else []
+    out.append(line("stack", [headers(c)[1].ljust(widths[c.key]) for c in columns]))
+    out.append(line("-" * label_width, ["-" * widths[c.key] for c in columns]))
+    for group in grid.groups:
+        out.append(paint(fit(one_line(group.title), WIDTH), "1", color))
+        out += [row_line(grid, row, columns, widths, label_width, labels[row.cell], texts, color)
+                for row in group.rows]
+    return out
+
+
+def row_line(grid: Grid, row: Row, columns: list[Column], widths: dict[str, int], label_width: int,
+             label: str, texts: dict[tuple[str, str], str], color: bool) -> str:
+    parts = [("* " if row.control else "  ") + label.ljust(label_width - 2)]
+    for column in columns:
+        cell = grid.entry(row, column)
+        text = texts[(row.cell, column.key)] if cell else ""
+        # Painted, then padded: escape sequences never count as width, nor colour the gap.
+        padding = " " * (widths[column.key] - len(text))
+        parts.append((paint(text, COLOURS[cell.verdict], color) if cell else text) + padding)
+    return (parts[0] + "".join(GAP + p for p in parts[1:])).rstrip()
+
+
+def legend(grid: Grid) -> list[str]:
+    verdicts = [v for v in Verdict if any(c.verdict == v for c in grid.entries.values())]
+    codes = sorted({m.code[0] for c in grid.entries.values() for m in report_grid.marks(c)}, key="SwMTB".index)
+    parts = [f"{WORDS[v]} {MEANINGS[v]}" for v in verdicts] + ["n/m: n of m cases passed"]
+    parts += [MARK_MEANINGS[c] if c in "TB" else f"{c} {MARK_MEANINGS[c]}" for c in codes]
+    return textwrap.wrap("legend: " + "; ".join(parts), WIDTH, break_on_hyphens=False)
+
+
+def look_at(report: Report) -> list[str]:
+    """The cells that are not plainly fine, each in words: its verdict, counts and families."""
+    cells = [c for c in report.cells if c.verdict not in (Verdict.CONTROL, Verdict.OK) or report_grid.marks(c)]
+    if not cells:
+        return []
+    return ["Cells to look at", ""] + [f"- {one_line(c.where)}: {one_line(report_grid.summary(c))}"
+                                       for c in cells] + [""]
+
+
+def case_table(report: Report) -> list[str]:
+    cases = listed(report.cases)
+    out = [f"Failing or changed cases ({len(cases)})", ""]
+    if not cases:
+        return [*out, "none", ""]
+    rows = [[report_grid.abbreviate(c.cell), c.gpu, c.case, str(c.outcome), c.family or "", c.control_outcome or "",
+             c.delta or "", one_line(c.message or "")[:MESSAGE_WIDTH]] for c in cases[:MAX_CASES]]
+    from tabulate import tabulate  # here: it imports importlib.metadata, a tenth of the CLI's start-up
+
+    table = tabulate([[one_line(str(v)) for v in row] for row in rows],
+                     headers=["cell", "gpu", "case", "outcome", "family", "control", "delta", "message"],
+                     tablefmt="simple", disable_numparse=True)
+    out.append(table)
+    if len(cases) > MAX_CASES:
+        out.append(f"… and {len(cases) - MAX_CASES} more (the html and json reports list them all)")
+    return [*out, ""]

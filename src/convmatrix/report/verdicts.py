@@ -1,0 +1,160 @@
+"""The verdict policy, in one place (docs/contracts.md: Verdicts, Exit codes): control health,
+per-case deltas, cell verdicts, and what a report means for the exit status."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+from convmatrix.errors import BadInput, NotGreen, UnhealthyControl
+from convmatrix.results import families
+from convmatrix.results.outcomes import FAILING, Delta, Outcome, Verdict
+from convmatrix.results.read import CellResult
+
+if TYPE_CHECKING:
+    from convmatrix.report.model import Report
+
+FAIL_ON = ("regression", "signature", "never")
+
+
+class Judged(Protocol):
+    """A case's result as a delta needs it: a recorded case, or a report row."""
+
+    @property
+    def outcome(self) -> Outcome: ...
+
+    @property
+    def family(self) -> str | None: ...
+
+
+class Timed(Judged, Protocol):
+    @property
+    def forward_ms(self) -> float | None: ...
+
+
+class Printed(Judged, Protocol):
+    @property
+    def fingerprint(self) -> str | None: ...
+
+
+@dataclass(frozen=True, kw_only=True)
+class Health:
+    healthy: bool
+    reason: str | None
+    absent: bool = False  # no control result at all on this GPU (nothing to judge against)
+
+
+def control_id(results: Sequence[CellResult], given: str | None) -> str | None:
+    """--control wins; else the cell the matrix marked as control in its cell.json."""
+    if given:
+        if not any(r.cell == given for r in results):
+            raise BadInput(f"--control {given}: no results for that cell")
+        return given
+    marked = sorted({r.cell for r in results if r.marked_control})
+    if len(marked) > 1:
+        raise BadInput(f"several cells are marked control ({', '.join(marked)}): pick one with --control")
+    return marked[0] if marked else None
+
+
+def health(control: CellResult | None) -> Health:
+    """A control that did not complete, ran another stack, or hit the environment is unhealthy."""
+    if control is None:
+        return Health(healthy=False, reason="the control has no result on this GPU", absent=True)
+    if control.problems:
+        return Health(healthy=False, reason="; ".join(control.problems))
+    if control.stack_mismatch:
+        return Health(healthy=False, reason="stack mismatch: " + "; ".join(control.stack_mismatch))
+    infra = sorted(control.families() & families.INFRASTRUCTURE)
+    if infra:
+        return Health(healthy=False, reason=f"infrastructure failure on the control: {', '.join(infra)}")
+    if not control.cases:
+        return Health(healthy=False, reason="the control recorded no cases")
+    return Health(healthy=True, reason=None)
+
+
+def delta(control: Judged | None, case: Judged) -> Delta:
+    """One case against the control's (or an earlier run's) same case."""
+    if control is None:
+        return Delta.NEW
+    was_bad, is_bad = control.outcome in FAILING, case.outcome in FAILING  # .failing, without a property call
+    if was_bad and is_bad:
+        return Delta.SAME if control.family == case.family else Delta.REGRESSION
+    if is_bad:
+        return Delta.REGRESSION if control.outcome == Outcome.PASS else Delta.CHANGED
+    if was_bad:
+        return Delta.FIXED if case.outcome == Outcome.PASS else Delta.CHANGED
+    return Delta.SAME if control.outcome == case.outcome else Delta.CHANGED
+
+
+def slowdown(control: Timed | None, case: Timed) -> float | None:
+    """How many times slower than on the control this case's conv ran (both must have passed)."""
+    if control is None or control.outcome != Outcome.PASS or case.outcome != Outcome.PASS:
+        return None
+    if not control.forward_ms or case.forward_ms is None:
+        return None
+    return round(case.forward_ms / control.forward_ms, 3)
+
+
+def typical_slowdown(ratios: Sequence[float | None]) -> float | None:
+    """The geometric mean of a cell's per-case slowdowns: one slow outlier does not make a stack slow."""
+    known = [r for r in ratios if r]
+    if not known:
+        return None
+    return round(math.exp(sum(math.log(r) for r in known) / len(known)), 3)
+
+
+def fingerprint_changed(control: Printed | None, case: Printed) -> bool | None:
+    """Whether the output differs from the control's beyond rounding (None: nothing to compare)."""
+    if control is None or control.fingerprint is None or case.fingerprint is None:
+        return None
+    return control.fingerprint != case.fingerprint
+
+
+def cell_verdict(result: CellResult, deltas: Sequence[Delta], control: str | None, health: Health | None) -> Verdict:
+    if result.cell == control:
+        return Verdict.CONTROL
+    if result.problems or not result.cases or result.stack_mismatch:
+        # It did not complete, never ran cases, or ran another stack than requested: whatever it
+        # recorded covers less than it claims, so it can be neither green nor compared.
+        return Verdict.INVALID
+    if control is None or health is None:
+        return Verdict.NO_CONTROL
+    if not health.healthy:
+        # No verdicts from a sick (or absent) control: say which.
+        return Verdict.NO_CONTROL if health.absent else Verdict.INVALID
+    return verdict(deltas)
+
+
+def verdict(deltas: Sequence[Delta]) -> Verdict:
+    """A candidate's verdict from its case deltas: a regression outweighs all; a case the
+    control ran and the candidate did not makes it invalid, never ok."""
+    if Delta.REGRESSION in deltas:
+        return Verdict.REGRESSION
+    if Delta.MISSING in deltas:
+        return Verdict.INVALID
+    if Delta.FIXED in deltas:
+        return Verdict.FIXED
+    return Verdict.OK
+
+
+def judge(report: Report, fail_on: str) -> None:
+    """The report's verdict as an exit: UnhealthyControl (3) where a sick control has candidates,
+    NotGreen (1) for an INVALID cell or what --fail-on names; nothing when it is green."""
+    judged = {c.gpu.key for c in report.cells if c.verdict != Verdict.CONTROL}
+    sick = sorted(key for key, h in report.health.items() if not h.healthy and key in judged)
+    if report.control and sick:
+        raise UnhealthyControl("\n".join(f"control unhealthy on {key}: {report.health[key].reason}" for key in sick))
+    if fail_on == "never":
+        return
+    invalid = [c.where for c in report.cells if c.verdict == Verdict.INVALID]
+    if invalid:
+        # Not green: these cells did not run every case they cover, so nothing clears them.
+        raise NotGreen(f"{len(invalid)} cell(s) INVALID: {', '.join(invalid[:5])}")
+    regressed = [c.where for c in report.cells if c.verdict == Verdict.REGRESSION or c.baseline_regressions]
+    if fail_on == "regression" and regressed:
+        raise NotGreen(f"{len(regressed)} cell(s) regressed: {', '.join(regressed[:5])}")
+    signature = [c.where for c in report.cells if c.signature]
+    if fail_on == "signature" and signature:
+        raise NotGreen(f"{len(signature)} cell(s) hit the signature: {', '.join(signature[:5])}")

@@ -1,0 +1,313 @@
+"""Reading results directories (env.json, results.jsonl, cell.json) into classified cell results."""
+
+from __future__ import annotations
+
+import datetime
+import json
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from convmatrix.gpus import CPU_KEY, gpu_key
+from convmatrix.matrix import stacks
+from convmatrix.results import families as classify
+from convmatrix.results import rundir, stackcheck
+from convmatrix.results.outcomes import OF_STATUS, Outcome
+from convmatrix.results.rundir import records
+
+SCHEMA = records.SCHEMA
+# cell.json, the harness's own record: field -> JSON types (rundir writes it).
+CELL_FIELDS: dict[str, tuple[type, ...]] = {
+    "schema": (int,), "cell": (str,), "lane": (str,), "requested": (dict,), "expected": (dict,),
+    "control": (bool,), "gpu_key": (str,), "gpu": (dict, type(None)), "python": (str,),
+    "started": (str,), "ended": (str,), "exit_code": (int, type(None)), "error": (str, type(None)),
+    "evidence": (dict,), "matrix": (str,), "observed": (dict,), "knobs": (str,),
+}
+EPOCH = datetime.datetime.min.replace(tzinfo=datetime.UTC)
+
+
+# A fleet's report reads 200,000 of these, so they are made as cheaply as Python allows: slots;
+# not frozen (a frozen __init__ sets each field through object.__setattr__, three times the
+# cost); not keyword-only, as a call with keywords costs three times one without (each keyword
+# is matched by name). check_line, the one place that makes them by the thousand, passes the
+# fields in order; every other caller names them. Nothing changes a Case once made.
+@dataclass(slots=True)
+class Case:
+    case: str
+    outcome: Outcome
+    family: str | None
+    message: str | None
+    knobs: dict[str, Any]
+    warnings: tuple[str, ...]  # families seen in the case's warnings (a passing case keeps them)
+    forward_ms: float | None = None  # device time of the conv (timing.forward_ms), for slowdowns
+    fingerprint: str | None = None  # a digest of the rounded output (fingerprint.sha), for drift
+    evidence: str | None = None  # evidence/<case>.txt beside the results, when the harness saved one
+    params: dict[str, Any] = field(default_factory=dict)  # the case's catalog fields (prove compares them)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CellResult:
+    cell: str
+    gpu_key: str
+    gpu: dict[str, Any]
+    lane: str
+    path: Path
+    requested: dict[str, Any] = field(default_factory=dict)
+    observed: dict[str, Any] = field(default_factory=dict)
+    marked_control: bool = False
+    cases: dict[str, Case] = field(default_factory=dict)
+    problems: tuple[str, ...] = ()  # why the run did not complete cleanly
+    stack_mismatch: tuple[str, ...] = ()
+    blocking: dict[str, Case] = field(default_factory=dict)  # the CUDA_LAUNCH_BLOCKING=1 re-run
+    ended: datetime.datetime = EPOCH  # when the run ended (EPOCH: it did not), to pick the newest
+
+    def families(self) -> set[str]:
+        return {c.family for c in self.cases.values() if c.family}
+
+
+@dataclass(kw_only=True)
+class Loaded:
+    results: list[CellResult] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)  # bad input: one line each, file and field
+    notes: list[str] = field(default_factory=list)  # what the loader decided for the reader (duplicates)
+
+
+def load(paths: Iterable[str | Path]) -> Loaded:
+    loaded = Loaded()
+    found: list[CellResult] = []
+    for raw in paths:
+        path = Path(raw)
+        dirs = result_dirs(path)
+        if not dirs:
+            loaded.errors.append(f"{path}: no results here (expected a run directory or a cell results directory)")
+        for directory in dirs:
+            result = load_dir(directory, loaded.errors)
+            if result is not None:
+                found.append(result)
+    loaded.results = newest_per_cell(found, loaded.notes)
+    return loaded
+
+
+def newest_per_cell(found: list[CellResult], notes: list[str]) -> list[CellResult]:
+    """One result per cell@gpu: the one that ended last; the others are named in the notes
+    (the same run given twice, or two runners' copies of one cell)."""
+    groups: dict[tuple[str, str], list[CellResult]] = {}
+    for result in found:
+        groups.setdefault((result.cell, result.gpu_key), []).append(result)
+    kept = []
+    for (cell, key), group in groups.items():
+        newest = max(group, key=lambda r: r.ended)  # max keeps the first of equals: the order given
+        kept.append(newest)
+        for other in group:
+            if other is not newest:
+                notes.append(f"{cell}@{key}: two results; kept {newest.path} (ended {stamp(newest)}), "
+                             f"dropped {other.path} (ended {stamp(other)})")
+    return kept
+
+
+def stamp(result: CellResult) -> str:
+    return "never" if result.ended == EPOCH else result.ended.isoformat(timespec="seconds")
+
+
+def result_dirs(path: Path) -> list[Path]:
+    if not path.is_dir():
+        return []
+    if is_result_dir(path):
+        return [path]
+    return sorted(p for p in path.iterdir() if p.is_dir() and is_result_dir(p) and not superseded(p))
+
+
+def superseded(path: Path) -> bool:
+    """A partial directory beside the result it was to replace (a rerun killed with the
+    harness): the earlier result stands. One with nothing beside it is an interrupted cell."""
+    return path.name.endswith(".old") or (rundir.is_staging(path) and rundir.final_dir(path).exists())
+
+
+def is_result_dir(path: Path) -> bool:
+    return any((path / name).exists() for name in (rundir.ENV_JSON, rundir.RESULTS, rundir.CELL_JSON))
+
+
+def read_record(path: Path, errors: list[str], check: Callable[[dict[str, Any]], list[str]]) -> dict[str, Any] | None:
+    """cell.json or env.json checked field by field: {} when absent, None (with one line per
+    problem in errors) when unusable."""
+    before = len(errors)
+    data = rundir.load_object(path, errors)
+    if data is None:
+        return {}
+    if len(errors) > before:
+        return None
+    if data.get("schema") != SCHEMA:
+        errors.append(f"{path}: schema {data.get('schema')!r}, this convmatrix reads schema {SCHEMA}")
+        return None
+    problems = check(data)
+    errors += [f"{path}: {problem}" for problem in problems]
+    return None if problems else data
+
+
+def cell_problems(meta: dict[str, Any]) -> list[str]:
+    problems: list[str] = records.type_problems(meta, CELL_FIELDS)
+    return problems
+
+
+def load_dir(directory: Path, errors: list[str]) -> CellResult | None:
+    meta = read_record(directory / rundir.CELL_JSON, errors, cell_problems)
+    env = read_record(directory / rundir.ENV_JSON, errors, records.env_problems)
+    if meta is None or env is None:
+        return None
+    name = rundir.final_dir(directory).name
+    key, gpu = gpu_of(name, meta, env)
+    before = len(errors)
+    cases = with_evidence(read_cases(directory / rundir.RESULTS, errors), directory, meta)
+    blocking = read_cases(directory / rundir.BLOCKING / rundir.RESULTS, errors)
+    problems = completion_problems(meta, env)
+    if rundir.is_staging(directory):
+        problems.insert(0, "interrupted: the harness never finished this cell (a .partial directory)")
+    if len(errors) > before:
+        problems.append("some of its results could not be read (see the errors)")
+    return CellResult(
+        cell=meta.get("cell") or env.get("cell_id") or name.split("@")[0],
+        gpu_key=key,
+        gpu=gpu,
+        path=directory,
+        lane=meta.get("lane") or env.get("lane") or "direct",
+        requested=meta.get("requested", {}),
+        observed=env,
+        marked_control=bool(meta.get("control")),
+        ended=records.parse_time(env.get("ended")) or records.parse_time(meta.get("ended")) or EPOCH,
+        cases=cases,
+        blocking=blocking,
+        problems=tuple(problems),
+        stack_mismatch=tuple(stackcheck.mismatches(meta.get("expected", {}), env)) if env else (),
+    )
+
+
+def gpu_of(name: str, meta: dict[str, Any], env: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The GPU a result ran on: what the suite saw, else what the harness aimed it at."""
+    seen = env.get("gpus") or []
+    gpu = seen[0] if env.get("device") == "cuda" and seen else meta.get("gpu")
+    if not gpu:
+        return CPU_KEY, {"name": "cpu", "capability": None, "generation": "cpu"}
+    capability = str(gpu.get("capability") or "")
+    gpu_name = str(gpu.get("name") or "gpu")
+    key = meta.get("gpu_key") or (name.split("@")[1] if "@" in name else gpu_key(gpu_name, capability))
+    return key, {"name": gpu_name, "capability": capability, "generation": stacks.load().generation(capability)}
+
+
+def completion_problems(meta: dict[str, Any], env: dict[str, Any]) -> list[str]:
+    """Why a run cannot be taken as complete; [] only when every case it covers ran."""
+    problems = []
+    if meta.get("error"):
+        problems.append(str(meta["error"]))
+    if not env:
+        problems.append("the suite wrote no env.json (it never started)")
+    elif not env.get("ended"):
+        problems.append("the suite did not finish (env.json has no end time)")
+    code = meta.get("exit_code")
+    if meta and code is None and not meta.get("error"):
+        problems.append("the harness never recorded the suite's exit (cell.json has no exit code)")
+    if code not in (None, *rundir.PYTEST_EXIT_OK) and not meta.get("error"):
+        problems.append(f"the suite exited with status {code}")
+    if env.get("cudnn_error"):
+        problems.append(f"cuDNN unusable: {env['cudnn_error']}")
+    return problems
+
+
+def read_cases(path: Path, errors: list[str]) -> dict[str, Case]:
+    cases: dict[str, Case] = {}
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        return cases
+    except OSError as exc:
+        errors.append(f"{path}: unreadable ({exc.strerror or exc})")
+        return cases
+    for lineno, record in numbered(text):
+        case = check_line(record)
+        if isinstance(case, str):
+            errors.append(f"{path}:{lineno}: {case}")  # only here: 200,000 sound lines need no name
+        else:
+            cases[case.case] = case
+    return cases
+
+
+BAD_LINE = object()  # what numbered() gives for a line that is no JSON at all
+
+
+def numbered(text: str) -> Iterable[tuple[int, Any]]:
+    """Each non-blank line's number and its JSON value, or BAD_LINE. One json.loads of the whole
+    file as an array when every line holds one value (a report reads 200,000 lines: one call,
+    not one per line); line by line when that fails or the count differs (a corrupt or blank
+    line, or one holding two values)."""
+    body = text.strip()
+    try:
+        values = json.loads("[" + body.replace("\n", ",") + "]")
+    except ValueError:
+        values = None
+    if body and isinstance(values, list) and len(values) == body.count("\n") + 1:
+        return enumerate(values, text[:len(text) - len(text.lstrip())].count("\n") + 1)
+    return [(lineno, _loads(line)) for lineno, line in enumerate(text.split("\n"), 1) if line.strip()]
+
+
+def _loads(line: str) -> Any:
+    try:
+        return json.loads(line)
+    except ValueError:
+        return BAD_LINE
+
+
+def check_line(record: Any) -> Case | str:
+    """One decoded results.jsonl line as a Case, or what is wrong with it."""
+    if record is BAD_LINE:
+        return "not a JSON object (truncated or corrupt line)"
+    if not isinstance(record, dict):
+        return "not a JSON object"
+    if record.get("schema") != SCHEMA:
+        return f"schema {record.get('schema')!r}, this convmatrix reads schema {SCHEMA}"
+    problems = records.result_problems(record)
+    if problems:
+        return str(problems[0])
+    status = record["status"]
+    message = record.get("message")
+    warned = record.get("warnings")  # most lines have none: no calls for them
+    timing = record.get("timing")
+    printed = record.get("fingerprint")
+    family = None if status in classify.QUIET else classify.classify(message, status=status,
+                                                                     exc_type=record.get("exc_type"))
+    return Case(  # in field order: see Case
+        record["case"],
+        OF_STATUS[status],
+        family,
+        message,
+        record.get("knobs") or {},
+        warning_families(warned) if warned else (),
+        _number(timing, "forward_ms") if timing else None,
+        _text(printed, "sha") if printed else None,  # fingerprint
+        None,  # evidence: with_evidence() adds it
+        record.get("params") or {},
+    )
+
+
+def warning_families(warned: list[Any]) -> tuple[str, ...]:
+    """The failure families named by a line's captured warnings ({"message": ...} each)."""
+    messages = [w.get("message") for w in warned if isinstance(w, dict)]
+    return tuple(classify.classify_warnings([m for m in messages if isinstance(m, str)]))
+
+
+def _number(table: object, key: str) -> float | None:
+    value = table.get(key) if isinstance(table, dict) else None
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _text(table: object, key: str) -> str | None:
+    value = table.get(key) if isinstance(table, dict) else None
+    return value if isinstance(value, str) else None
+
+
+def with_evidence(cases: dict[str, Case], directory: Path, meta: dict[str, Any]) -> dict[str, Case]:
+    """Point each case at the evidence file the harness saved for it (cell.json "evidence")."""
+    saved = meta.get("evidence")
+    if not isinstance(saved, dict):
+        return cases
+    return {name: replace(case, evidence=str(directory / saved[name])) if name in saved else case
+            for name, case in cases.items()}

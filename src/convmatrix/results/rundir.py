@@ -1,0 +1,158 @@
+"""The one owner of a cell's results directory: its layout, its files and their replacement.
+
+    <run>/<cell-id>@<gpu-key>/          what one cell left on one GPU (docs/results.md)
+        cell.json                        the harness's record: request, GPU, exit status, evidence
+        env.json                         the suite's record of the stack it observed
+        results.jsonl                    one line per case (format: suites/records.py)
+        log.txt                          everything the suite printed
+        evidence/<case>.txt              where each failing case's failure first shows in log.txt
+        blocking/                        the CUDA_LAUNCH_BLOCKING=1 re-run, the same layout
+    <run>/<cell-id>@<gpu-key>.partial/  a run in progress: swapped in whole when it ends
+
+A rerun never appends to an earlier result: it writes a fresh `.partial` directory and swaps it
+in when the harness has finished it, so a directory holds exactly one run, and a run killed
+with the harness leaves the earlier result untouched beside its `.partial`.
+
+Stdlib only: nox imports this in its own interpreter.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import json
+import os
+import shutil
+import sys
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+# The report files written beside a run's results (nox -s nightly, the fleet engines' merge):
+# format, file name.
+REPORT_FILES = (("json", "report.json"), ("markdown", "report.md"), ("html", "report.html"),
+                ("junit", "junit.xml"))
+SUITE_DIR = Path(__file__).resolve().parents[3] / "suites"
+CELL_JSON = "cell.json"
+ENV_JSON = "env.json"
+RESULTS = "results.jsonl"
+LOG = "log.txt"
+EVIDENCE = "evidence"
+BLOCKING = "blocking"
+PARTIAL = ".partial"
+CELL_SCHEMA = 1
+PYTEST_EXIT_OK = (0, 1)  # all passed / some cases failed: both are a completed run
+
+
+def _load_records() -> ModuleType:
+    """suites/records.py, the schema the suite writes by, loaded by path (suites/ is no package)."""
+    name = "convmatrix_suite_records"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, SUITE_DIR / "records.py")
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+records = _load_records()
+
+
+def staging_dir(final: Path) -> Path:
+    return final.with_name(final.name + PARTIAL)
+
+
+def final_dir(staging: Path) -> Path:
+    return staging.with_name(staging.name.removesuffix(PARTIAL))
+
+
+def is_staging(path: Path) -> bool:
+    return path.name.endswith(PARTIAL)
+
+
+@contextlib.contextmanager
+def replacing(final: Path) -> Iterator[Path]:
+    """A fresh directory to run into, swapped in for `final` when the block ends normally.
+
+    An exception (an interrupt, a harness bug) leaves the partial directory for the report to
+    show as interrupted, and whatever `final` held before stays as it was.
+    """
+    staging = staging_dir(final)
+    shutil.rmtree(staging, ignore_errors=True)  # an earlier, interrupted attempt: start afresh
+    staging.mkdir(parents=True)
+    yield staging
+    swap_in(staging, final)
+
+
+def swap_in(staging: Path, final: Path) -> None:
+    """Replace `final` by `staging`: the old result is moved aside first, then removed, so a
+    crash between the two renames leaves one complete directory, never a mix of both."""
+    old = final.with_name(final.name + ".old")
+    shutil.rmtree(old, ignore_errors=True)
+    if final.exists():
+        os.replace(final, old)
+    os.replace(staging, final)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def write_json(path: Path, data: dict[str, Any]) -> None:
+    write_whole(path, [json.dumps(data, indent=2) + "\n"])
+
+
+def write_whole(path: Path, parts: Iterable[str]) -> None:
+    """path's new text, written whole or not at all (a temporary file beside it, renamed):
+    readers see the old file or the new one, never half of one, and a write that fails leaves
+    the old one and no temporary file."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with tmp.open("w", encoding="utf-8") as handle:
+            handle.writelines(parts)
+        os.replace(tmp, path)
+    finally:
+        with contextlib.suppress(OSError):  # renamed, or never made (no such directory)
+            tmp.unlink()
+
+
+def read_json(path: Path) -> dict[str, Any]:
+    """A JSON object, or {} when the file is missing or unreadable (for the harness's own
+    bookkeeping; the report reads with rundir.load_object, which names what is wrong)."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def load_object(path: Path, errors: list[str]) -> dict[str, Any] | None:
+    """A JSON object from path, None when there is no such file; what is wrong is added to
+    errors as one line (and {} given)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError) as exc:
+        errors.append(f"{path}: unreadable ({exc.strerror if isinstance(exc, OSError) else exc})")
+        return {}
+    except ValueError as exc:
+        errors.append(f"{path}: not JSON ({exc})")
+        return {}
+    if not isinstance(data, dict):
+        errors.append(f"{path}: not a JSON object")
+        return {}
+    return data
+
+
+def append_result(results_dir: Path, record: dict[str, Any]) -> None:
+    with (results_dir / RESULTS).open("a") as fh:
+        fh.write(json.dumps(record) + "\n")
+
+
+def is_complete(results_dir: Path) -> bool:
+    """A finished run, which --resume keeps: the suite ended and exited normally, nothing failed
+    to set up, and the harness closed it (cell.json has its end)."""
+    meta = read_json(results_dir / CELL_JSON)
+    env = read_json(results_dir / ENV_JSON)
+    return (meta.get("exit_code") in PYTEST_EXIT_OK and bool(meta.get("ended")) and not meta.get("error")
+            and bool(env.get("ended")))

@@ -1,0 +1,129 @@
+"""The baremetal lane: the suite in a uv venv per cell, on this machine's driver and GPUs.
+
+A cell's venv gets torch (from PyPI when the variant is the one PyPI ships for that release,
+else from download.pytorch.org/whl/<variant>), then the suite's requirements, then the cuDNN
+override last, so that nothing re-resolves torch's pin and puts the bundled cuDNN back. A venv
+whose install plan is unchanged since it was made is reused as it is: a warm rerun installs
+nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+from convmatrix import popen
+from convmatrix.errors import InfrastructureError
+from convmatrix.matrix import stacks
+from convmatrix.matrix.cells import Cell
+from convmatrix.matrix.parse import Matrix
+from convmatrix.run import reuse, runner
+from convmatrix.run.lanes import Log, Prepared, SuiteRun
+
+PYTORCH_INDEX = "https://download.pytorch.org/whl/{variant}"
+SUITE_REQUIREMENTS = ("pytest>=8", "pytest-xdist>=3")
+VENVS = Path(".convmatrix") / "venvs"  # under the working directory unless $CONVMATRIX_VENVS says where
+STAMP = "convmatrix-install.json"  # in the venv: the plan it was made with
+
+
+def torch_index(cell: Cell) -> str | None:
+    """The index that has this torch variant; None = the default index (PyPI).
+
+    PyPI's torch is a CUDA build of one variant per release (cu124 for 2.5.x): installing that
+    variant from PyPI needs no extra index, which also works where only PyPI is reachable.
+    """
+    release = stacks.load().release(cell.torch)
+    if release is not None and cell.cuda == release.pypi_default:
+        return None
+    return PYTORCH_INDEX.format(variant=cell.cuda)
+
+
+def steps(cell: Cell, wheelhouse: Path | None = None) -> list[list[str]]:
+    """Arguments for successive `pip install` calls: torch, the suite's requirements, then the
+    cuDNN override."""
+    source = ["--no-index", "--find-links", str(wheelhouse)] if wheelhouse else []
+    index = torch_index(cell)
+    torch_source = source or (["--index-url", index] if index else [])
+    plan = [[*torch_source, f"torch=={cell.torch}"], [*source, *SUITE_REQUIREMENTS]]
+    if cell.cudnn != "bundled":
+        plan.append([*source, f"{stacks.cudnn_package(cell.cuda)}=={cell.cudnn}"])
+    return plan
+
+
+def uv() -> str | None:
+    return shutil.which("uv")
+
+
+def python_available(version: str) -> bool:
+    """Whether uv finds an installed interpreter for a cell's python (no download attempted)."""
+    found = uv()
+    if found is None:
+        return False
+    done = subprocess.run([found, "python", "find", "--no-python-downloads", version],
+                          capture_output=True, text=True, check=False)
+    return done.returncode == 0
+
+
+def venvs_root() -> Path:
+    """Where the cells' venvs live."""
+    return Path(os.environ.get("CONVMATRIX_VENVS") or VENVS).resolve()
+
+
+def venv_dir(cell: Cell) -> Path:
+    # By stack: cells that differ only in their knob set (+pad8) run the suite in one venv.
+    return venvs_root() / cell.stack_id
+
+
+class Baremetal:
+    def problem(self, cell: Cell) -> str | None:
+        if uv() is None:
+            return "no uv on this machine (python3 -m pip install uv)"
+        # A venv whose python still resolves was made from that interpreter: asking uv again
+        # (through a pyenv shim, a chain of shell scripts) would cost a warm cell a tenth of a second.
+        if (venv_dir(cell) / "bin" / "python").exists():
+            return None
+        if not python_available(cell.python):
+            return f"no Python {cell.python} on this machine (`uv python find {cell.python}` found none)"
+        return None
+
+    def prepare(self, cell: Cell, matrix: Matrix, log: Log) -> Prepared:
+        venv = venv_dir(cell)
+        plan = steps(cell, matrix.wheelhouse)
+        stamp, python = venv / STAMP, venv / "bin" / "python"
+        wanted = {"python": cell.python, "steps": plan}
+        if python.exists() and stamp.exists() and json.loads(stamp.read_text()) == wanted:
+            log(f"{cell.id}: venv {venv} is up to date")
+        else:
+            make_venv(cell, venv, plan, log)
+            stamp.write_text(json.dumps(wanted))
+        return Prepared(python=str(python), record={"venv": str(venv)},
+                        lock=reuse.venv_lock(venv, str(python)))
+
+    def run(self, prepared: Prepared, run: SuiteRun, log: Log) -> int:
+        return runner.run_local(prepared.python, run.target, run.args,
+                                select=run.select, results_dir=run.results_dir, env=run.env)
+
+
+def make_venv(cell: Cell, venv: Path, plan: list[list[str]], log: Log) -> None:
+    """A fresh venv with the plan installed, step by step; InfrastructureError naming the step
+    that failed. uv's cache is shared, so nothing is downloaded twice."""
+    found = uv()
+    assert found is not None  # problem() said so before prepare
+    shutil.rmtree(venv, ignore_errors=True)
+    venv.parent.mkdir(parents=True, exist_ok=True)
+    log(f"{cell.id}: making {venv}")
+    # uv's own CA roots miss a TLS-intercepting proxy's; the system store has it.
+    env = {**os.environ, "UV_NATIVE_TLS": os.environ.get("UV_NATIVE_TLS", "1")}
+    commands = [[found, "venv", "--no-python-downloads", "--python", cell.python, str(venv)]]
+    commands += [[found, "pip", "install", "--python", str(venv / "bin" / "python"), *step] for step in plan]
+    install_log = venv.parent / f"{cell.id}.install.log"
+    install_log.unlink(missing_ok=True)
+    for command in commands:
+        code = popen.stream(command, env=env, log_path=install_log)
+        if code != 0:
+            shutil.rmtree(venv, ignore_errors=True)  # never reuse a half-made venv
+            raise InfrastructureError(f"{cell.id}: install failed: `{' '.join(command[1:])}` exited {code} "
+                                      f"(see {install_log})")

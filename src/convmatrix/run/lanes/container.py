@@ -1,0 +1,145 @@
+"""The container lane: an image per cell, built when missing and reused while its inputs are
+unchanged (lanes/images.py), the suite run in it through the docker SDK, least-privileged
+(lanes/containers.py, the one owner of engine calls). `convmatrix build` builds ahead of a run.
+
+It runs in the `convmatrix run` process like every lane, not as an executable of its own: the
+interrupt handling (interrupts.py) and the results accounting (orchestrate.py) are the same for
+every lane, and only the engine calls differ.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import shutil
+import subprocess
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from convmatrix.errors import BadInput
+from convmatrix.matrix.cells import Cell
+from convmatrix.matrix.parse import Matrix
+from convmatrix.run import runner
+from convmatrix.run.lanes import Log, Prepared, SuiteRun, containers, images
+
+CELL_PYTHON = "/opt/cell/bin/python"  # where images/Dockerfile puts the cell's venv
+SYSTEM_CA = Path("/etc/ssl/certs/ca-certificates.crt")
+
+
+class Container:
+    def problem(self, cell: Cell) -> str | None:
+        return docker_problem()
+
+    def prepare(self, cell: Cell, matrix: Matrix, log: Log) -> Prepared:
+        with containers.client() as engine:
+            image = ensure_image(engine, matrix, cell, log)
+        return Prepared(python=CELL_PYTHON, record=image, lock=image["image_id"])
+
+    def run(self, prepared: Prepared, run: SuiteRun, log: Log) -> int:
+        image = prepared.record
+        target = run.target
+        run.out.mkdir(parents=True, exist_ok=True)
+        spec = containers.RunSpec(
+            image=image["image_id"] or image["image"],
+            command=runner.suite_command(target, "python", run.args, select=run.select,
+                                         results_dir=Path(containers.RESULTS_MOUNT),
+                                         suite_root=Path(containers.SUITE_MOUNT)),
+            results_dir=run.out,
+            suite_dir=runner.SUITE_DIR,
+            gpu_index=target.gpu.index if target.gpu and runner.wants_gpu(target, run.args) else None,
+            environment={"CONVMATRIX_LANE": "container", "CONVMATRIX_IMAGE_ID": image["image_id"], **run.env},
+        )
+        with containers.client() as engine:
+            outcome = containers.run(engine, spec, run.out / "log.txt")
+        if outcome.oom_killed:
+            log(f"{target.cell.id}: the container was killed for lack of memory (OOM)")
+        return outcome.exit_code
+
+
+def docker_problem() -> str | None:
+    """Why containers cannot run here (no client, or no engine answering), or None."""
+    docker = shutil.which("docker")
+    if docker is None:
+        return "no docker client on this machine"
+    try:
+        answer = subprocess.run([docker, "info", "--format", "{{.ServerVersion}}"], capture_output=True,
+                                text=True, timeout=60, check=False)
+    except subprocess.TimeoutExpired:
+        return "the docker engine did not answer within 60 s"
+    if answer.returncode != 0:
+        last = (answer.stderr.strip().splitlines() or ["?"])[-1]
+        return f"the docker engine is not reachable ({last})"
+    return None
+
+
+# --- images: what to build, and building it ----------------------------------------------------
+
+def secrets() -> images.Secrets:
+    """The CA bundle a TLS-intercepting proxy needs (default: the system's, which carries it)
+    and an optional pip.conf with index credentials; both go in as BuildKit secrets."""
+    ca = os.environ.get("CONVMATRIX_CA_BUNDLE") or (str(SYSTEM_CA) if SYSTEM_CA.exists() else "")
+    pipconf = os.environ.get("CONVMATRIX_PIP_CONF", "")
+    for name, value in (("CONVMATRIX_CA_BUNDLE", ca), ("CONVMATRIX_PIP_CONF", pipconf)):
+        if value and not Path(value).is_file():
+            raise BadInput(f"${name}: {value}: no such file")
+    return images.Secrets(ca=Path(ca) if ca else None, pipconf=Path(pipconf) if pipconf else None)
+
+
+def plans(engine: Any, matrix: Matrix, cells: Sequence[Cell], wheelhouse: Path | None) -> list[images.Plan]:
+    bases = {c.base for c in cells}
+    inputs = images.read_inputs(wheelhouse, {b: containers.image_id(engine, b) for b in bases})
+    return [images.plan(c, c.flavour or "wheel", inputs) for c in cells]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Todo:
+    plan: images.Plan
+    reason: str | None  # why it must be built; None: up to date
+
+
+def todo(engine: Any, plan_list: list[images.Plan]) -> list[Todo]:
+    built = containers.built_digests(engine)
+    out = []
+    for p in plan_list:
+        if p.digest in built:
+            out.append(Todo(plan=p, reason=None))
+        elif not containers.image_id(engine, p.cell.base):
+            out.append(Todo(plan=p, reason=f"not built; base {p.cell.base} is not here (docker pull it, "
+                                           f"or `nox -s base-image` for convmatrix/base:bookworm)"))
+        else:
+            out.append(Todo(plan=p, reason="not built for these inputs (new cell, or its Dockerfile, build "
+                                           "arguments, wheelhouse or base changed)"))
+    return out
+
+
+def select(matrix: Matrix, globs: Sequence[str]) -> list[Cell]:
+    cells = [c for c in matrix.lane("container") if not globs or any(fnmatch.fnmatch(c.id, g) for g in globs)]
+    if globs and not cells:
+        raise BadInput(f"{matrix.path}: no container cell matches {' '.join(globs)}")
+    return cells
+
+
+def build_all(matrix: Matrix, globs: Sequence[str] = (), *, dry_run: bool = False,
+              wheelhouse: Path | None = None, log: Log = print) -> list[Todo]:
+    """Build every missing image of the selected container cells; returns what was (to be) built."""
+    with containers.client() as engine:
+        work = todo(engine, plans(engine, matrix, select(matrix, globs), wheelhouse or matrix.wheelhouse))
+    for item in work:
+        state = "up to date" if item.reason is None else f"{'would build' if dry_run else 'building'}: {item.reason}"
+        log(f"{item.plan.cell.id} -> {item.plan.tag}: {state}")
+    if not dry_run:
+        for item in work:
+            if item.reason is not None:
+                images.build(item.plan, secrets(), log)
+    return work
+
+
+def ensure_image(engine: Any, matrix: Matrix, cell: Cell, log: Log) -> dict[str, str]:
+    """The cell's image, built first when it is missing; what cell.json records of it."""
+    (item,) = todo(engine, plans(engine, matrix, [cell], matrix.wheelhouse))
+    if item.reason is not None:
+        log(f"{cell.id}: building {item.plan.tag}: {item.reason}")
+        images.build(item.plan, secrets(), log)
+    return containers.describe(engine, item.plan)

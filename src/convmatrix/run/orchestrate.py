@@ -1,0 +1,363 @@
+"""One orchestration for every lane: which cells run here, their targets (a GPU generation
+each, or the CPU), --resume, a fresh results directory per run, preparing the cell, running the
+suite, accounting for crashes, the blocking re-run, and recording cells that cannot run.
+
+Cells run concurrently: each GPU generation's pool (pool.py) runs one cell per GPU at once, the
+CPU `--jobs N`; environments are prepared ahead of the runs (ahead.py). The main thread only
+schedules and waits, so that SIGTERM and SIGINT, which Python delivers to it alone, are taken
+there: every cell then running is stopped (interrupts.stop_all) and recorded as cut short, each
+by its own worker, before the one line is said.
+
+`convmatrix run` calls it; the nox sessions call `convmatrix run`.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, wait
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from convmatrix import gpus, popen
+from convmatrix.errors import BadInput, ConvmatrixError, InfrastructureError
+from convmatrix.interrupts import Interrupted, held, raise_if_stopped, stop_all
+from convmatrix.matrix import knobs
+from convmatrix.matrix.cells import Cell
+from convmatrix.matrix.parse import Matrix
+from convmatrix.results import rundir
+from convmatrix.run import ahead, lanes, options, pool, progress, reuse, runner
+from convmatrix.run.lanes import Lane, Log, Prepared, SuiteRun
+
+POLL_S = 0.2  # how often the main thread wakes while it waits (a signal is handled at once anyway)
+
+
+@dataclass(kw_only=True)
+class Outcome:
+    ran: list[str] = field(default_factory=list)  # cell ids run
+    kept: list[str] = field(default_factory=list)  # complete and kept (--resume)
+    skipped: list[str] = field(default_factory=list)  # cannot run here (not strict): why
+    failed: list[str] = field(default_factory=list)  # could not run, recorded: why
+
+
+def pool_specs(opts: options.RunOptions, log: Log) -> list[pool.Spec]:
+    """The pools of this runner: one per GPU generation among the selected GPUs (identical GPUs
+    give one result per cell, not one each into the same directory); one per device with
+    --every-gpu; --jobs slots on the CPU when the runner has no GPU."""
+    found = gpus.discover()
+    chosen = gpus.select(found, opts.gpus)
+    if opts.gpus and not chosen:
+        listed = ", ".join(str(g.index) for g in found) or "none"
+        raise BadInput(f"run options: --gpus {opts.gpus}: no such GPU on this runner (nvidia-smi lists: {listed})")
+    if chosen and opts.jobs > 1:
+        log(f"--jobs {opts.jobs}: ignored on a runner with GPUs (one cell runs on each GPU at once)")
+    return pool.specs(chosen, every_gpu=opts.every_gpu, jobs=opts.jobs)
+
+
+def targets(cell: Cell, opts: options.RunOptions, specs: Sequence[pool.Spec] | None = None) -> list[runner.Target]:
+    """A cell's target in each pool (its GPU is the pool's first until a slot is assigned)."""
+    if specs is None:
+        specs = pool_specs(opts, lambda line: None)
+    return [runner.Target(cell=cell, gpu=s.slots[0].gpu, out=opts.out, per_device=s.per_device) for s in specs]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Ready:
+    """A prepare's end: the cell's environment, or why it is not run here (not strict)."""
+
+    prepared: Prepared | None = None
+    skipped: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Job:
+    """One cell on its way: the targets it still has to run, and its lane."""
+
+    cell: Cell
+    lane: Lane
+    todo: list[runner.Target]
+
+
+@dataclass(kw_only=True)
+class Ended:
+    """How a target's run ended, as its worker saw it."""
+
+    target: runner.Target
+    slot: str
+    seconds: float
+    interrupted: Interrupted | None = None
+    error: ConvmatrixError | None = None
+
+
+def run(matrix: Matrix, cells: Sequence[Cell], opts: options.RunOptions, log: Log, *, strict: bool) -> Outcome:
+    """Run these cells of the matrix (this runner's shard of them). strict (lanes asked for by
+    name): a cell that cannot run here is recorded, so the report shows it, and the run fails;
+    otherwise it is skipped with its reason. A cell whose set-up fails is always recorded, and
+    the run goes on with the others before it fails (InfrastructureError, exit 4)."""
+    options.mark_latest(opts.out)
+    every = [c.id for c in matrix.cells]
+    mine = [c for c in cells if options.in_shard(c.id, every, opts.shard)]
+    said = threading.Lock()
+
+    def say(line: str) -> None:  # workers log too: whole lines, one at a time
+        with said:
+            log(line)
+
+    specs = pool_specs(opts, say)
+    outcome = Outcome()
+    Scheduler(matrix, opts, say, specs=specs, strict=strict, outcome=outcome).run(mine)
+    if outcome.failed:
+        raise InfrastructureError(f"{len(outcome.failed)} cell(s) could not run here: {outcome.failed[0]}")
+    return outcome
+
+
+class Scheduler:
+    """The main thread's side of a run: hands cells to the preparer, prepared targets to their
+    pools, says how far the run is, and on an interrupt stops and accounts for everything."""
+
+    def __init__(self, matrix: Matrix, opts: options.RunOptions, log: Log, *, specs: list[pool.Spec],
+                 strict: bool, outcome: Outcome) -> None:
+        self.matrix, self.opts, self.log, self.specs = matrix, opts, log, specs
+        self.strict, self.outcome = strict, outcome
+        self.slots = sum(len(s.slots) for s in specs)
+        self.threads = pool.threads_per_slot(self.slots)
+        self.driver = gpus.driver() if specs[0].slots[0].gpu is not None else "none"
+        self.busy = 0  # targets prepared and not yet ended: waiting for a slot or running
+        self.guard = threading.Lock()
+        self.progress: progress.Progress = progress.Plain(log)  # run() picks the live line where it can
+        self.preparing: dict[Future[Ready], Job] = {}
+        self.running: dict[Future[Ended], runner.Target] = {}
+        self.ends: list[Ended] = []
+
+    def slot_free(self) -> bool:
+        with self.guard:
+            return self.busy < self.slots
+
+    def run(self, cells: Sequence[Cell]) -> None:
+        jobs = [job for job in (self.job(cell) for cell in cells) if job is not None]
+        total = sum(len(j.todo) for j in jobs)
+        # One cell at a time with nothing prepared beside it: its output can go to the terminal too.
+        alone = self.slots == 1 and (len(jobs) <= 1 or self.opts.prepare_ahead == 0)
+        limits = ahead.Limits(builds=self.opts.prepare_ahead, disk_gb=self.opts.prepare_disk_gb,
+                              disk_paths=ahead.build_paths())
+        self.progress = progress.choose(self.log, streaming=alone)
+        if isinstance(self.progress, progress.LiveLine):
+            self.log = self.progress.say  # every line above the live one, never through it
+        preparer = ahead.Preparer(limits, self.slot_free, self.log)
+        pools = {s.key: pool.Pool(s) for s in self.specs}
+        if self.slots > 1 or len(jobs) > 1:
+            self.log(f"{len(jobs)} cell(s), {total} run(s) on {self.describe_slots()}; "
+                     f"each cell's output in {self.opts.out}/<cell>@<gpu>/log.txt")
+        self.progress.begin(total, self.slots)
+        try:
+            with popen.quiet(not alone):
+                for job in jobs:
+                    with held():
+                        self.preparing[preparer.submit(job.cell, self.preparer_of(job))] = job
+                self.drive(pools)
+        except Interrupted as exc:
+            stop_all(exc.signum)
+            preparer.shutdown(wait=False)
+            for each in pools.values():
+                each.shutdown(cancel=True)  # every run started has ended, and recorded itself
+            self.account_for(exc, preparer.active)
+            raise
+        finally:
+            preparer.shutdown(wait=True)
+            for each in pools.values():
+                each.shutdown()
+            self.progress.close()
+
+    def describe_slots(self) -> str:
+        return ", ".join(f"{s.key} ({len(s.slots)} at once)" for s in self.specs)
+
+    def job(self, cell: Cell) -> Job | None:
+        todo = []
+        for target in targets(cell, self.opts, self.specs):
+            if self.opts.resume and rundir.is_complete(target.final_dir):
+                self.log(f"{target.final_dir}: complete, kept (--resume)")
+                self.outcome.kept.append(cell.id)
+            else:
+                todo.append(target)
+        return Job(cell=cell, lane=lanes.lane(cell.lane), todo=todo) if todo else None
+
+    def preparer_of(self, job: Job) -> Callable[[], Ready]:
+        def prepare() -> Ready:
+            problem = job.lane.problem(job.cell)
+            if problem is not None and not self.strict:
+                return Ready(skipped=problem)
+            if problem is not None:
+                raise InfrastructureError(f"not run: {problem}")
+            return Ready(prepared=job.lane.prepare(job.cell, self.matrix, self.log))
+        return prepare
+
+    def drive(self, pools: dict[str, pool.Pool]) -> None:
+        while self.preparing or self.running:
+            futures: list[Future[Any]] = [*self.preparing, *self.running]
+            wait(futures, timeout=POLL_S, return_when=FIRST_COMPLETED)
+            for prepare in [f for f in self.preparing if f.done()]:
+                self.prepared(self.preparing.pop(prepare), prepare, pools)
+            for running in [f for f in self.running if f.done()]:
+                self.running.pop(running)
+                self.ended(running.result())
+
+    def prepared(self, job: Job, future: Future[Ready], pools: dict[str, pool.Pool]) -> None:
+        cell = job.cell
+        try:
+            ready = future.result()
+        except ConvmatrixError as exc:
+            for target in job.todo:
+                if not rundir.is_complete(target.final_dir):  # a finished result outweighs a failed retry
+                    record_setup_failure(target, str(exc), self.matrix)
+            self.log(f"{cell.id}: {exc}; recorded in {self.opts.out}")
+            self.outcome.failed.append(f"{cell.id}: {exc}")
+            self.progress.add(-len(job.todo))  # runs that will not happen leave the total
+            return
+        if ready.prepared is None:
+            self.log(f"{cell.id}: not run here: {ready.skipped}")
+            self.outcome.skipped.append(f"{cell.id}: {ready.skipped}")
+            self.progress.add(-len(job.todo))  # runs that will not happen leave the total
+            return
+        self.outcome.ran.append(cell.id)
+        for target in job.todo:
+            with self.guard:
+                self.busy += 1
+            work = self.worker(job.lane, ready.prepared, target)
+            with held():  # a run started is a run accounted for, whenever a signal comes
+                self.running[pools[target.key].submit(work)] = target
+
+    def worker(self, lane: Lane, prepared: Prepared, target: runner.Target) -> Callable[[pool.Slot], Ended]:
+        def work(slot: pool.Slot) -> Ended:
+            placed = replace(target, gpu=slot.gpu)
+            env = {"OMP_NUM_THREADS": str(self.threads)} if self.threads else {}
+            started = time.monotonic()
+            ended = Ended(target=placed, slot=slot.name, seconds=0.0)
+            self.progress.started(f"{placed.cell.id}@{placed.key}", slot.name)
+            try:
+                run_target(lane, prepared, self.matrix, placed, self.opts, self.log, env=env, driver=self.driver)
+            except Interrupted as exc:
+                ended.interrupted = exc
+            except ConvmatrixError as exc:
+                ended.error = exc
+            finally:
+                ended.seconds = time.monotonic() - started
+                with self.guard:
+                    self.busy -= 1
+                    self.ends.append(ended)  # where an interrupt finds it, however the main thread stood
+            return ended
+        return work
+
+    def ended(self, ended: Ended) -> None:
+        where = f"{ended.target.cell.id}@{ended.target.key}"
+        if ended.error is not None:
+            self.log(f"{where}: {ended.error}")
+            self.outcome.failed.append(f"{where}: {ended.error}")
+        self.progress.finished(where, ended.slot, ended.seconds)
+
+    def account_for(self, exc: Interrupted, preparing: Sequence[str]) -> None:
+        """Say what became of the runs the interrupt cut short, in the one line (a single cell's
+        line is the one a sequential run says)."""
+        with self.guard:
+            recorded = [e.interrupted for e in self.ends if e.interrupted and e.interrupted.recorded_in]
+        if len(recorded) == 1:
+            only = recorded[0]
+            exc.cell, exc.detail, exc.recorded_in = only.cell, only.detail, only.recorded_in
+        elif recorded:
+            exc.cell = ", ".join(sorted(i.cell or "?" for i in recorded))
+            exc.detail = "; ".join(sorted({i.detail for i in recorded if i.detail}))
+            exc.recorded_in, exc.runs = self.opts.out, len(recorded)
+        else:
+            exc.cell = exc.cell or (preparing[0] if preparing else None)
+
+
+def run_target(lane: Lane, prepared: Prepared, matrix: Matrix, target: runner.Target,
+               opts: options.RunOptions, log: Log, *, env: dict[str, str] | None = None,
+               driver: str = "none") -> None:
+    key = reuse.key(target, prepared.lock, driver=driver, suite_args=suite_args(target.cell, opts),
+                    blocking=opts.rerun_blocking)
+    with runner.fresh(target) as staged:
+        if opts.reuse_results and key and reuse.restore(key, staged.results_dir):
+            log(f"{target.cell.id}: reused the stored result of the same environment, suite, driver and GPU "
+                f"(--reuse-results)")
+        else:
+            run_suite(lane, prepared, matrix, staged, opts, log, env=env or {})
+            if key and rundir.is_complete(staged.results_dir):
+                reuse.save(key, staged.results_dir)
+    log(f"{target.cell.id}: results in {target.final_dir}")
+
+
+def run_suite(lane: Lane, prepared: Prepared, matrix: Matrix, staged: runner.Target, opts: options.RunOptions,
+              log: Log, *, env: dict[str, str]) -> None:
+    runner.write_cell_json(staged, python=prepared.python, control=staged.cell == matrix.control,
+                           extra={"matrix": str(matrix.path), **prepared.record})
+    try:
+        code = run_continuing(lane, prepared, SuiteRun(target=staged, args=suite_args(staged.cell, opts), env=env),
+                              log)
+        for line in runner.finish(staged, code):
+            log(line)
+        if opts.rerun_blocking:
+            rerun_blocking(lane, prepared, staged, opts, log, env=env)
+    except Interrupted as exc:
+        # The suite was stopped mid-run: each case it had in flight becomes a `crashed` line
+        # naming the signal, and cell.json records the run as ended by it (exit -signal: not
+        # complete, so the report shows it INVALID and --resume runs it again). The partial
+        # directory stays beside whatever result the cell had before.
+        runner.finish(staged, -exc.signum)
+        exc.recorded_in = staged.results_dir
+        exc.cell = staged.cell.id
+        raise
+
+
+def run_continuing(lane: Lane, prepared: Prepared, run: SuiteRun, log: Log) -> int:
+    """Run the suite; while its process ends early (a case crashed it, hung past its timeout or
+    hit a sticky CUDA error), record the case in flight and run the rest in a fresh process
+    (--continue-run: the suite skips what already has a line). Each round must record at least
+    one more case, so a process that dies before any case (at collection) ends the loop. Cases
+    share one process until one of them kills it: no interpreter is paid for in advance."""
+    code = lane.run(prepared, run, log)
+    raise_if_stopped()  # a lane that ended without noticing the interrupt: its run is still cut short
+    lines = 0
+    while runner.ended_early(run.out):
+        crashed = runner.record_crashes(run.target, code, results_dir=run.out)
+        recorded = runner.line_count(run.out)
+        if recorded <= lines:
+            break
+        lines = recorded
+        where = f" in {', '.join(crashed)}" if crashed else ""
+        log(f"{run.target.cell.id}: the suite process ended early ({runner.describe_exit(code)}{where}); "
+            "the rest of its cases go on in a fresh one")
+        code = lane.run(prepared, replace(run, args=(*run.args, "--continue-run")), log)
+        raise_if_stopped()
+    return code
+
+
+def rerun_blocking(lane: Lane, prepared: Prepared, target: runner.Target, opts: options.RunOptions,
+                   log: Log, *, env: dict[str, str] | None = None) -> None:
+    """Re-run the failing cases with CUDA_LAUNCH_BLOCKING=1 into <results>/blocking/, so that an
+    asynchronous CUDA error is reported at the call that caused it."""
+    select = runner.failing_nodeids(target.results_dir)
+    if not select:
+        return
+    blocking = SuiteRun(target=target, args=suite_args(target.cell, opts), select=select,
+                        results_dir=target.results_dir / rundir.BLOCKING,
+                        env={**(env or {}), "CUDA_LAUNCH_BLOCKING": "1"})
+    code = run_continuing(lane, prepared, blocking, log)
+    runner.record_crashes(target, code, results_dir=blocking.out)
+    log(f"{target.cell.id}: failing cases re-run with CUDA_LAUNCH_BLOCKING=1 in {rundir.BLOCKING}/")
+
+
+def suite_args(cell: Cell, opts: options.RunOptions) -> tuple[str, ...]:
+    """The user's suite options, then the cell's knob set (`+pad8`: --pad-channels 8): last, so
+    that the set the cell is named after is the one that runs (pytest keeps an option's last value)."""
+    return (*opts.suite_args, *knobs.suite_args(cell.knobs))
+
+
+def record_setup_failure(target: runner.Target, reason: str, matrix: Matrix) -> None:
+    """A cell that never reached the suite still gets a results directory, so the report shows
+    it (INVALID, with the reason); it replaces whatever an earlier attempt left, as any rerun does."""
+    with runner.fresh(target) as staged:
+        runner.write_cell_json(staged, python="", control=target.cell == matrix.control,
+                               extra={"matrix": str(matrix.path), "error": reason})
+        (staged.results_dir / rundir.LOG).write_text(f"convmatrix: {reason}\n")
+        runner.finish(staged, 255)

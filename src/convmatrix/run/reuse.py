@@ -1,0 +1,102 @@
+"""Completed results kept for reuse (`--reuse-results`), keyed by what decides them: the cell's
+environment (the lock of its venv or interpreter, its image's id), the suite's version (a digest
+of its code, as env.json records it), the run's suite options, the driver and the GPU key.
+
+Every complete run is stored; a run reuses a stored result only when asked to (fix-proof and
+upgrade runs, where the control is re-run for every candidate), and the reused cell's cell.json
+says so (`reused`). The nightly never passes the option (its nox session refuses it): a nightly
+result always comes from that night.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+from collections.abc import Sequence
+from pathlib import Path
+
+from convmatrix.results import rundir
+from convmatrix.run.runner import Target
+
+STORE = Path(".convmatrix") / "results"  # under the working directory unless $CONVMATRIX_RESULTS_STORE
+# The installed distributions, as `pip freeze` would list them: an environment's lock.
+FREEZE = ("import importlib.metadata as m; "
+          "print('\\n'.join(sorted({f\"{d.metadata['Name']}=={d.version}\" for d in m.distributions()})))")
+
+
+def store() -> Path:
+    return Path(os.environ.get("CONVMATRIX_RESULTS_STORE") or STORE).resolve()
+
+
+def environment_lock(python: str) -> str:
+    """A hash of what is installed for this interpreter ("" when it cannot say)."""
+    try:
+        listed = subprocess.run([python, "-c", FREEZE], capture_output=True, text=True, timeout=120, check=True)
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return hashlib.sha256(listed.stdout.encode()).hexdigest()
+
+
+VENV_LOCK = "convmatrix-lock.json"  # in a venv: its lock, and the state of its site-packages then
+
+
+def venv_lock(venv: Path, python: str) -> str:
+    """environment_lock for a venv, kept in the venv: asked again only when one of its
+    site-packages directories changed. Installing or removing a distribution adds or drops a
+    .dist-info directory there, which changes that directory's mtime. Asking the venv's python
+    cost a warm torch venv 0.07-0.1 s here, on every prepare; reading the kept lock, 0.5 ms."""
+    state = [os.stat(path).st_mtime_ns for path in sorted(venv.glob("lib/python*/site-packages"))]
+    saved = rundir.read_json(venv / VENV_LOCK)
+    kept = saved.get("lock")
+    if state and saved.get("site_packages") == state and isinstance(kept, str) and kept:
+        return kept
+    lock = environment_lock(python)
+    if lock and state:
+        rundir.write_json(venv / VENV_LOCK, {"site_packages": state, "lock": lock})
+    return lock
+
+
+@functools.cache
+def suite_version() -> str:
+    """The suite's version as it records it in env.json (suites/records.py): any change to its
+    code is another suite."""
+    return str(rundir.records.suite_version(str(rundir.SUITE_DIR)))
+
+
+def key(target: Target, lock: str, *, driver: str, suite_args: Sequence[str], blocking: bool) -> str | None:
+    """The store key of a target's result; None where the environment has no lock."""
+    if not lock:
+        return None
+    facts = {"cell": target.cell.id, "lock": lock, "suite": suite_version(), "driver": driver,
+             "gpu": target.key, "suite_args": list(suite_args), "rerun_blocking": blocking}
+    return hashlib.sha256(json.dumps(facts, sort_keys=True).encode()).hexdigest()[:32]
+
+
+def save(result_key: str, results_dir: Path) -> None:
+    """Keep a complete result under its key (replacing an older one); best effort: a full disk
+    costs the reuse, never the run."""
+    final = store() / result_key
+    staging = final.with_name(f"{result_key}.saving")
+    try:
+        shutil.rmtree(staging, ignore_errors=True)
+        shutil.copytree(results_dir, staging)
+        shutil.rmtree(final, ignore_errors=True)
+        staging.rename(final)
+    except OSError:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def restore(result_key: str, into: Path) -> bool:
+    """Copy a stored result into a fresh results directory; whether there was a complete one."""
+    stored = store() / result_key
+    if not rundir.is_complete(stored):
+        return False
+    shutil.copytree(stored, into, dirs_exist_ok=True)
+    meta = rundir.read_json(into / rundir.CELL_JSON)
+    meta["reused"] = {"key": result_key, "started": meta.get("started"), "ended": meta.get("ended")}
+    rundir.write_json(into / rundir.CELL_JSON, meta)
+    return True

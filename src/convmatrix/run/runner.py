@@ -1,0 +1,219 @@
+"""Run the shared suite for one cell on one GPU (or the CPU) into its own results directory.
+
+Stdlib only: nox imports this in its own interpreter, before any venv has the harness.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from convmatrix import popen
+from convmatrix.gpus import CPU_KEY, Gpu
+from convmatrix.matrix.cells import Cell
+from convmatrix.results import rundir, stackcheck
+from convmatrix.run import evidence
+
+SUITE_DIR = rundir.SUITE_DIR
+CASE_TIMEOUT = 900  # seconds: far above any case's need, so only a hang reaches it
+
+
+@dataclass(frozen=True, kw_only=True)
+class Target:
+    """Where one run goes: a cell on one GPU, or on the CPU when gpu is None."""
+
+    cell: Cell
+    gpu: Gpu | None
+    out: Path  # the run directory
+    per_device: bool = False  # --every-gpu: the key names the device, not only its generation
+    staging: Path | None = None  # where this attempt writes until rundir swaps it in
+
+    @property
+    def key(self) -> str:
+        if self.gpu is None:
+            return CPU_KEY
+        return f"{self.gpu.key}-gpu{self.gpu.index}" if self.per_device else self.gpu.key
+
+    @property
+    def final_dir(self) -> Path:
+        return self.out / f"{self.cell.id}@{self.key}"
+
+    @property
+    def results_dir(self) -> Path:
+        return self.staging or self.final_dir
+
+
+@contextmanager
+def fresh(target: Target) -> Iterator[Target]:
+    """The target writing into a fresh directory that replaces its result when the block ends:
+    a rerun never appends to, or mixes with, an earlier one (rundir.replacing)."""
+    with rundir.replacing(target.final_dir) as staging:
+        yield replace(target, staging=staging)
+
+
+def write_cell_json(target: Target, *, python: str, control: bool, extra: dict[str, object]) -> None:
+    target.results_dir.mkdir(parents=True, exist_ok=True)
+    gpu = target.gpu
+    rundir.write_json(
+        target.results_dir / rundir.CELL_JSON,
+        {
+            "schema": rundir.CELL_SCHEMA,
+            "cell": target.cell.id,
+            "lane": target.cell.lane,
+            "requested": target.cell.values(),
+            "knobs": target.cell.knobs or "default",  # the cell's knob set (knobs.py), as the matrix names it
+            "expected": target.cell.expected(),
+            "control": control,
+            "gpu_key": target.key,
+            "gpu": {"index": gpu.index, "name": gpu.name, "capability": gpu.capability} if gpu else None,
+            "python": python,
+            "started": rundir.records.now(),
+            **extra,
+        },
+    )
+
+
+def suite_command(
+    target: Target, python: str, suite_args: Sequence[str], *, results_dir: Path | None = None,
+    select: Sequence[str] = (), suite_root: Path = SUITE_DIR,
+) -> list[str]:
+    """The suite's command line: all of suites/, or the `select`ed node ids (from the repository
+    root, `suites/test_conv.py::test_conv[<case>]`), with suites/ where the suite runs it
+    (suite_root: a container mounts it elsewhere).
+
+    The cases run in the suite's own process under its watchdog (--in-process): a case
+    that hangs past CASE_TIMEOUT or poisons the CUDA context ends the process after writing its
+    line, one that crashes it leaves its marker, and orchestrate runs the rest in a fresh process
+    (--continue-run). No second interpreter unless a case kills the first. The user's own
+    --case-timeout, given later among suite_args, wins, and their --isolate or -n N means xdist
+    workers instead.
+    """
+    paths = [str(suite_root / nodeid.removeprefix(f"{SUITE_DIR.name}/")) for nodeid in select]
+    return [
+        python,
+        "-m",
+        "pytest",
+        *(paths or [str(suite_root)]),
+        "--results-dir",
+        str(results_dir or target.results_dir),
+        "--cell-id",
+        target.cell.id,
+        "--device",
+        "cuda" if target.gpu else "cpu",
+        "-v",  # a line per case in log.txt: names the case a dead process was running
+        "--case-timeout",
+        str(CASE_TIMEOUT),
+        "--in-process",
+        *suite_args,
+    ]
+
+
+def wants_gpu(target: Target, suite_args: Sequence[str]) -> bool:
+    """Whether the suite will use the target's GPU: not where the user's own --device cpu (which
+    comes after ours on its command line, and wins) keeps it on the CPU; a container then needs
+    no device from the engine."""
+    devices = [a.split("=", 1)[1] for a in suite_args if a.startswith("--device=")]
+    devices += [suite_args[i + 1] for i, a in enumerate(suite_args[:-1]) if a == "--device"]
+    return target.gpu is not None and (not devices or devices[-1] != "cpu")
+
+
+def suite_env(target: Target) -> dict[str, str]:
+    env = dict(os.environ, CONVMATRIX_LANE=target.cell.lane, PYTHONUNBUFFERED="1")
+    if target.gpu is not None:
+        # One GPU per run, chosen before CUDA initialises in the suite process.
+        env["CUDA_VISIBLE_DEVICES"] = str(target.gpu.index)
+    return env
+
+
+def run_local(python: str, target: Target, suite_args: Sequence[str] = (), *,
+              select: Sequence[str] = (), results_dir: Path | None = None, env: Mapping[str, str] | None = None) -> int:
+    """Run the suite with an interpreter of this machine (the host's, a venv's), everything it
+    prints into <results>/log.txt and our stdout; its exit status."""
+    out = results_dir or target.results_dir
+    out.mkdir(parents=True, exist_ok=True)
+    command = suite_command(target, python, suite_args, results_dir=out, select=select)
+    return popen.stream(command, env={**suite_env(target), **(env or {})}, log_path=out / rundir.LOG)
+
+
+def ended_early(results_dir: Path) -> bool:
+    """Whether the suite process went before its end (env.json without `ended`): killed by a
+    case, or left after a timeout or a sticky CUDA error."""
+    env = rundir.read_json(results_dir / rundir.ENV_JSON)
+    return bool(env) and not env.get("ended")
+
+
+def line_count(results_dir: Path) -> int:
+    try:
+        with (results_dir / rundir.RESULTS).open("rb") as handle:
+            return sum(1 for _ in handle)
+    except OSError:
+        return 0
+
+
+def failing_nodeids(results_dir: Path) -> tuple[str, ...]:
+    """The failing cases of a run, as node ids from the repository root, for a re-run."""
+    return tuple(f.nodeid for f in evidence.failures(results_dir / rundir.RESULTS) if f.nodeid)
+
+
+def finish(target: Target, exit_code: int) -> list[str]:
+    """Account for an abnormal end and check the stack; returns the lines worth telling the user."""
+    lines = []
+    crashed = record_crashes(target, exit_code)
+    if crashed:
+        lines.append(f"{target.cell.id}: the suite died ({describe_exit(exit_code)}) in {', '.join(crashed)}")
+    env = rundir.read_json(target.results_dir / rundir.ENV_JSON)
+    if not env:
+        log = target.final_dir / rundir.LOG
+        lines.append(f"{target.cell.id}: the suite wrote no env.json ({describe_exit(exit_code)}); see {log}")
+    meta = rundir.read_json(target.results_dir / rundir.CELL_JSON)
+    mismatch = stackcheck.mismatches(meta.get("expected", {}), env) if env else []
+    lines += [f"{target.cell.id}: STACK MISMATCH {m}" for m in mismatch]
+    if env:
+        meta["observed"] = stackcheck.observed(env)
+        if target.cell.from_image():
+            lines.append(f"{target.cell.id}: the stack of {target.cell.base}: {stackcheck.describe(env)}")
+    meta.update(exit_code=exit_code, ended=rundir.records.now(), evidence=evidence.write(target.results_dir))
+    rundir.write_json(target.results_dir / rundir.CELL_JSON, meta)
+    return lines
+
+
+def describe_exit(code: int) -> str:
+    if code < 0:
+        try:
+            return f"signal {-code}, {signal.Signals(-code).name}"
+        except ValueError:
+            return f"signal {-code}"
+    return f"exit code {code}"
+
+
+def record_crashes(target: Target, exit_code: int, *, results_dir: Path | None = None) -> list[str]:
+    """Append a `crashed` (or `timeout`) line for every case still marked in flight, in the
+    target's results or in results_dir: a dead run costs only those."""
+    out = results_dir or target.results_dir
+    cases = []
+    for marker in sorted(out.glob("running-*.json")):
+        running = rundir.read_json(marker)
+        case = running.get("case")
+        if isinstance(case, str) and case:
+            cases.append(case)
+            status, message = judge(running, exit_code)
+            rundir.append_result(out, rundir.records.crash_record(
+                cell_id=target.cell.id, case=case, nodeid=running.get("nodeid"), status=status,
+                message=message, worker=marker.stem.removeprefix("running-"), started=running.get("started"),
+            ))
+        marker.unlink()
+    return cases
+
+
+def judge(marker: dict[str, object], exit_code: int) -> tuple[str, str]:
+    """`timeout` for a case that outran its time before its process ended (a hang that held the
+    GIL, which faulthandler ends), else `crashed`."""
+    timeout = marker.get("timeout")
+    if isinstance(timeout, (int, float)) and rundir.records.outran(marker, float(timeout)):
+        return "timeout", (f"the case ran past its {timeout:g} s timeout (the suite process did not answer "
+                           f"its watchdog and was ended, {describe_exit(exit_code)})")
+    return "crashed", f"the suite process died ({describe_exit(exit_code)}) while this case ran"

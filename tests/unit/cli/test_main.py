@@ -1,0 +1,211 @@
+"""The convmatrix command over results directories written by hand: verdicts of incomplete and
+duplicated cells, malformed input as one line and exit 2, the matrix command."""
+
+from __future__ import annotations
+
+import gc
+import json
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from convmatrix.cli.main import bulk, main, write_output
+from convmatrix.errors import BadInput
+
+
+def report(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(["report", *args])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_matrix_command(write_matrix: Callable[[str], Path], capsys: pytest.CaptureFixture[str]) -> None:
+    path = write_matrix('name = "x"\n[axes]\nlane = ["baremetal"]\ntorch = ["2.4.1"]\ncuda = ["cu124", "cu126"]\n'
+                        'cudnn = ["bundled"]\npython = ["3.11"]\n')
+    assert main(["matrix", "-m", str(path), "--format", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert [c["id"] for c in data["cells"]] == ["baremetal-torch2.4.1-cu124-cudnnbundled-py3.11"]
+    assert data["cells"][0]["expected_cudnn"] == "9.1.0.70"
+    assert "never published for cu126" in data["pruned"][0]["reason"]
+
+
+def test_misspelt_matrix_key_exits_2_naming_key_and_file(write_matrix: Callable[[str], Path]) -> None:
+    path = write_matrix('name = "x"\n[axes]\nlanes = ["baremetal"]\n')
+    proc = subprocess.run([sys.executable, "-m", "convmatrix", "matrix", "-m", str(path)],
+                          capture_output=True, text=True, check=False)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        f"convmatrix: {path}: [axes]: unknown key 'lanes' (allowed: base, cuda, cudnn, knobs, lane, python, torch)"
+    ]
+
+
+def test_report_on_nothing_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = report(capsys, str(tmp_path / "none"))
+    assert code == 2 and "no results here" in err
+
+
+def test_slower_stack_and_fingerprint_drift_are_called_out(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from testkit import record, write_result
+
+    def line(case: str, ms: float, sha: str) -> dict[str, Any]:
+        return record(case, timing={"forward_ms": ms, "backward_ms": None}, fingerprint={"sha": sha})
+
+    write_result(tmp_path, "ctl", [line("a", 1.0, "x"), line("b", 2.0, "y")], cell={"control": True})
+    write_result(tmp_path, "slow", [line("a", 3.0, "x"), line("b", 6.0, "z")], cell={})
+    code, out, _ = report(capsys, str(tmp_path), "--format", "json")
+    cells = {c["cell"]: c for c in json.loads(out)["cells"]}
+    assert (cells["slow"]["slowdown"], cells["slow"]["fingerprint_changed"]) == (3.0, 1)
+    assert cells["slow"]["verdict"] == "ok" and code == 0
+    _, text, _ = report(capsys, str(tmp_path))
+    assert "SLOWER ×3.0" in text
+    assert "slow@cpu: convolutions ran ×3.00 the control's time" in text
+    assert "slow@cpu: 1 case(s) computed a different output fingerprint" in text
+
+
+# --- verdicts you can trust (issue 8) ---------------------------------------------------------
+
+def two_cells(tmp_path: Path, candidate_records: Callable[[list[dict[str, Any]]], list[dict[str, Any]]], *,
+              env: dict[str, Any] | None = None, cell: dict[str, Any] | None = None) -> Path:
+    from testkit import record, write_result
+
+    cases = [record(f"c{i}") for i in range(11)]
+    write_result(tmp_path, "ctl", cases, cell={"control": True, "ended": "2026-12-02T00:01:00Z"})
+    return write_result(tmp_path, "cand", candidate_records(cases), env=env,
+                        cell={"ended": "2026-12-02T00:01:00Z", **(cell or {})})
+
+
+def test_a_candidate_killed_after_3_of_11_cases_is_invalid_and_fails(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from testkit import env_json
+
+    two_cells(tmp_path, lambda cases: cases[:3], env=env_json("cand", ended=None), cell={"exit_code": -9})
+    code, out, err = report(capsys, str(tmp_path), "--format", "json")
+    cand = next(c for c in json.loads(out)["cells"] if c["cell"] == "cand")
+    assert cand["verdict"] == "invalid"
+    assert "the suite did not finish (env.json has no end time)" in cand["problems"]
+    assert code == 1 and "1 cell(s) INVALID: cand@cpu" in err
+    _, text, _ = report(capsys, str(tmp_path))
+    assert "INVALID: 3 pass" in text
+
+
+def test_a_candidate_without_env_json_is_invalid(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    directory = two_cells(tmp_path, lambda cases: cases)
+    (directory / "env.json").unlink()
+    code, out, _ = report(capsys, str(tmp_path), "--format", "json")
+    cand = next(c for c in json.loads(out)["cells"] if c["cell"] == "cand")
+    assert (cand["verdict"], code) == ("invalid", 1)
+
+
+def test_cases_the_control_ran_and_the_candidate_did_not_are_missing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    two_cells(tmp_path, lambda cases: cases[:8])
+    code, out, _ = report(capsys, str(tmp_path), "--format", "json")
+    data = json.loads(out)
+    missing = [c["case"] for c in data["cases"] if c["cell"] == "cand" and c["outcome"] == "missing"]
+    assert missing == ["c10", "c8", "c9"]
+    cand = next(c for c in data["cells"] if c["cell"] == "cand")
+    assert (cand["verdict"], cand["counts"]["missing"], code) == ("invalid", 3, 1)
+    assert report(capsys, str(tmp_path), "--fail-on", "never")[0] == 0
+
+
+def test_a_complete_candidate_is_ok(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    two_cells(tmp_path, lambda cases: cases)
+    code, out, _ = report(capsys, str(tmp_path), "--format", "json")
+    assert [c["verdict"] for c in json.loads(out)["cells"]] == ["control", "ok"] and code == 0
+
+
+def test_the_same_run_twice_is_counted_once_and_said(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    two_cells(tmp_path, lambda cases: cases)
+    code, out, _ = report(capsys, str(tmp_path), str(tmp_path), "--format", "json")
+    data = json.loads(out)
+    assert len(data["cases"]) == 22 and len(data["cells"]) == 2 and code == 0
+    assert any(n.startswith("cand@cpu: two results; kept") for n in data["notes"])
+    _, text, _ = report(capsys, str(tmp_path), str(tmp_path))
+    assert "cand@cpu: two results; kept" in text
+
+
+def test_of_two_copies_of_a_cell_the_newest_wins(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from testkit import env_json, record, write_result
+
+    older, newer = tmp_path / "a", tmp_path / "b"
+    write_result(older, "x", [record("c", "failed", "boom")], env=env_json("x", ended="2026-12-01T00:00:00Z"))
+    write_result(newer, "x", [record("c")], env=env_json("x", ended="2026-12-02T00:00:00+00:00"))
+    for order in ([newer, older], [older, newer]):
+        _, out, _ = report(capsys, *map(str, order), "--format", "json")
+        data = json.loads(out)
+        assert [c["outcome"] for c in data["cases"]] == ["pass"]
+        assert f"dropped {older / 'x@cpu'}" in data["notes"][0]
+
+
+@pytest.mark.parametrize(("where", "text", "named"), [
+    ("results.jsonl", None, "results.jsonl:2: field 'message': expected string or null, got integer 12345"),
+    ("cell.json", {"schema": 1, "cell": "cand", "gpu": "x"}, "cell.json: field 'gpu': expected object or null, got string 'x'"),
+    ("env.json", {"schema": 1, "gpus": [{"name": 3, "capability": "9.0"}]}, "env.json: gpus[0].'name': expected string"),
+])
+def test_a_field_of_the_wrong_type_is_one_line_and_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], where: str, text: dict[str, object] | None, named: str
+) -> None:
+    from testkit import record
+
+    directory = two_cells(tmp_path, lambda cases: [*cases[:1], {**record("c1"), "message": 12345}, *cases[2:]])
+    if text is not None:
+        (directory / where).write_text(json.dumps(text))
+        (directory / "results.jsonl").write_text("")
+    code, out, err = report(capsys, str(tmp_path), "--format", "json")
+    assert code == 2
+    assert named in err and "Traceback" not in err
+    assert "ctl" in {c["cell"] for c in json.loads(out)["cells"]}  # the other cells are still reported
+
+
+def test_a_results_file_that_is_a_directory_is_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    directory = two_cells(tmp_path, lambda cases: cases)
+    (directory / "results.jsonl").unlink()
+    (directory / "results.jsonl").mkdir()
+    code, _, err = report(capsys, str(tmp_path))
+    assert code == 2 and f"{directory / 'results.jsonl'}: unreadable" in err
+
+
+def test_a_report_leaves_the_collector_on_and_its_objects_out_of_its_young_generations() -> None:
+    """What was made with the collector off is frozen, so the first collection after does not
+    walk a fleet's 200,000 cases again; refcounting still frees them."""
+    frozen = gc.get_freeze_count()
+    try:
+        with bulk():
+            assert not gc.isenabled()
+            kept = [[n] for n in range(5000)]  # lists: the collector tracks them whatever they hold
+        assert gc.isenabled() and gc.get_freeze_count() >= frozen + len(kept) and gc.get_count()[0] < len(kept)
+    finally:
+        gc.unfreeze()
+
+
+def test_a_report_that_fails_while_written_leaves_the_previous_one(tmp_path: Path) -> None:
+    output = tmp_path / "reports" / "report.json"
+    output.parent.mkdir()
+    output.write_text("last night's report\n")
+
+    def pieces() -> Iterator[str]:
+        yield '{"schema": 1,'
+        raise OSError(28, "No space left on device")
+
+    with pytest.raises(BadInput, match=r"-o .*report.json: cannot write the report \(No space left on device\)"):
+        write_output(pieces(), output)
+    assert output.read_text() == "last night's report\n"
+    assert sorted(p.name for p in output.parent.iterdir()) == ["report.json"]  # no temporary file left
+    write_output(iter(["{", "}\n"]), output)
+    assert output.read_text() == "{}\n"
+
+
+def test_an_unwritable_output_is_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    two_cells(tmp_path, lambda cases: cases)
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    code, _, err = report(capsys, str(tmp_path), "-o", str(blocker / "report.md"))
+    assert code == 2
+    (line,) = err.strip().splitlines()
+    assert line.startswith(f"convmatrix: -o {blocker / 'report.md'}: cannot write the report (")

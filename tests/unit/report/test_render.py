@@ -1,0 +1,361 @@
+"""Every output format stays well-formed for its consumer, whatever a message, a case id or a
+cell id holds: junit parses as XML, text writes no terminal control sequence, markdown keeps one
+table with raw HTML escaped, html escapes every string."""
+
+from __future__ import annotations
+
+import json
+import re
+import unicodedata
+from dataclasses import replace
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any
+from xml.etree import ElementTree as ET
+
+import pytest
+
+from convmatrix import escape, results
+from convmatrix.report import json as report_json
+from convmatrix.report import model as report_model
+from convmatrix.report import render
+from convmatrix.report.model import CaseRow, CellRow, FirstCause, GpuInfo, Report, Rerun
+from convmatrix.report.verdicts import Health
+from convmatrix.results.outcomes import Delta, Outcome, Verdict
+from testkit import env_json, record, write_result
+
+HOSTILE = (
+    "cuDNN error: CUDNN_STATUS_NOT_SUPPORTED \x1b[31mred\x1b[0m \x1b]0;owned title\x07"
+    " \x1b]8;;http://evil.example/\x1b\\link\x1b]8;;\x1b\\ \x1bc \x00nul \x08bs \x0b\x0c \x7f \x9b2J \x85"
+    " ]]> <script>alert(\"x\")</script> 'single' & amp; &lt; | a || b \\| c [x](javascript:alert(1))"
+    " `code <b>` *em*\r\nsecond line\ttab \ud800 \udfff \ufffe \uffff \u202eevil\u202c \x1b"
+)
+HOSTILE_ID = "case\x1b[2J|<i>\x00\n\"q\""
+
+
+def case_row(cell: str, gpu: str, case: str, outcome: str, family: str | None, message: str | None,
+             **extra: Any) -> CaseRow:
+    fields: dict[str, Any] = {
+        "cell": cell, "gpu": gpu, "case": case, "knobs": {}, "outcome": Outcome(outcome), "family": family,
+        "message": message, "warnings": (), "control_outcome": Outcome.PASS, "delta": Delta.REGRESSION,
+        "fingerprint_changed": False,
+    }
+    fields.update(extra)
+    return CaseRow(**fields)
+
+
+def cell_row(cell: str, gpu: str, verdict: str, counts: dict[str, int], **extra: Any) -> CellRow:
+    fields: dict[str, Any] = {
+        "cell": cell, "gpu": GpuInfo(key=gpu, name="NVIDIA H200", capability="9.0", generation="Hopper"),
+        "lane": "baremetal", "path": f"run/{cell}@{gpu}", "stack": {},
+        "observed": {"torch": "2.5.1+cu124", "cudnn": 90100}, "mismatches": (), "problems": (),
+        "counts": counts, "signature": False, "warning_signature": False, "first_cause": None, "regressions": 0,
+        "slowdown": None, "fingerprint_changed": 0, "fixed": 0, "verdict": Verdict(verdict),
+    }
+    fields.update(extra)
+    return CellRow(**fields)
+
+
+def hostile_report() -> Report:
+    """A report with a hostile string in every free-text field."""
+    bad_cell = f"cand\x1b[1m|<b>{HOSTILE_ID}"
+    bad_gpu = "h200\x1b]0;x\x07|<g>"
+    control = "control<\x1b[0m|>"
+    return Report(
+        control=control,
+        health={bad_gpu: Health(healthy=False, reason=HOSTILE)},
+        cells=(
+            cell_row(control, bad_gpu, "control", {"pass": 2}),
+            cell_row(
+                bad_cell, bad_gpu, "regression", {"pass": 1, "cudnn_not_supported": 1},
+                observed={"torch": "2.5.1\x1b[31m|<t>", "cudnn": None, "cudnn_error": HOSTILE},
+                mismatches=(HOSTILE,), problems=(HOSTILE,), signature=True,
+                first_cause=FirstCause(log=f"run/{bad_cell}/log.txt", family="cudnn_not_supported", line=3,
+                                       rank=None, fatal=True),
+                slowdown=2.0, fingerprint_changed=1,
+            ),
+        ),
+        cases=(
+            case_row(control, bad_gpu, HOSTILE_ID, "pass", None, None, delta=None),
+            case_row(control, bad_gpu, "skipped", "skip", None, HOSTILE, delta=None),
+            case_row(bad_cell, bad_gpu, HOSTILE_ID, "fail", "cudnn_not_supported", HOSTILE,
+                     evidence=f"run/{bad_cell}/evidence/{HOSTILE_ID}.txt",
+                     blocking=Rerun(outcome=Outcome.FAIL, family="cudnn_not_supported", message=HOSTILE)),
+            case_row(bad_cell, bad_gpu, "warned", "pass", None, None, warnings=(HOSTILE,), delta=Delta.SAME),
+            case_row(bad_cell, bad_gpu, "crashed|<x>", "crash", None, HOSTILE),
+        ),
+        notes=(f"{bad_cell}@{bad_gpu}: two results; kept one: {HOSTILE}",),
+    )
+
+
+def built_report(tmp_path: Path) -> Report:
+    """The same kind of hostile text, through the real path: results.jsonl -> report_model.build."""
+    recs = [record("conv2d-a"), record("conv2d-b"), record("conv2d-c", status="skipped", message=HOSTILE)]
+    write_result(tmp_path, "control", recs, env=env_json("control"))
+    bad = [record("conv2d-a"), record("conv2d-b", status="failed", message=HOSTILE),
+           record("conv2d-c", status="failed", message="\x00\x1b[31m]]><x/>")]
+    write_result(tmp_path, "candidate", bad, env=env_json("candidate"))
+    loaded = results.load([str(tmp_path)])
+    return report_model.build(loaded.results, "control")
+
+
+def reports(tmp_path: Path) -> list[Report]:
+    return [hostile_report(), built_report(tmp_path)]
+
+
+# XML 1.0 Char, and the C1 block that XML discourages and a terminal obeys.
+_NOT_XML = re.compile("[^\t\n\r\x20-\x7e\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+_TERMINAL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff\u202a-\u202e\u2066-\u2069]")
+
+
+def all_strings(element: ET.Element) -> list[str]:
+    out = []
+    for node in element.iter():
+        out += list(node.attrib.values())
+        out += [node.text or "", node.tail or ""]
+    return out
+
+
+def test_junit_from_hostile_messages_parses(tmp_path: Path) -> None:
+    for report in reports(tmp_path):
+        text = render.render(report, "junit")
+        assert not _NOT_XML.search(text), ascii(_NOT_XML.findall(text))
+        root = ET.fromstring(text)  # expat rejects what is not well-formed XML 1.0
+        for value in all_strings(root):
+            assert not _TERMINAL.search(value), ascii(value)
+        failures = root.findall(".//failure")
+        assert failures
+        for failure in failures:
+            assert failure.get("type") and failure.text is not None
+            assert "None" not in (failure.get("message") or "")
+
+
+def test_junit_keeps_the_message_readable(tmp_path: Path) -> None:
+    root = ET.fromstring(render.render(hostile_report(), "junit"))
+    failure = root.findall(".//failure")[0]
+    text = failure.text or ""
+    # Markup-looking text round-trips as text; colour codes go; other controls become visible.
+    assert '<script>alert("x")</script>' in text and "]]>" in text and "'single'" in text
+    assert "CUDNN_STATUS_NOT_SUPPORTED red second line" not in text  # newlines kept in text
+    assert "CUDNN_STATUS_NOT_SUPPORTED red " in text and "\nsecond line\ttab" in text
+    assert "\\x00nul" in text and "\\ud800" in text and "\\ufffe" in text and "\\u202eevil" in text
+    assert "owned title" not in text and "\\x1b" in text  # the OSC title is gone; the lone ESC is shown
+    names = {t.get("name") for t in root.iter("testcase")}
+    assert 'case\\x1b[2J|<i>\\x00\n"q"' not in names
+    assert 'case|<i>\\x00 "q"' in names or 'case|<i>\\x00\n"q"' in names
+    assert root.find("testsuite") is not None
+    skipped = root.findall(".//skipped")
+    assert skipped and '<script>alert("x")</script>' in (skipped[0].get("message") or "")
+
+
+def test_junit_benign_message_unchanged() -> None:
+    report = hostile_report()
+    message = "cuDNN error: CUDNN_STATUS_NOT_SUPPORTED. This error may appear if you passed in a non-contiguous input."
+    report = replace(report, cases=(case_row("cand", "cpu", "conv1d-fp16", "fail", "cudnn_not_supported", message),))
+    root = ET.fromstring(render.render(report, "junit"))
+    failure = root.find(".//failure")
+    assert failure is not None and failure.text == message
+    assert failure.get("message") == "regression cudnn_not_supported"
+
+
+def test_text_writes_no_terminal_control(tmp_path: Path) -> None:
+    for report in reports(tmp_path):
+        text = render.render(report, "text")
+        assert not _TERMINAL.search(text.replace("\n", "")), ascii(_TERMINAL.findall(text))
+        assert "\r" not in text and "\t" not in text
+    text = render.render(hostile_report(), "text")
+    # Escape sequences go (colour, title, hyperlink, reset); other controls are shown, not obeyed.
+    assert "CUDNN_STATUS_NOT_SUPPORTED red link \\x00nul \\x08bs \\x0b\\x0c \\x7f \\x85 ]]>" in text
+    assert "second line tab \\ud800 \\udfff \\ufffe \\uffff \\u202eevil\\u202c \\x1b" in text
+    lines = text.splitlines()
+    table = lines[lines.index("Failing or changed cases (2)") + 2:]
+    # header, rule, one line per case, then a blank line: a message never spans two lines
+    assert table[4] == "" and table[5] == "Notes" and table[6] == ""
+    assert all(line.startswith("- ") for line in table[7:])
+
+
+def _cells(line: str) -> list[str]:
+    """A GFM table row's cells: split on pipes that no backslash escapes."""
+    parts, current, i = [], "", 0
+    while i < len(line):
+        if line[i] == "\\" and i + 1 < len(line):
+            current += line[i:i + 2]
+            i += 2
+            continue
+        if line[i] == "|":
+            parts.append(current)
+            current = ""
+        else:
+            current += line[i]
+        i += 1
+    parts.append(current)
+    return parts[1:-1]
+
+
+def _tables(markdown: str) -> list[list[str]]:
+    tables: list[list[str]] = []
+    previous = ""
+    for line in markdown.splitlines():
+        if line.startswith("|"):
+            if not previous.startswith("|"):
+                tables.append([])
+            tables[-1].append(line)
+        previous = line
+    return tables
+
+
+def test_markdown_stays_one_table_per_section(tmp_path: Path) -> None:
+    for report in reports(tmp_path):
+        text = render.render(report, "markdown")
+        tables = _tables(text)
+        assert len(tables) == 2
+        for table in tables:
+            width = len(_cells(table[0]))
+            assert all(len(_cells(row)) == width for row in table), table
+        failing = [c for c in report.cases if not (c.outcome in ("pass", "skip") and c.delta in (None, "same"))]
+        assert len(tables[1]) == 2 + len(failing)
+        assert not _TERMINAL.search(text.replace("\n", ""))
+        # No raw HTML, link or code span can form out of a message (the report's own <details> folds aside).
+        assert not re.search(r"<[A-Za-z/!?]", re.sub(r"</?(?:details|summary)>", "", text))
+        assert "](" not in text.replace("\\](", "")
+        notes = text.split("## Notes\n\n")[1].splitlines() if "## Notes" in text else []
+        assert all(line.startswith("- ") for line in notes)
+    assert "## Notes" in render.render(hostile_report(), "markdown")
+
+
+@pytest.mark.parametrize("fmt", ["text", "markdown", "html"])
+def test_report_wide_notes_are_shown_escaped(fmt: str) -> None:
+    report = hostile_report()
+    text = render.render(report, fmt)
+    notes = [line for line in text.splitlines() if "two results; kept one" in line]
+    assert len(notes) == 1 and notes[0].startswith("- ")
+    assert "two results" not in render.render(replace(report, notes=()), fmt)
+    text = render.render(hostile_report(), "markdown")
+    assert "&lt;script&gt;alert(\"x\")&lt;/script&gt;" in text
+    assert "&amp; amp; &amp;lt; \\| a \\|\\| b \\\\\\| c \\[x\\](javascript" in render.render(hostile_report(), "markdown")
+
+
+HTML_TAGS = {"html", "head", "meta", "link", "title", "style", "body", "header", "section", "h1", "h2", "h3", "p",
+             "code", "pre", "span", "a", "table", "thead", "tbody", "tr", "th", "td", "ul", "li", "dl", "dt", "dd",
+             "details", "summary", "div", "label", "input", "script"}
+
+
+class _Tags(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: set[str] = set()
+        self.count: dict[str, int] = {}
+        self.text: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: Any) -> None:
+        self.tags.add(tag)
+        self.count[tag] = self.count.get(tag, 0) + 1
+
+    def handle_data(self, data: str) -> None:
+        self.text.append(data)
+
+
+def test_html_escapes_every_string(tmp_path: Path) -> None:
+    for report in reports(tmp_path):
+        text = render.render(report, "html")
+        parser = _Tags()
+        parser.feed(text)
+        assert parser.tags <= HTML_TAGS, parser.tags  # the page's own markup, none from a message
+        assert parser.count["script"] == parser.count["style"] == 1
+        assert not _TERMINAL.search(text.replace("\n", ""))
+    parser = _Tags()
+    parser.feed(render.render(hostile_report(), "html"))
+    assert any('<script>alert("x")</script>' in t for t in parser.text)
+
+
+def test_json_is_valid_and_ascii(tmp_path: Path) -> None:
+    for report in reports(tmp_path):
+        text = render.render(report, "json")
+        assert text.isascii()
+        assert json.loads(text)["cases"]
+
+
+def test_json_is_the_contract_with_a_line_per_cell_and_per_case(tmp_path: Path) -> None:
+    for report in reports(tmp_path):
+        text = render.render(report, "json")
+        data = json.loads(text)
+        assert list(data) == ["schema", "control", "cells", "cases", "notes"]
+        assert data["cells"] == [report_json.cell_json(c, report.baseline) for c in report.cells]
+        assert data["cases"] == [report_json.case_json(c, report.baseline) for c in report.cases]
+        assert data["notes"] == list(report.notes) and data["control"]["cell"] == report.control
+        lines = text.splitlines()
+        for row in (*data["cells"], *data["cases"]):
+            assert f"    {json.dumps(row)}," in lines or f"    {json.dumps(row)}" in lines
+    empty = json.loads(render.render(replace(hostile_report(), cases=(), notes=()), "json"))
+    assert empty["cases"] == [] and empty["notes"] == []
+
+
+def test_json_comes_in_pieces_that_make_the_same_text(tmp_path: Path) -> None:
+    for report in reports(tmp_path):
+        pieces = list(report_json.chunks(report, rows_per_chunk=1))
+        assert "".join(pieces) == report_json.dumps(report) == "".join(render.stream(report, "json"))
+        assert len(pieces) > len(report.cases)  # a piece per row here: never the whole report at once
+    for fmt in ("text", "markdown", "html", "junit"):
+        report = hostile_report()
+        assert list(render.stream(report, fmt)) == [render.render(report, fmt)]
+
+
+def test_a_case_line_is_its_case_json_as_json_dumps_writes_it(tmp_path: Path) -> None:
+    """case_line writes each value by hand for speed; every kind of value each field can hold must
+    come out as json.dumps(case_json(...)) writes it."""
+    rows = [case for report in (*reports(tmp_path), hostile_report()) for case in report.cases]
+    rows += [case_row("c", "g", "k", outcome, family, message, forward_ms=forward, slowdown=slow,
+                      fingerprint_changed=changed, knobs=knobs, warnings=warnings, control_outcome=control,
+                      delta=delta, baseline_outcome=Outcome.FAIL, baseline_delta=Delta.FIXED)
+             for outcome, family, message, forward, slow, changed, knobs, warnings, control, delta in [
+                 ("pass", None, None, None, None, None, {}, (), None, None),
+                 ("fail", "other", HOSTILE, 0.1, 1e-320, True, {"pad": 8, "tf32": False}, ("cuda_oom", "other"),
+                  Outcome.PASS, Delta.REGRESSION),
+                 ("timeout", "timeout", "\u2028\ufeff", float("nan"), float("inf"), False, {"x": [1.5, None]},
+                  ("a",), Outcome.CRASH, Delta.CHANGED),
+                 ("crash", "crash", "", -0.0, 3, None, {"nested": {"k": "\x00"}}, (), Outcome.MISSING, Delta.MISSING),
+                 ("skip", None, "x", 12345678901234567890.0, -float("inf"), None, {}, (), Outcome.SKIP, Delta.NEW),
+             ]]
+    assert len(rows) > 10
+    for row in rows:
+        for baseline in (False, True):
+            assert report_json.case_line(row, baseline) == json.dumps(report_json.case_json(row, baseline))
+
+
+@pytest.mark.parametrize("value", [
+    {"outcome": Outcome.PASS, "delta": Delta.REGRESSION, "warnings": ("a", "b"), "knobs": {"pad": 8}},
+    {"message": "caf\u00e9 \u2603 \"quoted\"\n\ttab \x00 \ud83d\ude00", "n": -0.0, "big": 10**30, "f": 1e-320},
+    {"nan": float("nan"), "inf": float("-inf"), "nested": [[{}], [], None, True, False]},
+])
+def test_the_kept_row_encoder_writes_what_json_dumps_writes(value: dict[str, Any]) -> None:
+    assert report_json.row_encoder()(value) == json.dumps(value)
+
+
+def test_the_row_encoder_refuses_what_json_refuses() -> None:
+    with pytest.raises(TypeError, match="set is not JSON serializable"):
+        report_json.row_encoder()({"x": {1}})
+
+
+@pytest.mark.parametrize("fmt", ["text", "markdown", "html"])
+def test_benign_report_reads_as_before(fmt: str) -> None:
+    message = "cuDNN error: CUDNN_STATUS_NOT_SUPPORTED. This error may appear if you passed in a non-cont"
+    report = Report(
+        control="control",
+        health={"cpu": Health(healthy=True, reason=None)},
+        cells=(cell_row("control", "cpu", "control", {"pass": 1}),
+               cell_row("host", "cpu", "regression", {"pass": 0, "cudnn_not_supported": 1}, signature=True)),
+        cases=(case_row("host", "cpu", "conv1d-bf16-k7-p3-dw", "fail", "cudnn_not_supported", message + "iguous"),),
+    )
+    text = render.render(report, fmt)
+    assert "conv1d-bf16-k7-p3-dw" in text
+    assert message in text
+    assert "REGRESSION: 0 pass, cudnn_not_supported×1, SIGNATURE" in text
+
+
+def test_visible_is_idempotent_and_keeps_printable_unicode() -> None:
+    once = escape.visible(HOSTILE)
+    assert escape.visible(once) == once
+    assert escape.visible("é ü 中文 ×") == "é ü 中文 ×"
+    for char in once:
+        assert char in "\t\n\r" or unicodedata.category(char) not in ("Cc", "Cf", "Cs"), ascii(char)
+    assert escape.visible("a\u200bb\ufeff\U000e0041") == "a\\u200bb\\ufeff\\U000e0041"

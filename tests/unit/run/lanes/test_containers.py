@@ -1,0 +1,203 @@
+"""What the container lane sends the engine, and how a run reads and ends its container: unit
+tests, against a fake engine where one is needed (the real engine: test_container_lane.py)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, Generic, TypeVar
+
+import pytest
+from docker.errors import APIError, NotFound
+
+from convmatrix import interrupts
+from convmatrix.run.lanes import containers
+
+
+def spec(tmp_path: Path, gpu: int | None) -> containers.RunSpec:
+    return containers.RunSpec(image="sha256:img", command=["python", "-m", "pytest", "/suite"],
+                              results_dir=tmp_path / "r", suite_dir=tmp_path / "suites", gpu_index=gpu,
+                              environment={"CONVMATRIX_LANE": "container"})
+
+
+def test_gpu_run_requests_that_gpu_only(tmp_path: Path) -> None:
+    kwargs = containers.run_kwargs(spec(tmp_path, 3))
+    (request,) = kwargs["device_requests"]
+    assert request["DeviceIDs"] == ["3"]
+    assert request["Capabilities"] == [["gpu"]]
+
+
+def test_cpu_run_requests_no_device(tmp_path: Path) -> None:
+    assert containers.run_kwargs(spec(tmp_path, None))["device_requests"] == []
+
+
+def test_least_privilege(tmp_path: Path) -> None:
+    kwargs = containers.run_kwargs(spec(tmp_path, 0))
+    assert kwargs["user"] == f"{os.getuid()}:{os.getgid()}"
+    assert kwargs["network_mode"] == "none"
+    assert kwargs["privileged"] is False
+    assert kwargs["volumes"][str(tmp_path / "suites")] == {"bind": "/suite", "mode": "ro"}
+    assert kwargs["volumes"][str((tmp_path / "r").resolve())] == {"bind": "/results", "mode": "rw"}
+    assert len(kwargs["volumes"]) == 2
+    assert kwargs["shm_size"] == containers.SHM_SIZE
+    assert kwargs["environment"]["CONVMATRIX_LANE"] == "container"
+    assert kwargs["environment"]["HOME"] == "/tmp"
+
+
+def test_unreachable_engine_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+    with pytest.raises(containers.EngineError) as err, containers.client():
+        pass
+    assert str(err.value).startswith("docker: the engine is not reachable (")
+    assert "\n" not in str(err.value)
+    assert err.value.exit_code == 4  # infrastructure, not bad input
+
+
+def test_the_engine_removes_the_container_when_it_exits(tmp_path: Path) -> None:
+    """auto_remove: nothing stays behind even when the lane itself is killed (issue 8, item 10)."""
+    kwargs = containers.run_kwargs(spec(tmp_path, None))
+    assert kwargs["auto_remove"] is True
+    assert "detach" not in kwargs  # create() then start(): attached before it runs
+
+
+# --- a run against a fake engine: what is read, and what is removed, when ---------------------
+
+T = TypeVar("T")
+Event = dict[str, Any]  # as the docker SDK decodes one: nested JSON
+
+
+class FakeStream(Generic[T]):
+    def __init__(self, items: Iterable[T]) -> None:
+        self.items = list(items)
+        self.closed = False
+
+    def __iter__(self) -> Iterator[T]:
+        return iter(self.items)
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class FakeContainer:
+    id = "c0ffee" * 10
+    short_id = "c0ffee"
+
+    def __init__(self, engine: FakeEngine) -> None:
+        self.engine = engine
+
+    def attach(self, **kwargs: Any) -> FakeStream[bytes]:
+        assert kwargs["stream"] is True
+        self.engine.calls.append("attach")
+        self.engine.output = FakeStream(self.engine.chunks)
+        return self.engine.output
+
+    def start(self) -> None:
+        self.engine.calls.append("start")
+        if self.engine.start_error is not None:
+            raise self.engine.start_error
+
+    def wait(self, **kwargs: Any) -> dict[str, int]:
+        self.engine.calls.append("wait")
+        return {"StatusCode": self.engine.wait_status}
+
+    def kill(self) -> None:
+        self.engine.calls.append("kill")
+
+    def remove(self, force: bool = False) -> None:
+        self.engine.calls.append(f"remove(force={force})")
+
+    def reload(self) -> None:
+        raise NotFound("gone")
+
+
+class FakeEngine:
+    output: FakeStream[bytes]
+    event_stream: FakeStream[Event]
+    kwargs: dict[str, Any]
+
+    def __init__(self, events: Sequence[Event] = (), chunks: Sequence[bytes] = (b"out\n",),
+                 start_error: Exception | None = None, wait_status: int = 1) -> None:
+        self.events_given = events
+        self.chunks = chunks
+        self.start_error = start_error
+        self.wait_status = wait_status
+        self.calls: list[str] = []
+        self.containers = SimpleNamespace(create=self.create)
+
+    def create(self, **kwargs: Any) -> FakeContainer:
+        self.calls.append("create")
+        self.kwargs = kwargs
+        return FakeContainer(self)
+
+    def events(self, **kwargs: Any) -> FakeStream[Event]:
+        self.calls.append("events")
+        assert kwargs["filters"]["container"] == FakeContainer.id
+        self.event_stream = FakeStream(self.events_given)
+        return self.event_stream
+
+
+def event(action: str, **attributes: str) -> Event:
+    return {"Type": "container", "Action": action, "Actor": {"ID": FakeContainer.id, "Attributes": attributes}}
+
+
+def test_the_exit_status_and_oom_come_from_the_engines_events(tmp_path: Path) -> None:
+    engine = FakeEngine(events=[event("create"), event("start"), event("oom"), event("die", exitCode="137"),
+                                event("destroy")])
+    outcome = containers.run(engine, spec(tmp_path, None), tmp_path / "log.txt")
+    assert outcome == containers.Outcome(exit_code=137, oom_killed=True)
+    # Watched and attached before it starts; never inspected, killed or removed by us after.
+    assert engine.calls == ["create", "events", "attach", "start"]
+    assert engine.kwargs["auto_remove"] is True
+    assert (tmp_path / "log.txt").read_bytes().endswith(b"out\n")
+    assert engine.output.closed and engine.event_stream.closed
+
+
+def test_lost_events_fall_back_to_wait_and_remove(tmp_path: Path) -> None:
+    engine = FakeEngine(events=[], wait_status=5)
+    outcome = containers.run(engine, spec(tmp_path, None), tmp_path / "log.txt")
+    assert outcome == containers.Outcome(exit_code=5, oom_killed=False)
+    assert engine.calls[-2:] == ["wait", "remove(force=True)"]
+
+
+def test_a_container_that_never_started_is_removed_at_once(tmp_path: Path) -> None:
+    engine = FakeEngine(start_error=APIError("could not select device driver \"\" with capabilities: [[gpu]]"))
+    began = time.monotonic()
+    with pytest.raises(containers.EngineError, match="cannot start the container: could not select device driver"):
+        containers.run(engine, spec(tmp_path, 0), tmp_path / "log.txt")
+    assert time.monotonic() - began < 5  # no wait for an auto-removal that cannot come
+    assert engine.calls[-2:] == ["kill", "remove(force=True)"]
+
+
+def test_an_interrupt_kills_the_container_and_says_so(tmp_path: Path) -> None:
+    class Interrupting(FakeStream[bytes]):
+        def __iter__(self) -> Iterator[bytes]:
+            yield b"first line\n"
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(30)
+            yield b"never\n"
+
+    engine = FakeEngine(events=[event("die", exitCode="137"), event("destroy")])
+    engine.chunks = ()
+    original = FakeContainer.attach
+
+    def attach(self: FakeContainer, **kwargs: Any) -> FakeStream[bytes]:
+        original(self, **kwargs)
+        engine.output = Interrupting(())
+        return engine.output
+
+    def lane() -> None:
+        with interrupts.interruptible():
+            containers.run(engine, spec(tmp_path, None), tmp_path / "log.txt")
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(FakeContainer, "attach", attach)
+        with pytest.raises(interrupts.Interrupted) as err:
+            lane()
+    assert err.value.detail == "the container was killed and removed"
+    assert "kill" in engine.calls and "remove(force=True)" not in engine.calls  # the engine removed it
+    log = (tmp_path / "log.txt").read_text()
+    assert log.endswith("first line\n\nconvmatrix: interrupted by SIGTERM: the container was killed\n")

@@ -1,0 +1,54 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from convmatrix.errors import BadInput
+from convmatrix.run import options
+
+
+def test_parse_all_options_and_suite_args() -> None:
+    opts = options.parse(["--out", "x", "--shard", "2/3", "--resume", "--gpus", "0,1", "--", "-k", "conv2d"])
+    assert opts.out == Path("x")
+    assert opts.shard == (2, 3)
+    assert opts.resume
+    assert opts.gpus == "0,1"
+    assert opts.suite_args == ("-k", "conv2d")
+
+
+def test_default_out_is_a_new_run_dir() -> None:
+    assert options.parse([]).out.parent == options.RUNS_DIR
+
+
+@pytest.mark.parametrize("args", [["--shard", "0/2"], ["--shard", "3/2"], ["--shard", "x"],
+                                  ["--gpus", "0;rm"], ["--bogus"], ["-k", "x"]])
+def test_bad_options_are_bad_input(args: list[str]) -> None:
+    with pytest.raises(BadInput, match="run options"):
+        options.parse(args)
+
+
+def test_shards_partition_the_cells() -> None:
+    ids = [f"c{i}" for i in range(7)]
+    shards = [[c for c in ids if options.in_shard(c, ids, (i, 3))] for i in (1, 2, 3)]
+    assert sorted(c for shard in shards for c in shard) == sorted(ids)
+    assert all(shards)
+    assert options.in_shard("c1", ids, None)
+
+
+def test_latest_round_trip(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(BadInput, match="no run recorded yet"):
+        options.latest()
+    options.mark_latest(Path("reports/runs/r1"))
+    assert options.latest() == Path("reports/runs/r1")
+
+
+@pytest.mark.parametrize("args", [["--gpus", "\u0661"], ["--shard", "\u0661/2"]])
+def test_non_ascii_digits_are_not_indices(args: list[str]) -> None:
+    with pytest.raises(BadInput, match="is not"):
+        options.parse(args)
+
+
+def test_every_gpu_is_a_run_option() -> None:
+    assert options.parse(["--every-gpu"]).every_gpu and not options.parse([]).every_gpu

@@ -1,0 +1,266 @@
+"""The one orchestration every lane goes through, driven with a lane of the test's own."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any, Protocol
+
+import pytest
+
+from convmatrix import gpus, interrupts
+from convmatrix.cli import main as cli
+from convmatrix.errors import InfrastructureError
+from convmatrix.matrix import Matrix, load
+from convmatrix.matrix.cells import Cell
+from convmatrix.results import rundir
+from convmatrix.run import lanes, options, orchestrate
+from convmatrix.run.lanes import Lane, Log, Prepared, SuiteRun
+from testkit import OVERRIDE_MATRIX
+
+
+class FakeLane:
+    """Writes what the suite would: env.json and one line per case; can fail where told to."""
+
+    def __init__(self, *, problem: str | None = None, broken: Iterable[str] = (), failing: Iterable[str] = ()) -> None:
+        self._problem, self.broken, self.failing = problem, set(broken), set(failing)
+        self.runs: list[SuiteRun] = []
+
+    def problem(self, cell: Cell) -> str | None:
+        return self._problem
+
+    def prepare(self, cell: Cell, matrix: Matrix, log: Log) -> Prepared:
+        if cell.id in self.broken:
+            raise InfrastructureError(f"{cell.id}: install failed")
+        return Prepared(python="py", record={"venv": f"/v/{cell.id}"})
+
+    def run(self, prepared: Prepared, run: SuiteRun, log: Log) -> int:
+        self.runs.append(run)
+        run.out.mkdir(parents=True, exist_ok=True)
+        env = {"schema": 1, "cell_id": run.target.cell.id, "gpus": [], "knobs": {}, "argv": [], "isolation": {},
+               "ended": rundir.records.now()}
+        rundir.write_json(run.out / rundir.ENV_JSON, env)
+        for case in ("a", "b"):
+            status = "failed" if case in self.failing else "passed"
+            rundir.append_result(run.out, {"schema": 1, "case": case, "status": status, "message": None,
+                                           "nodeid": f"suites/test_conv.py::test_conv[{case}]"})
+        return 1 if self.failing else 0
+
+
+MATRIX = OVERRIDE_MATRIX
+
+
+class Go(Protocol):
+    """orchestrate.run over the matrix's cells with this lane and these `convmatrix run` options."""
+
+    def __call__(self, lane: Lane, *args: str, strict: bool = True) -> orchestrate.Outcome: ...
+
+
+Setup = tuple[Matrix, Go, list[str], Path]
+
+
+@pytest.fixture
+def setup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, write_matrix: Callable[[str], Path]) -> Setup:
+    monkeypatch.setattr(gpus, "discover", list)
+    matrix = load(write_matrix(MATRIX))
+    lines: list[str] = []
+
+    def go(lane: Lane, *args: str, strict: bool = True) -> orchestrate.Outcome:
+        monkeypatch.setattr(lanes, "lane", lambda name: lane)
+        opts = options.parse(["--out", str(tmp_path / "run"), *args])
+        return orchestrate.run(matrix, matrix.cells, opts, lines.append, strict=strict)
+
+    return matrix, go, lines, tmp_path / "run"
+
+
+def meta(directory: Path) -> dict[str, Any]:
+    fields: dict[str, Any] = json.loads((directory / rundir.CELL_JSON).read_text())
+    return fields
+
+
+def test_every_cell_runs_into_its_own_directory_with_what_the_lane_records(setup: Setup) -> None:
+    matrix, go, _, out = setup
+    assert matrix.control is not None  # MATRIX names one
+    outcome = go(FakeLane())
+    assert sorted(outcome.ran) == sorted(c.id for c in matrix.cells)
+    control = out / f"{matrix.control.id}@cpu"
+    assert meta(control)["control"] is True and meta(control)["venv"] == f"/v/{matrix.control.id}"
+    assert meta(control)["exit_code"] == 0 and rundir.is_complete(control)
+    assert not list(out.glob("*.partial"))
+
+
+def test_resume_keeps_complete_cells_and_redoes_the_rest(setup: Setup) -> None:
+    matrix, go, _, out = setup
+    assert matrix.control is not None  # MATRIX names one
+    go(FakeLane())
+    control = out / f"{matrix.control.id}@cpu"
+    other = next(p for p in out.iterdir() if p.is_dir() and p != control)
+    cell = meta(other)
+    cell.pop("ended")  # as if the harness had died before closing it
+    rundir.write_json(other / rundir.CELL_JSON, cell)
+    lane = FakeLane()
+    outcome = go(lane, "--resume")
+    assert outcome.kept == [matrix.control.id] and len(lane.runs) == 1
+    assert rundir.is_complete(other)
+
+
+def test_a_cell_that_cannot_run_is_skipped_or_recorded(setup: Setup) -> None:
+    _matrix, go, _lines, out = setup
+    assert go(FakeLane(problem="no Python 3.11"), strict=False).skipped
+    assert not out.exists() or not any(out.iterdir())
+    with pytest.raises(InfrastructureError, match="2 cell"):
+        go(FakeLane(problem="no Python 3.11"))
+    for directory in out.iterdir():
+        assert meta(directory)["error"] == "not run: no Python 3.11"
+
+
+def test_a_failed_setup_is_recorded_the_others_still_run_and_the_run_fails(setup: Setup) -> None:
+    matrix, go, _lines, out = setup
+    broken = matrix.cells[0].id
+    lane = FakeLane(broken=[broken])
+    with pytest.raises(InfrastructureError, match=f"{broken}: install failed"):
+        go(lane)
+    assert len(lane.runs) == len(matrix.cells) - 1
+    assert meta(out / f"{broken}@cpu")["error"] == f"{broken}: install failed"
+
+
+def test_a_failed_retry_never_replaces_a_complete_result(setup: Setup) -> None:
+    matrix, go, _, out = setup
+    go(FakeLane())
+    broken = matrix.cells[0].id
+    with pytest.raises(InfrastructureError):
+        go(FakeLane(broken=[broken]))
+    assert "error" not in meta(out / f"{broken}@cpu") and rundir.is_complete(out / f"{broken}@cpu")
+
+
+def test_blocking_rerun_selects_the_failing_cases_with_the_variable_set(setup: Setup) -> None:
+    matrix, go, _, out = setup
+    lane = FakeLane(failing=["b"])
+    go(lane, "--rerun-blocking")
+    reruns = [r for r in lane.runs if r.select]
+    assert len(reruns) == len(matrix.cells)
+    assert all(r.select == ("suites/test_conv.py::test_conv[b]",) and r.env == {"CUDA_LAUNCH_BLOCKING": "1"}
+               and r.out == r.target.results_dir / rundir.BLOCKING for r in reruns)
+    assert all((out / f"{c.id}@cpu" / rundir.BLOCKING / rundir.RESULTS).exists() for c in matrix.cells)
+
+
+class CrashingLane(FakeLane):
+    """Case "a" kills the first suite process: its marker stays and env.json never ends; a
+    continued run (--continue-run) finishes the rest, as the suite does."""
+
+    def run(self, prepared: Prepared, run: SuiteRun, log: Log) -> int:
+        self.runs.append(run)
+        run.out.mkdir(parents=True, exist_ok=True)
+        if "--continue-run" not in run.args:
+            rundir.write_json(run.out / rundir.ENV_JSON, {"schema": 1, "gpus": [], "knobs": {}, "argv": [],
+                                                          "isolation": {}, "ended": None})
+            rundir.write_json(run.out / "running-main.json", {"case": "a", "nodeid": "n-a"})
+            return -11
+        env = json.loads((run.out / rundir.ENV_JSON).read_text())
+        rundir.write_json(run.out / rundir.ENV_JSON, {**env, "ended": rundir.records.now()})
+        rundir.append_result(run.out, {"schema": 1, "case": "b", "status": "passed", "nodeid": "n-b"})
+        return 1
+
+
+def test_a_case_that_kills_the_suite_costs_itself_and_the_rest_runs_on(setup: Setup) -> None:
+    matrix, go, lines, out = setup
+    lane = CrashingLane()
+    go(lane)
+    assert [("--continue-run" in r.args) for r in lane.runs] == [False, True] * len(matrix.cells)
+    for cell in matrix.cells:
+        directory = out / f"{cell.id}@cpu"
+        records = [json.loads(line) for line in (directory / rundir.RESULTS).read_text().splitlines()]
+        assert [(r["case"], r["status"]) for r in records] == [("a", "crashed"), ("b", "passed")]
+        assert rundir.is_complete(directory) and meta(directory)["exit_code"] == 1
+    assert sum("ended early (signal 11, SIGSEGV in a)" in line for line in lines) == len(matrix.cells)
+
+
+def test_shards_split_the_cells(setup: Setup) -> None:
+    matrix, go, _, _ = setup
+    first, second = FakeLane(), FakeLane()
+    go(first, "--shard", "1/2")
+    go(second, "--shard", "2/2")
+    ran = [r.target.cell.id for r in first.runs + second.runs]
+    assert sorted(ran) == sorted(c.id for c in matrix.cells)
+
+
+# --- interrupted: SIGTERM and SIGINT end the run, recorded and said in one line -----------------
+
+class InterruptedLane(FakeLane):
+    """Its first case passes; SIGTERM reaches the process while the second one runs (where
+    `during` is "run"), or while the cell is being prepared (an image build, an install)."""
+
+    def __init__(self, during: str) -> None:
+        super().__init__()
+        self.during = during
+
+    def prepare(self, cell: Cell, matrix: Matrix, log: Log) -> Prepared:
+        if self.during == "prepare":
+            sigterm_now()
+        return super().prepare(cell, matrix, log)
+
+    def run(self, prepared: Prepared, run: SuiteRun, log: Log) -> int:
+        run.out.mkdir(parents=True, exist_ok=True)
+        rundir.write_json(run.out / rundir.ENV_JSON, {"schema": 1, "cell_id": run.target.cell.id, "gpus": [],
+                                                      "knobs": {}, "argv": [], "isolation": {}, "ended": None})
+        rundir.append_result(run.out, {"schema": 1, "case": "a", "status": "passed", "message": None,
+                                       "nodeid": "suites/test_conv.py::test_conv[a]"})
+        rundir.write_json(run.out / "running-gw0.json", {"case": "b", "nodeid": "suites/test_conv.py::test_conv[b]",
+                                                         "started": rundir.records.now()})
+        sigterm_now()
+        return 0
+
+
+def sigterm_now() -> None:
+    """As a suite process does: the signal reaches the main thread, which stops the workers'
+    blocking calls (interrupts.stop_all); a lane in the main thread has the handler raise here."""
+    os.kill(os.getpid(), signal.SIGTERM)
+    for _ in range(300):
+        interrupts.raise_if_stopped()
+        time.sleep(0.1)
+
+
+RunCommand = Callable[[Lane], tuple[int, str]]
+
+
+@pytest.fixture
+def run_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, write_matrix: Callable[[str], Path],
+                capsys: pytest.CaptureFixture[str]) -> RunCommand:
+    """`convmatrix run` over MATRIX with the given lane, as nox runs it: its exit status and stderr."""
+    monkeypatch.setattr(gpus, "discover", list)
+    monkeypatch.setattr(interrupts, "die_with_parent", lambda: None)  # not for the test process
+    path = write_matrix(MATRIX)
+
+    def go(lane: Lane) -> tuple[int, str]:
+        monkeypatch.setattr(lanes, "lane", lambda name: lane)
+        code = cli.main(["run", "-m", str(path), "--out", str(tmp_path / "run")])
+        return code, capsys.readouterr().err
+
+    return go
+
+
+def test_sigterm_during_a_run_records_the_case_in_flight_and_ends_in_one_line(
+    run_command: RunCommand, tmp_path: Path
+) -> None:
+    before = signal.getsignal(signal.SIGTERM)
+    code, err = run_command(InterruptedLane("run"))
+    assert code == 143
+    partial = next((tmp_path / "run").glob("*.partial"))
+    assert err == (f"convmatrix: {partial.name.split('@')[0]}: interrupted by SIGTERM; its run is recorded as "
+                   f"incomplete in {partial} (run it again, or --resume)\n")
+    records = [json.loads(line) for line in (partial / rundir.RESULTS).read_text().splitlines()]
+    assert [(r["case"], r["status"]) for r in records] == [("a", "passed"), ("b", "crashed")]
+    assert "SIGTERM" in records[1]["message"]
+    assert meta(partial)["exit_code"] == -signal.SIGTERM
+    assert not (tmp_path / "run" / partial.name.removesuffix(rundir.PARTIAL)).exists()  # nothing swapped in
+    assert signal.getsignal(signal.SIGTERM) == before
+
+
+def test_sigterm_before_the_suite_ran_says_so_in_one_line(run_command: RunCommand) -> None:
+    code, err = run_command(InterruptedLane("prepare"))
+    assert code == 143
+    assert err.endswith(": interrupted by SIGTERM before its suite ran\n") and err.count("\n") == 1
