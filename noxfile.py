@@ -9,7 +9,6 @@ only the sessions that need it: `nox -s tests`, `lint`,
 
 from __future__ import annotations
 
-import os
 import shutil
 import sys
 from pathlib import Path
@@ -19,12 +18,12 @@ import nox
 sys.path.insert(0, str(Path(__file__).parent / "src"))
 
 from convmatrix.errors import BadInput
-from convmatrix.matrix import Matrix, load
+from convmatrix.matrix import Matrix, default_matrix, load
 from convmatrix.matrix.cells import Cell
 from convmatrix.results import rundir
 from convmatrix.run import options
 
-MATRIX_FILE = os.environ.get("CONVMATRIX_MATRIX", "matrix/default.toml")
+MATRIX_FILE = default_matrix()
 MATRIX: Matrix | None = None
 MATRIX_ERROR: str | None = None
 try:

@@ -45,7 +45,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
 from convmatrix import matrix as matrices  # noqa: E402
-from convmatrix.run.lanes import baremetal, container, containers, images  # noqa: E402
+from convmatrix.run.lanes import container, containers, images, install  # noqa: E402
 
 MATRIX = REPO / "bench" / "matrix.toml"
 SELECT = "conv1d-fp32"  # a small, real subset: startup and environments dominate, as in a nightly's cells
@@ -125,7 +125,7 @@ class Bench:
         for cell in loaded.lane("baremetal"):
             venv = self.tmp / "naive-venvs" / cell.id
             must([uv, "venv", "--python", cell.python, str(venv)], self.env)
-            for step in baremetal.steps(cell):
+            for step in install.plan(cell).steps():
                 must([uv, "pip", "install", "--python", str(venv / "bin" / "python"), *step], self.env)
             must([str(venv / "bin" / "python"), "-m", "pytest", str(REPO / "suites"), "-p", "no:cacheprovider",
                   "--results-dir", str(self.tmp / "naive" / cell.id), "--cell-id", cell.id, "--device", "cpu",

@@ -49,9 +49,7 @@ def common(p: argparse.ArgumentParser) -> None:
 
 
 def plan(args: argparse.Namespace, *, out: str, matrix_path: str) -> ShardPlan:
-    from convmatrix.cli.main import default_matrix
-
-    loaded = matrix.load(args.matrix or default_matrix())  # a broken matrix fails here, not in every task
+    loaded = matrix.load(args.matrix or matrix.default_matrix())  # a broken matrix fails here, not in every task
     check_shards(args.shards, len(loaded.cells))
     return ShardPlan(matrix=matrix_path, out=out, shards=args.shards, run_args=check_run_args(args.run_args))
 
@@ -68,10 +66,9 @@ def command(text: str | None, option: str = "--convmatrix") -> tuple[str, ...]:
 
 
 def cmd_slurm(args: argparse.Namespace) -> int:
-    from convmatrix.cli.main import default_matrix
-
+    matrix_path = str(Path(args.matrix or matrix.default_matrix()).resolve())
     job = slurm.SlurmJob(
-        plan=plan(args, out=str(args.out.resolve()), matrix_path=str(Path(args.matrix or default_matrix()).resolve())),
+        plan=plan(args, out=str(args.out.resolve()), matrix_path=matrix_path),
         convmatrix=command(args.convmatrix), workdir=Path.cwd(), partition=args.partition, gres=args.gres,
         time=args.time, job_name=args.job_name,
     )
@@ -85,8 +82,6 @@ def cmd_slurm(args: argparse.Namespace) -> int:
 
 
 def cmd_k8s(args: argparse.Namespace) -> int:
-    from convmatrix.cli.main import default_matrix
-
     stamp = time.strftime("%Y%m%d-%H%M%S")
     mount = args.mount.rstrip("/") or "/"
     out = args.out or f"{mount}/runs/{stamp}"
@@ -95,7 +90,7 @@ def cmd_k8s(args: argparse.Namespace) -> int:
     if args.gpus < 0:
         raise BadInput(f"--gpus {args.gpus}: give 0 or more")
     job = k8s.K8sJob(
-        plan=plan(args, out=out, matrix_path=args.matrix or default_matrix()),
+        plan=plan(args, out=out, matrix_path=args.matrix or matrix.default_matrix()),
         name=k8s.check_name(args.name or f"convmatrix-{stamp}"), image=args.image, claim=args.claim,
         mount=mount, gpus=args.gpus, convmatrix=command(args.convmatrix), namespace=args.namespace,
     )

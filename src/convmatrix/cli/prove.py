@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from convmatrix import results
+from convmatrix.cli.output import write_output
 from convmatrix.errors import BadInput
 from convmatrix.prove import proof as prove
 from convmatrix.prove import render as render_prove
@@ -37,8 +38,6 @@ def load(path: str, side: str) -> results.Loaded:
 
 
 def run(args: argparse.Namespace) -> int:
-    from convmatrix.cli.main import write_output  # the one writer of -o, shared with `report`
-
     pairing = prove.parse_pair(args.pair) if args.pair else None
     proof = prove.prove(load(args.before, "BEFORE"), load(args.after, "AFTER"), before_paths=[args.before],
                         after_paths=[args.after], pairing=pairing, control=args.control)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass
 
 from convmatrix.matrix import knobs as knob_sets
@@ -9,6 +10,11 @@ from convmatrix.matrix import stacks
 from convmatrix.matrix.values import FROM_IMAGE, IMAGE, slug
 
 HOST_ID = "host"
+# Matrix cell ids (Cell.id) spelled short: the lane as two letters, the axis prefixes dropped. The
+# report and the live progress line both name a cell this way.
+_MATRIX_ID = re.compile(r"^(?P<lane>baremetal|container)-torch(?P<torch>[^-]+)-(?P<cuda>[^-]+)"
+                        r"-cudnn(?P<cudnn>[^-]+)-py(?P<python>[^-]+)(?:-(?P<base>.+))?$")
+SHORT_LANES = {"baremetal": "bm", "container": "ct"}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -79,3 +85,12 @@ class Cell:
             "cudnn": stacks.cudnn_int(cudnn) if cudnn else None,
         }
         return {k: v for k, v in expected.items() if k not in self.from_image()}
+
+
+def abbreviate(cell_id: str) -> str:
+    """baremetal-torch2.5.1-cu124-cudnnbundled-py3.11 -> bm-2.5.1-cu124-bundled-py3.11; other ids as they are."""
+    found = _MATRIX_ID.match(cell_id)
+    if not found:
+        return cell_id
+    parts = [SHORT_LANES[found["lane"]], found["torch"], found["cuda"], found["cudnn"], f"py{found['python']}"]
+    return "-".join(parts + ([found["base"]] if found["base"] else []))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import os
 import tomllib
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -18,6 +19,13 @@ CONTAINER_KEYS = {"base", "flavour"}
 FLAVOURS = ("wheel", "system")
 CELL_AXES = ("lane", "torch", "cuda", "cudnn", "python")
 SHOWN_REASONS = 4  # reasons the "no cells" error spells out; the rest are counted
+DEFAULT_MATRIX = "matrix/default.toml"
+
+
+def default_matrix() -> str:
+    """The matrix a command runs when none is named: $CONVMATRIX_MATRIX, else matrix/default.toml
+    (relative to the current directory, the checkout, as the nox sessions run it)."""
+    return os.environ.get("CONVMATRIX_MATRIX") or DEFAULT_MATRIX
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -1,6 +1,7 @@
 """The matrix grid that the html, markdown and text reports share: stacks as rows, grouped by
 torch and CUDA with cuDNN (and knobs) as sub-rows, GPU generations as columns, one cell result
-at each crossing. Ids are abbreviated here, once, so that every format names a stack the same way."""
+at each crossing. Ids are abbreviated one way (matrix.cells.abbreviate), so that every format and
+the live progress line name a stack the same way."""
 
 from __future__ import annotations
 
@@ -9,16 +10,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from convmatrix.matrix.cells import abbreviate
 from convmatrix.matrix.values import IMAGE
 from convmatrix.report.model import CellRow, Report
 from convmatrix.results.outcomes import Outcome, Verdict
 
 SLOWER = 1.5  # a cell this many times slower than the control (geometric mean) is called out
 SHOUTED = (Verdict.REGRESSION, Verdict.INVALID)
-# Matrix cell ids (cells.Cell.id) spelled short: the lane as two letters, the axis prefixes dropped.
-_MATRIX_ID = re.compile(r"^(?P<lane>baremetal|container)-torch(?P<torch>[^-]+)-(?P<cuda>[^-]+)"
-                        r"-cudnn(?P<cudnn>[^-]+)-py(?P<python>[^-]+)(?:-(?P<base>.+))?$")
-LANES = {"baremetal": "bm", "container": "ct"}
 # Axes that tell sub-rows of one torch/CUDA group apart when they vary across the report.
 _EXTRA_AXES = ("lane", "python", "base", "flavour")
 _QUIET_KNOBS = frozenset({"device"})  # the same for every cell on a GPU: never a sub-row's name
@@ -93,15 +91,6 @@ def build(report: Report) -> Grid:
               in sorted(grouped.items(), key=lambda item: natural(item[0]))]
     return Grid(columns=tuple(sorted(columns.values(), key=lambda c: natural(c.key))), groups=tuple(groups),
                 entries={(c.cell, c.gpu.key): c for c in report.cells})
-
-
-def abbreviate(cell_id: str) -> str:
-    """baremetal-torch2.5.1-cu124-cudnnbundled-py3.11 -> bm-2.5.1-cu124-bundled-py3.11; other ids as they are."""
-    found = _MATRIX_ID.match(cell_id)
-    if not found:
-        return cell_id
-    parts = [LANES[found["lane"]], found["torch"], found["cuda"], found["cudnn"], f"py{found['python']}"]
-    return "-".join(parts + ([found["base"]] if found["base"] else []))
 
 
 def group_title(cell: CellRow) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from convmatrix.escape import html_cell, markdown_cell, markdown_line
+from convmatrix.matrix.cells import abbreviate
 from convmatrix.report import bounds
 from convmatrix.report import grid as report_grid
 from convmatrix.report import notes as report_notes
@@ -88,7 +89,7 @@ def case_table(cases: list[CaseRow]) -> list[str]:
 
 def case_cells(case: CaseRow) -> list[str]:
     message = bounds.head(case.message or "", ROW_MESSAGE)
-    return [report_grid.abbreviate(case.cell), case.gpu, case.case, str(case.outcome), case.family or "",
+    return [abbreviate(case.cell), case.gpu, case.case, str(case.outcome), case.family or "",
             case.control_outcome or "", case.delta or "", message.text + ("…" if message.cut else "")]
 
 
@@ -105,7 +106,7 @@ def details(cases: list[CaseRow]) -> list[str]:
 
 def detail(case: CaseRow) -> list[str]:
     message = bounds.head(case.message or "", DETAIL_MESSAGE)
-    title = f"{report_grid.abbreviate(case.cell)}@{case.gpu} {case.case}: {case.outcome} {case.family or ''}"
+    title = f"{abbreviate(case.cell)}@{case.gpu} {case.case}: {case.outcome} {case.family or ''}"
     lines = [markdown_line(line) for line in message.text.splitlines() if line.strip()]
     if message.note:
         lines.append(f"*{markdown_cell(message.note)}*")

@@ -101,6 +101,10 @@ class CellRow:
         return f"{self.cell}@{self.gpu.key}"
 
     @property
+    def gpu_key(self) -> str:
+        return self.gpu.key
+
+    @property
     def stack_mismatch(self) -> bool:
         return bool(self.mismatches)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import textwrap
 
 from convmatrix.escape import one_line
+from convmatrix.matrix.cells import abbreviate
 from convmatrix.report import grid as report_grid
 from convmatrix.report import notes as report_notes
 from convmatrix.report.cases import listed
@@ -37,7 +38,7 @@ COLOURS = {Verdict.CONTROL: "1;34", Verdict.OK: "32", Verdict.FIXED: "36", Verdi
 def render(report: Report, *, color: bool = False) -> str:
     grid = report_grid.build(report)
     control = report.control or "(none: pass --control CELL)"
-    short = report_grid.abbreviate(control) if report.control else control
+    short = abbreviate(control) if report.control else control
     title = f"convmatrix report: control {short}" + (f" ({control})" if short != control else "")
     out = [one_line(title), ""]
     out += grid_lines(grid, color) + legend(grid) + [""]
@@ -155,7 +156,7 @@ def case_table(report: Report) -> list[str]:
     out = [f"Failing or changed cases ({len(cases)})", ""]
     if not cases:
         return [*out, "none", ""]
-    rows = [[report_grid.abbreviate(c.cell), c.gpu, c.case, str(c.outcome), c.family or "", c.control_outcome or "",
+    rows = [[abbreviate(c.cell), c.gpu, c.case, str(c.outcome), c.family or "", c.control_outcome or "",
              c.delta or "", one_line(c.message or "")[:MESSAGE_WIDTH]] for c in cases[:MAX_CASES]]
     from tabulate import tabulate  # here: it imports importlib.metadata, a tenth of the CLI's start-up
 

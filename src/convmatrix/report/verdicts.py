@@ -4,17 +4,14 @@ per-case deltas, cell verdicts, and what a report means for the exit status."""
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from convmatrix.errors import BadInput, NotGreen, UnhealthyControl
 from convmatrix.results import families
 from convmatrix.results.outcomes import FAILING, Delta, Outcome, Verdict
 from convmatrix.results.read import CellResult
-
-if TYPE_CHECKING:
-    from convmatrix.report.model import Report
 
 FAIL_ON = ("regression", "signature", "never")
 
@@ -37,6 +34,38 @@ class Timed(Judged, Protocol):
 class Printed(Judged, Protocol):
     @property
     def fingerprint(self) -> str | None: ...
+
+
+class VerdictedCell(Protocol):
+    """A cell as the exit status needs it (report.model.CellRow is one)."""
+
+    @property
+    def where(self) -> str: ...
+
+    @property
+    def gpu_key(self) -> str: ...
+
+    @property
+    def verdict(self) -> Verdict: ...
+
+    @property
+    def signature(self) -> bool: ...
+
+    @property
+    def baseline_regressions(self) -> int | None: ...
+
+
+class Verdicted(Protocol):
+    """What `judge` reads of a report: the policy needs no more of it (report.model.Report is one)."""
+
+    @property
+    def control(self) -> str | None: ...
+
+    @property
+    def health(self) -> Mapping[str, Health]: ...
+
+    @property
+    def cells(self) -> Sequence[VerdictedCell]: ...
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -139,10 +168,10 @@ def verdict(deltas: Sequence[Delta]) -> Verdict:
     return Verdict.OK
 
 
-def judge(report: Report, fail_on: str) -> None:
+def judge(report: Verdicted, fail_on: str) -> None:
     """The report's verdict as an exit: UnhealthyControl (3) where a sick control has candidates,
     NotGreen (1) for an INVALID cell or what --fail-on names; nothing when it is green."""
-    judged = {c.gpu.key for c in report.cells if c.verdict != Verdict.CONTROL}
+    judged = {c.gpu_key for c in report.cells if c.verdict != Verdict.CONTROL}
     sick = sorted(key for key, h in report.health.items() if not h.healthy and key in judged)
     if report.control and sick:
         raise UnhealthyControl("\n".join(f"control unhealthy on {key}: {report.health[key].reason}" for key in sick))

@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Protocol, TextIO
 
 from convmatrix.escape import one_line
-from convmatrix.report.grid import abbreviate
+from convmatrix.matrix.cells import abbreviate
 
 if TYPE_CHECKING:  # rich is imported where a live line is made: CI and pipes never load it
     from rich.console import Console

@@ -13,7 +13,9 @@ from typing import Any
 
 import pytest
 
-from convmatrix.cli.main import bulk, main, write_output
+from convmatrix.cli.main import main
+from convmatrix.cli.output import write_output
+from convmatrix.cli.report import bulk
 from convmatrix.errors import BadInput
 
 

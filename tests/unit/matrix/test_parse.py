@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from convmatrix import matrix
+from convmatrix.cli.main import main
 from convmatrix.errors import BadInput
 
 BASE = """
@@ -115,8 +116,6 @@ def test_everything_pruned_is_an_error(write_matrix: Callable[[str], Path]) -> N
 def test_everything_pruned_names_the_values_and_why_in_one_line(
     write_matrix: Callable[[str], Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from convmatrix.cli import main as cli
-
     path = write_matrix(BASE.replace('["cu124", "cu126"]', '["cu128"]'))
     with pytest.raises(BadInput) as err:
         matrix.load(path)
@@ -128,7 +127,7 @@ def test_everything_pruned_names_the_values_and_why_in_one_line(
     # Which values (the axis that varies) and why (the stack facts' reason), for each group.
     assert "torch=2.4.1: torch 2.4.1 was never published for cu128" in message
     assert "torch=2.5.1: torch 2.5.1 was never published for cu128" in message
-    assert cli.main(["matrix", "-m", str(path)]) == 2
+    assert main(["matrix", "-m", str(path)]) == 2
     out, errors = capsys.readouterr()
     assert out == ""
     assert errors.count("\n") == 1 and "torch 2.5.1 was never published for cu128" in errors

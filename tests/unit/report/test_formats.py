@@ -17,6 +17,8 @@ import pytest
 
 import report_samples as reports
 from convmatrix.cli import main as cli
+from convmatrix.cli.report import color_wanted
+from convmatrix.matrix.cells import abbreviate
 from convmatrix.report import grid as report_grid
 from convmatrix.report import html as render_html
 from convmatrix.report import markdown as render_markdown
@@ -72,12 +74,12 @@ def test_a_varying_lane_or_knob_names_the_sub_row() -> None:
     ("candidate", "candidate"),
 ])
 def test_ids_are_abbreviated_one_way(cell_id: str, short: str) -> None:
-    assert report_grid.abbreviate(cell_id) == short
+    assert abbreviate(cell_id) == short
 
 
 def test_every_format_names_a_stack_by_the_same_abbreviation() -> None:
     report = reports.matrix(4, 1)
-    short = report_grid.abbreviate(report.cells[1].cell)
+    short = abbreviate(report.cells[1].cell)
     assert short == "bm-2.4.1-cu121-9.5.1.17-py3.11"
     for fmt in ("text", "markdown", "html"):
         assert short in render.render(report, fmt), fmt
@@ -139,7 +141,7 @@ def test_text_is_coloured_only_when_asked() -> None:
     ("never", True, {}, False),
 ])
 def test_color_auto_means_a_terminal_outside_ci(choice: str, tty: bool, env: dict[str, str], wanted: bool) -> None:
-    assert cli.color_wanted(choice, tty, env) is wanted
+    assert color_wanted(choice, tty, env) is wanted
 
 
 def test_the_report_command_colours_on_request_only(tmp_path: Path, capsys: pytest.CaptureFixture[str],

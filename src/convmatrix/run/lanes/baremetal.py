@@ -1,10 +1,8 @@
 """The baremetal lane: the suite in a uv venv per cell, on this machine's driver and GPUs.
 
-A cell's venv gets torch (from PyPI when the variant is the one PyPI ships for that release,
-else from download.pytorch.org/whl/<variant>), then the suite's requirements, then the cuDNN
-override last, so that nothing re-resolves torch's pin and puts the bundled cuDNN back. A venv
-whose install plan is unchanged since it was made is reused as it is: a warm rerun installs
-nothing.
+A cell's venv gets its install plan's steps (install.py: torch, the suite's requirements, the
+cuDNN override last). A venv whose plan is unchanged since it was made is reused as it is: a warm
+rerun installs nothing.
 """
 
 from __future__ import annotations
@@ -17,40 +15,13 @@ from pathlib import Path
 
 from convmatrix import popen
 from convmatrix.errors import InfrastructureError
-from convmatrix.matrix import stacks
 from convmatrix.matrix.cells import Cell
 from convmatrix.matrix.parse import Matrix
 from convmatrix.run import reuse, runner
-from convmatrix.run.lanes import Log, Prepared, SuiteRun
+from convmatrix.run.lanes import Log, Prepared, SuiteRun, install
 
-PYTORCH_INDEX = "https://download.pytorch.org/whl/{variant}"
-SUITE_REQUIREMENTS = ("pytest>=8", "pytest-xdist>=3")
 VENVS = Path(".convmatrix") / "venvs"  # under the working directory unless $CONVMATRIX_VENVS says where
 STAMP = "convmatrix-install.json"  # in the venv: the plan it was made with
-
-
-def torch_index(cell: Cell) -> str | None:
-    """The index that has this torch variant; None = the default index (PyPI).
-
-    PyPI's torch is a CUDA build of one variant per release (cu124 for 2.5.x): installing that
-    variant from PyPI needs no extra index, which also works where only PyPI is reachable.
-    """
-    release = stacks.load().release(cell.torch)
-    if release is not None and cell.cuda == release.pypi_default:
-        return None
-    return PYTORCH_INDEX.format(variant=cell.cuda)
-
-
-def steps(cell: Cell, wheelhouse: Path | None = None) -> list[list[str]]:
-    """Arguments for successive `pip install` calls: torch, the suite's requirements, then the
-    cuDNN override."""
-    source = ["--no-index", "--find-links", str(wheelhouse)] if wheelhouse else []
-    index = torch_index(cell)
-    torch_source = source or (["--index-url", index] if index else [])
-    plan = [[*torch_source, f"torch=={cell.torch}"], [*source, *SUITE_REQUIREMENTS]]
-    if cell.cudnn != "bundled":
-        plan.append([*source, f"{stacks.cudnn_package(cell.cuda)}=={cell.cudnn}"])
-    return plan
 
 
 def uv() -> str | None:
@@ -91,7 +62,7 @@ class Baremetal:
 
     def prepare(self, cell: Cell, matrix: Matrix, log: Log) -> Prepared:
         venv = venv_dir(cell)
-        plan = steps(cell, matrix.wheelhouse)
+        plan = install.plan(cell, matrix.wheelhouse).steps()
         stamp, python = venv / STAMP, venv / "bin" / "python"
         wanted = {"python": cell.python, "steps": plan}
         if python.exists() and stamp.exists() and json.loads(stamp.read_text()) == wanted:

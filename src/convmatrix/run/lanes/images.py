@@ -20,10 +20,8 @@ from pathlib import Path
 
 from convmatrix import popen
 from convmatrix.errors import BadInput, InfrastructureError
-from convmatrix.matrix import stacks
 from convmatrix.matrix.cells import Cell
-from convmatrix.matrix.values import IMAGE
-from convmatrix.run.lanes import baremetal
+from convmatrix.run.lanes import install
 
 IMAGES_DIR = Path(__file__).resolve().parents[4] / "images"
 CONTEXT_FILES = ("Dockerfile", "pip-install", "check-python")
@@ -53,31 +51,19 @@ class Plan:
 
 
 def build_args(cell: Cell, flavour: str, wheelhouse: Path | None) -> dict[str, str]:
-    """The Dockerfile's arguments for a cell: the same install steps as the baremetal lane; a
-    stack taken from the image (values.IMAGE) installs nothing of it and checks no Python."""
-    source, torch_args, cudnn_spec = install_parts(cell, Path("/wheelhouse") if wheelhouse else None)
+    """The Dockerfile's arguments for a cell: the named parts of its install plan (install.py), the
+    ones the baremetal lane installs; a stack taken from the image (values.IMAGE) installs nothing
+    of it and checks no Python."""
+    parts = install.plan(cell, Path("/wheelhouse") if wheelhouse else None)
     return {
         "BASE": cell.base,
         "FLAVOUR": flavour,
         "PYTHON_VERSION": cell.python,  # "image": check-python checks none
-        "SOURCE_ARGS": " ".join(source),
-        "TORCH_ARGS": " ".join(torch_args),
-        "SUITE_REQUIREMENTS": " ".join(baremetal.SUITE_REQUIREMENTS),
-        "CUDNN_SPEC": cudnn_spec,
+        "SOURCE_ARGS": " ".join(parts.source),
+        "TORCH_ARGS": " ".join(parts.torch),
+        "SUITE_REQUIREMENTS": " ".join(parts.suite),
+        "CUDNN_SPEC": parts.cudnn,
     }
-
-
-def install_parts(cell: Cell, wheelhouse: Path | None) -> tuple[list[str], list[str], str]:
-    """pip's source options, torch's install arguments and the cuDNN override's spec ("" for
-    none), as the baremetal lane's steps have them."""
-    if not cell.from_image():
-        torch_step, suite_step, *cudnn_step = baremetal.steps(cell, wheelhouse)
-        source = suite_step[: -len(baremetal.SUITE_REQUIREMENTS)]
-        return source, torch_step[len(source):], cudnn_step[0][-1] if cudnn_step else ""
-    # Only a system base gets here (prune.impossible): its torch is the image's, never installed.
-    source = ["--no-index", "--find-links", str(wheelhouse)] if wheelhouse else []
-    cudnn = cell.cudnn if cell.cudnn not in ("bundled", IMAGE) else ""
-    return source, [], f"{stacks.cudnn_package(cell.cuda)}=={cudnn}" if cudnn else ""
 
 
 def wheelhouse_listing(wheelhouse: Path | None) -> list[list[object]]:

@@ -13,29 +13,6 @@ def cell(*, torch: str = "2.5.1", cuda: str = "cu124", cudnn: str = "bundled", p
     return Cell(lane="baremetal", torch=torch, cuda=cuda, cudnn=cudnn, python=python)
 
 
-def test_pypi_default_variant_installs_from_pypi() -> None:
-    assert baremetal.steps(cell()) == [["torch==2.5.1"], list(baremetal.SUITE_REQUIREMENTS)]
-
-
-def test_other_variant_uses_its_pytorch_index() -> None:
-    first = baremetal.steps(cell(cuda="cu121"))[0]
-    assert first == ["--index-url", "https://download.pytorch.org/whl/cu121", "torch==2.5.1"]
-
-
-def test_override_is_installed_last() -> None:
-    plan = baremetal.steps(cell(cudnn="9.5.1.17"))
-    assert plan[-1] == ["nvidia-cudnn-cu12==9.5.1.17"]
-    assert plan[0] == ["torch==2.5.1"]
-
-
-def test_wheelhouse_means_no_index_anywhere(tmp_path: Path) -> None:
-    plan = baremetal.steps(cell(cuda="cu118", cudnn="9.5.1.17"), wheelhouse=tmp_path)
-    for step in plan:
-        assert step[:3] == ["--no-index", "--find-links", str(tmp_path)]
-        assert "--index-url" not in step
-    assert plan[-1][-1] == "nvidia-cudnn-cu11==9.5.1.17"
-
-
 def test_a_venv_whose_plan_is_unchanged_is_reused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, write_matrix: Callable[[str], Path]
 ) -> None:

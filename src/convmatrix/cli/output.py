@@ -1,0 +1,28 @@
+"""What the subcommands share on their way out: the one writer of -o, and plain lines."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+from convmatrix.errors import BadInput
+from convmatrix.results import rundir
+
+
+def write_output(text: str | Iterator[str], output: Path | None) -> None:
+    """The report on stdout, or in -o's file, written whole or not at all (rundir.write_whole):
+    a reader never sees half a report, and a failed write leaves the previous one."""
+    parts = (text,) if isinstance(text, str) else text
+    if output is None:
+        sys.stdout.writelines(parts)
+        return
+    try:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        rundir.write_whole(output, parts)
+    except OSError as exc:
+        raise BadInput(f"-o {output}: cannot write the report ({exc.strerror or exc})") from None
+
+
+def say(line: str) -> None:
+    print(line, flush=True)
