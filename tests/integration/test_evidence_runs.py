@@ -12,7 +12,9 @@ import pytest
 
 from convmatrix import popen
 from convmatrix.matrix.cells import Cell
+from convmatrix.report import model as report_model
 from convmatrix.results import load
+from convmatrix.results.read import FirstCause
 from convmatrix.run import options, orchestrate, runner
 from convmatrix.run.lanes import Prepared
 from convmatrix.run.lanes.host import Host
@@ -77,12 +79,12 @@ def test_blocking_rerun_runs_only_the_failing_cases_with_the_variable_set(faulty
 
 
 def test_report_names_the_first_cause_in_the_failing_cells_log(faulty_run: tuple[runner.Target, list[str]]) -> None:
-    from convmatrix.report import model as report_model
-
+    """The harness stored the cause when the cell finished (first_cause.json); the report reads it."""
     target, _ = faulty_run
+    assert json.loads((target.results_dir / "first_cause.json").read_text())["family"] == "cudnn_not_supported"
     report = report_model.build(load([target.out]).results, None)
     (cell,) = report.cells
     evidence_file = (target.results_dir / "evidence" / "conv1d-fp32-k3-p1.txt").read_text()
     line = int(evidence_file.split("log.txt line ")[1].split(",")[0])
-    assert cell.first_cause == report_model.FirstCause(
+    assert cell.first_cause == FirstCause(
         log=str(target.results_dir / "log.txt"), family="cudnn_not_supported", line=line, rank=None, fatal=True)

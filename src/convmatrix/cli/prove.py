@@ -1,4 +1,4 @@
-"""The ``convmatrix prove`` subcommand: BEFORE and AFTER results to a fix proof (see prove.py)."""
+"""The ``convmatrix prove`` subcommand: BEFORE and AFTER results to a fix proof (see prove/proof.py)."""
 
 from __future__ import annotations
 

@@ -8,6 +8,7 @@ import gc
 import os
 import sys
 from collections.abc import Iterator, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,9 @@ from convmatrix.cli.output import write_output
 from convmatrix.errors import BadInput
 from convmatrix.report import model as report_model
 from convmatrix.report import render, verdicts
+from convmatrix.results import rundir
+from convmatrix.results.read import CellResult
+from convmatrix.triage import scan
 
 
 def add_parser(sub: Any) -> None:
@@ -35,6 +39,7 @@ def run(args: argparse.Namespace) -> int:
         loaded = results.load(args.results)
         if not loaded.results:
             raise BadInput("\n".join(loaded.errors) or "no results to report")
+        loaded.results = [with_first_cause(r) for r in loaded.results]
         control = verdicts.control_id(loaded.results, args.control)
         report = report_model.build(loaded.results, control, loaded.notes)
         errors = list(loaded.errors)
@@ -48,6 +53,15 @@ def run(args: argparse.Namespace) -> int:
         raise BadInput("\n".join(errors))
     verdicts.judge(report, args.fail_on)
     return 0
+
+
+def with_first_cause(result: CellResult) -> CellResult:
+    """A failing cell's first cause, worked out once here from its log.txt when its directory has
+    no first_cause.json (older than the file, or copied from elsewhere): the report reads causes,
+    it does not scan logs, and nothing it showed before is lost."""
+    if result.cause_known or not result.failing:
+        return result
+    return replace(result, first_cause=scan.first_cause(result.path / rundir.LOG), cause_known=True)
 
 
 def color_wanted(choice: str, terminal: bool, env: Mapping[str, str]) -> bool:

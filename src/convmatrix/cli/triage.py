@@ -1,4 +1,4 @@
-"""The ``convmatrix triage`` subcommand: a failed job's log to its first cause (see scan.py)."""
+"""The ``convmatrix triage`` subcommand: a failed job's log to its first cause (see triage/scan.py)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Stage 1, the matrix: a matrix file parsed (parse), expanded into cells (cells, values, knobs)
+"""The matrix, where a run starts: a matrix file parsed (parse), expanded into cells (cells, values, knobs)
 and pruned of what was never published (prune, against the stack facts in stacks.toml).
 
 The face imports nothing beyond the standard library's worth: noxfile.py imports it into nox's

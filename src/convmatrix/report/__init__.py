@@ -1,4 +1,4 @@
-"""Stage 5, the report: the model built from results (model) under the verdict policy (verdicts),
+"""The report, what results mean: the model built from results (model) under the verdict policy (verdicts),
 its grid, case rows, notes and bounds (grid, cases, notes, bounds), and its formats (render: json,
 junit here; text, markdown, html in their own modules, imported when asked for).
 

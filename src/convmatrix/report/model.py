@@ -11,10 +11,8 @@ from typing import Any
 
 from convmatrix.report import verdicts
 from convmatrix.results import families as classify
-from convmatrix.results import rundir
 from convmatrix.results.outcomes import Delta, Outcome, Verdict
-from convmatrix.results.read import Case, CellResult, Loaded
-from convmatrix.triage import scan
+from convmatrix.results.read import Case, CellResult, FirstCause, Loaded
 
 REPORT_SCHEMA = 1
 OBSERVED_KEYS = ("torch", "cuda", "cudnn", "cudnn_error", "python", "driver", "device", "hostname", "image_id")
@@ -62,17 +60,6 @@ class GpuInfo:
     name: str
     capability: str | None
     generation: str
-
-
-@dataclass(frozen=True, kw_only=True)
-class FirstCause:
-    """What triage makes of a failing cell's log.txt."""
-
-    log: str
-    family: str
-    line: int | None
-    rank: int | None
-    fatal: bool
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -183,25 +170,15 @@ def cell_row(result: CellResult, cases: list[CaseRow], control: str | None, heal
         counts=dict(sorted(Counter(c.family or str(c.outcome) for c in cases).items())),
         signature=any(c.family == classify.SIGNATURE for c in cases),
         warning_signature=any(classify.SIGNATURE in c.warnings for c in cases),
-        first_cause=first_cause(result, cases),
+        # Stored by the harness when the cell finished (or worked out by the cli for an older
+        # directory): the report reads it and never scans a log itself.
+        first_cause=result.first_cause if any(c.outcome.failing for c in cases) else None,
         regressions=deltas.count(Delta.REGRESSION),
         fixed=deltas.count(Delta.FIXED),
         slowdown=verdicts.typical_slowdown([c.slowdown for c in cases]),
         fingerprint_changed=sum(1 for c in cases if c.fingerprint_changed),
         verdict=verdicts.cell_verdict(result, deltas, control, health),
     )
-
-
-def first_cause(result: CellResult, cases: list[CaseRow]) -> FirstCause | None:
-    """What triage makes of a failing cell's log.txt: the first failure, its line and rank."""
-    log = result.path / rundir.LOG
-    if not any(c.outcome.failing for c in cases) or not log.is_file():
-        return None
-    found = scan.scan_path(str(log), context=0)
-    if found["family"] is None:
-        return None
-    return FirstCause(log=str(log), family=found["family"], line=found["line"], rank=found["rank"],
-                      fatal=bool(found["fatal"]))
 
 
 def with_baseline(report: Report, baseline: Loaded) -> Report:

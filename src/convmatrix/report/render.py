@@ -31,19 +31,19 @@ def render(report: Report, fmt: str, *, color: bool = False) -> str:
 # The text, markdown and html renderers are imported when their format is asked for: a fleet's
 # json report need not wait for their imports (html's alone take 30 ms).
 def text(report: Report, *, color: bool) -> str:
-    from convmatrix.report import text as render_text
+    from convmatrix.report import text as render_text  # lazy, for start-up time (above)
 
     return render_text.render(report, color=color)
 
 
 def markdown(report: Report) -> str:
-    from convmatrix.report import markdown as render_markdown
+    from convmatrix.report import markdown as render_markdown  # lazy, for start-up time (above)
 
     return render_markdown.render(report)
 
 
 def html(report: Report) -> str:
-    from convmatrix.report import html as render_html
+    from convmatrix.report import html as render_html  # lazy, for start-up time (above)
 
     return render_html.render(report)
 

@@ -1,4 +1,4 @@
-"""Stage 3, the results: the results directory's one owner (rundir), reading it back (read), the
+"""The results, what a run leaves: the results directory's one owner (rundir), reading it back (read), the
 outcome vocabulary (outcomes), the requested-vs-observed stack check (stackcheck) and the failure
 families a message belongs to (families).
 

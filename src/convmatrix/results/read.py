@@ -24,6 +24,11 @@ CELL_FIELDS: dict[str, tuple[type, ...]] = {
     "started": (str,), "ended": (str,), "exit_code": (int, type(None)), "error": (str, type(None)),
     "evidence": (dict,), "matrix": (str,), "observed": (dict,), "knobs": (str,),
 }
+# first_cause.json, written by the harness when a cell finishes (family null: none named).
+CAUSE_FIELDS: dict[str, tuple[type, ...]] = {
+    "schema": (int,), "family": (str, type(None)), "line": (int, type(None)), "rank": (int, type(None)),
+    "fatal": (bool,),
+}
 EPOCH = datetime.datetime.min.replace(tzinfo=datetime.UTC)
 
 
@@ -47,6 +52,17 @@ class Case:
 
 
 @dataclass(frozen=True, kw_only=True)
+class FirstCause:
+    """What triage makes of a failing cell's log.txt: the first fatal failure's family and where."""
+
+    log: str  # the log.txt it was found in
+    family: str
+    line: int | None
+    rank: int | None
+    fatal: bool
+
+
+@dataclass(frozen=True, kw_only=True)
 class CellResult:
     cell: str
     gpu_key: str
@@ -61,6 +77,14 @@ class CellResult:
     stack_mismatch: tuple[str, ...] = ()
     blocking: dict[str, Case] = field(default_factory=dict)  # the CUDA_LAUNCH_BLOCKING=1 re-run
     ended: datetime.datetime = EPOCH  # when the run ended (EPOCH: it did not), to pick the newest
+    first_cause: FirstCause | None = None
+    # Whether first_cause is known: read from first_cause.json, or worked out from log.txt by
+    # the cli for a directory without one (older, or copied from elsewhere).
+    cause_known: bool = False
+
+    @property
+    def failing(self) -> bool:
+        return any(c.outcome.failing for c in self.cases.values())
 
     def families(self) -> set[str]:
         return {c.family for c in self.cases.values() if c.family}
@@ -160,6 +184,7 @@ def load_dir(directory: Path, errors: list[str]) -> CellResult | None:
     before = len(errors)
     cases = with_evidence(read_cases(directory / rundir.RESULTS, errors), directory, meta)
     blocking = read_cases(directory / rundir.BLOCKING / rundir.RESULTS, errors)
+    cause = read_record(directory / rundir.FIRST_CAUSE, errors, cause_problems)
     problems = completion_problems(meta, env)
     if rundir.is_staging(directory):
         problems.insert(0, "interrupted: the harness never finished this cell (a .partial directory)")
@@ -179,7 +204,25 @@ def load_dir(directory: Path, errors: list[str]) -> CellResult | None:
         blocking=blocking,
         problems=tuple(problems),
         stack_mismatch=tuple(stackcheck.mismatches(meta.get("expected", {}), env)) if env else (),
+        first_cause=first_cause(cause, directory / rundir.LOG) if cause else None,
+        cause_known=bool(cause),
     )
+
+
+def cause_problems(cause: dict[str, Any]) -> list[str]:
+    problems: list[str] = records.type_problems(cause, CAUSE_FIELDS, ("family",))
+    line = cause.get("line")
+    if not problems and line is not None and line < 1:
+        problems.append(f"field 'line': expected a 1-based line number, got {line}")
+    return problems
+
+
+def first_cause(cause: dict[str, Any], log: Path) -> FirstCause | None:
+    family = cause.get("family")
+    if family is None:
+        return None
+    return FirstCause(log=str(log), family=family, line=cause.get("line"), rank=cause.get("rank"),
+                      fatal=bool(cause.get("fatal")))
 
 
 def gpu_of(name: str, meta: dict[str, Any], env: dict[str, Any]) -> tuple[str, dict[str, Any]]:

@@ -38,6 +38,7 @@ CELL_JSON = "cell.json"
 ENV_JSON = "env.json"
 RESULTS = "results.jsonl"
 LOG = "log.txt"
+FIRST_CAUSE = "first_cause.json"  # triage's first cause in log.txt, written when the cell finishes
 EVIDENCE = "evidence"
 BLOCKING = "blocking"
 PARTIAL = ".partial"

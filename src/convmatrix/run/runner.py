@@ -13,10 +13,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from convmatrix import popen
+from convmatrix.errors import BadInput
 from convmatrix.gpus import CPU_KEY, Gpu
 from convmatrix.matrix.cells import Cell
 from convmatrix.results import rundir, stackcheck
 from convmatrix.run import evidence
+from convmatrix.triage import scan
 
 SUITE_DIR = rundir.SUITE_DIR
 CASE_TIMEOUT = 900  # seconds: far above any case's need, so only a hang reaches it
@@ -177,8 +179,26 @@ def finish(target: Target, exit_code: int) -> list[str]:
         if target.cell.from_image():
             lines.append(f"{target.cell.id}: the stack of {target.cell.base}: {stackcheck.describe(env)}")
     meta.update(exit_code=exit_code, ended=rundir.records.now(), evidence=evidence.write(target.results_dir))
+    write_first_cause(target.results_dir)
     rundir.write_json(target.results_dir / rundir.CELL_JSON, meta)
     return lines
+
+
+def write_first_cause(results_dir: Path) -> None:
+    """first_cause.json: triage's first cause in log.txt when a case failed (family null when
+    nothing failed or the log names nothing), so that the report reads it and scans no log. A
+    log triage cannot read leaves no file: the report's cli then tries, and says what is wrong."""
+    cause = None
+    if evidence.failures(results_dir / rundir.RESULTS):
+        try:
+            cause = scan.first_cause(results_dir / rundir.LOG)
+        except (BadInput, OSError):
+            return
+    rundir.write_json(results_dir / rundir.FIRST_CAUSE, {
+        "schema": rundir.CELL_SCHEMA, "family": cause.family if cause else None,
+        "line": cause.line if cause else None, "rank": cause.rank if cause else None,
+        "fatal": cause.fatal if cause else False,
+    })
 
 
 def describe_exit(code: int) -> str:

@@ -39,10 +39,12 @@ import zlib
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import IO, Any, Protocol
 
 from convmatrix.errors import BadInput
 from convmatrix.results.families import classify, strip_ansi
+from convmatrix.results.read import FirstCause
 from convmatrix.triage import ranks, remedies
 
 CHUNK = 4 << 20  # bytes read at a time from a stream
@@ -831,3 +833,16 @@ def scan_path(path: str, context: int = DEFAULT_CONTEXT) -> dict[str, Any]:
             if result is not None:
                 return result
         return scan(handle, context, name=path)
+
+
+def first_cause(log: Path) -> FirstCause | None:
+    """A cell's log.txt to its first cause, as results.read holds it (None: no log, or no failure
+    named in it). The harness stores it when the cell finishes; the cli asks for it only for a
+    results directory that has none."""
+    if not log.is_file():
+        return None
+    found = scan_path(str(log), context=0)
+    if found["family"] is None:
+        return None
+    return FirstCause(log=str(log), family=found["family"], line=found["line"], rank=found["rank"],
+                      fatal=bool(found["fatal"]))

@@ -19,9 +19,10 @@ from convmatrix import escape, results
 from convmatrix.report import json as report_json
 from convmatrix.report import model as report_model
 from convmatrix.report import render
-from convmatrix.report.model import CaseRow, CellRow, FirstCause, GpuInfo, Report, Rerun
+from convmatrix.report.model import CaseRow, CellRow, GpuInfo, Report, Rerun
 from convmatrix.report.verdicts import Health
 from convmatrix.results.outcomes import Delta, Outcome, Verdict
+from convmatrix.results.read import FirstCause
 from testkit import env_json, record, write_result
 
 HOSTILE = (

@@ -1,0 +1,205 @@
+"""The package's shape (docs/architecture.md): each folder a stage, every import pointing down
+the stages, no import cycle, no function-level import hiding one, and package faces light
+enough for nox's own interpreter."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from testkit import REPO
+
+SRC = REPO / "src"
+PACKAGE = SRC / "convmatrix"
+# The stages, lowest first. A module may import its own package and any lower stage; packages of
+# one stage are siblings and never import each other (report and triage; engines and prove). The
+# shared basics of the first stage are single modules and may use one another (popen, interrupts).
+STAGES: tuple[tuple[str, ...], ...] = (
+    ("convmatrix", "convmatrix.errors", "convmatrix.escape", "convmatrix.interrupts", "convmatrix.popen"),
+    ("convmatrix.matrix",),
+    ("convmatrix.gpus",),
+    ("convmatrix.results",),
+    ("convmatrix.report", "convmatrix.triage"),
+    ("convmatrix.run",),
+    ("convmatrix.engines", "convmatrix.prove"),
+    ("convmatrix.cli",),
+    ("convmatrix.__main__",),
+)
+# What noxfile.py imports into nox's interpreter, which has neither rich, docker nor tabulate.
+THIRD_PARTY = ("rich", "docker", "tabulate")
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(SRC).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def owner(module: str) -> str:
+    """The stage unit a module belongs to: its subpackage (convmatrix.report), or itself at the top."""
+    parts = module.split(".")
+    if len(parts) > 1 and f"convmatrix.{parts[1]}" in MODULES and (PACKAGE / parts[1]).is_dir():
+        return f"convmatrix.{parts[1]}"
+    return module
+
+
+def stage(module: str) -> int:
+    unit = owner(module)
+    for level, units in enumerate(STAGES):
+        if unit in units:
+            return level
+    raise AssertionError(f"{module}: in no stage of STAGES; give it one (and a place in docs/architecture.md)")
+
+
+def imports(path: Path) -> Iterator[tuple[str, int, bool]]:
+    """(imported convmatrix module, line, whether at function level) for each import in path."""
+    tree = ast.parse(path.read_text(), str(path))
+    nested: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            nested |= {id(n) for n in ast.walk(node) if isinstance(n, (ast.Import, ast.ImportFrom))}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            # `from convmatrix.report import grid` imports the module convmatrix.report.grid.
+            targets = [f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in MODULES else node.module
+                       for a in node.names]
+        else:
+            continue
+        for target in targets:
+            if target == "convmatrix" or target.startswith("convmatrix."):
+                yield target, node.lineno, id(node) in nested
+
+
+def graph() -> dict[str, set[str]]:
+    edges: dict[str, set[str]] = {}
+    for name, path in MODULES.items():
+        edges[name] = {target for target, _, _ in imports(path) if target != name}
+        # Importing a submodule runs its package's face first.
+        parent = name.rpartition(".")[0]
+        if parent and name != "convmatrix":
+            edges[name].add(parent)
+    return edges
+
+
+def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Every cycle through a package face's import of its own submodules counts (a face that imports
+    a module that imports the face is the one allowed loop: Python resolves the submodule)."""
+    found: list[list[str]] = []
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(edges.get(node, ())):
+            if nxt.startswith(node + "."):
+                continue  # a face importing its own submodule: the parent edge runs the other way
+            if state.get(nxt) == 1:
+                found.append([*stack[stack.index(nxt):], nxt])
+            elif nxt not in state:
+                visit(nxt)
+        stack.pop()
+        state[node] = 2
+
+    for node in sorted(edges):
+        if node not in state:
+            visit(node)
+    return found
+
+
+def test_every_module_has_a_stage() -> None:
+    for name in MODULES:
+        stage(name)
+
+
+def test_there_is_no_import_cycle() -> None:
+    edges = graph()
+    # A package's own face imports its submodules; a submodule's edge to its parent is that face.
+    flat = {m: {t for t in ts if not (m.startswith(t + ".") and t != "convmatrix")} for m, ts in edges.items()}
+    assert cycles(flat) == []
+
+
+def test_every_import_points_down_the_stages() -> None:
+    upward = []
+    for name, path in MODULES.items():
+        for target, line, _ in imports(path):
+            if owner(target) == owner(name):
+                continue
+            below = stage(target) < stage(name) or (stage(target) == stage(name) == 0)
+            if not below:
+                upward.append(f"{path.relative_to(REPO)}:{line}: {name} (stage {stage(name)}) imports "
+                              f"{target} (stage {stage(target)})")
+    assert upward == []
+
+
+def test_a_function_level_import_says_why() -> None:
+    """Lazy imports are for start-up time only, and say so; none may hide a cycle (the graph
+    above counts them like any other)."""
+    silent = []
+    for path in MODULES.values():
+        lines = path.read_text().splitlines()
+        for _target, line, nested in imports(path):
+            if nested and "#" not in lines[line - 1]:
+                silent.append(f"{path.relative_to(REPO)}:{line}: {lines[line - 1].strip()}")
+    assert silent == []
+
+
+def test_no_type_checking_imports_of_the_package() -> None:
+    """A TYPE_CHECKING import of a convmatrix module is a cycle worked around, not removed."""
+    found = []
+    for path in MODULES.values():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+                found += [f"{path.relative_to(REPO)}:{n.lineno}" for n in ast.walk(node)
+                          if isinstance(n, ast.ImportFrom) and (n.module or "").startswith("convmatrix")]
+    assert found == []
+
+
+def test_no_face_exports_a_name_its_package_has_a_module_of() -> None:
+    """`matrix/load.py` beside a face exporting `load` would make convmatrix.matrix.load the module
+    or the function depending on what was imported first."""
+    clashes = []
+    for name, path in MODULES.items():
+        if path.name != "__init__.py":
+            continue
+        exported = {a.asname or a.name for n in ast.walk(ast.parse(path.read_text()))
+                    if isinstance(n, ast.ImportFrom) for a in n.names}
+        clashes += [f"{name}.{e}" for e in exported if f"{name}.{e}" in MODULES]
+    assert clashes == []
+
+
+def noxfile_imports() -> list[str]:
+    return sorted({target for target, _, _ in imports(REPO / "noxfile.py")})
+
+
+def test_the_faces_and_what_the_noxfile_imports_load_in_a_bare_interpreter() -> None:
+    """No site-packages at all (-S -I): what noxfile.py imports, and every package face, must load
+    on the standard library alone, as in nox's own interpreter."""
+    faces = sorted(module_name(p) for p in PACKAGE.rglob("__init__.py"))
+    wanted = [*noxfile_imports(), *faces]
+    assert "convmatrix.matrix" in wanted and "convmatrix.run.options" in wanted
+    script = (f"import sys; sys.path.insert(0, {str(SRC)!r}); import importlib\n"
+              f"for m in {wanted!r}: importlib.import_module(m)\n"
+              f"print(sorted(m for m in sys.modules if m.split('.')[0] in {THIRD_PARTY!r}))")
+    done = subprocess.run([sys.executable, "-S", "-I", "-c", script], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("module", ["convmatrix.report.model", "convmatrix.report.verdicts"])
+def test_the_report_never_loads_the_log_scanner(module: str) -> None:
+    """The report reads a cell's stored first cause (first_cause.json); the cli hands in the rest."""
+    script = (f"import sys; sys.path.insert(0, {str(SRC)!r}); import {module}; "
+              f"print('convmatrix.triage.scan' in sys.modules)")
+    done = subprocess.run([sys.executable, "-S", "-I", "-c", script], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "False"
