@@ -8,12 +8,20 @@ from pathlib import Path
 
 import pytest
 
-from testkit import docker_answers, stub_nvidia_smi
+from testkit import HOST, docker_answers, stub_nvidia_smi
 
 
 def pytest_configure(config: pytest.Config) -> None:
     # Strict: any warning in the project's own tests is an error (see pyproject.toml for why here).
     config.addinivalue_line("filterwarnings", "error")
+
+
+@pytest.fixture(autouse=True)
+def one_host(monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every run in the tests is on host HOST (testkit), whatever this machine is called, so that
+    a test can name the result directories a run leaves: <cell>@<gpu-key>@HOST."""
+    monkeypatch.setenv("CONVMATRIX_HOST", HOST)
+    return HOST
 
 
 @pytest.fixture(autouse=True)

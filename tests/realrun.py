@@ -32,7 +32,7 @@ def suite(out: Path, cell_id: str, *extra: str) -> subprocess.Popen[bytes]:
 
 
 def harness(out: Path, faults: dict[str, Any], *extra: str) -> subprocess.Popen[bytes]:
-    """`convmatrix run` of the host cell on this interpreter with the fault plugin, into out/host@cpu."""
+    """`convmatrix run` of the host cell on this interpreter with the fault plugin, into out/host@cpu@HOST."""
     matrix, spec = out.parent / f"{out.name}.toml", out.parent / f"{out.name}.faults.json"
     matrix.write_text(HOST_MATRIX)
     spec.write_text(json.dumps(faults))

@@ -12,6 +12,17 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
+HOST = "testhost"  # $CONVMATRIX_HOST in every test (conftest.one_host): the host a run records
+
+
+def ran(out: Path, cell_id: str, gpu: str = "cpu") -> Path:
+    """Where a harness run of a cell leaves its result in run directory `out` (on HOST)."""
+    return out / f"{cell_id}@{gpu}@{HOST}"
+
+
+def results_in(out: Path) -> list[Path]:
+    """The result directories (and .partial ones) in a run directory: not its plans/ or .locks/."""
+    return sorted(p for p in out.iterdir() if p.is_dir() and "@" in p.name)
 
 
 def load_suite_module(name: str) -> Any:
@@ -52,10 +63,13 @@ def record(case: str, status: str = "passed", message: str | None = None, **extr
 
 def write_result(
     run: Path, cell_id: str, records: list[dict[str, Any]], *, gpu: str = "cpu",
-    env: dict[str, Any] | None = None, cell: dict[str, Any] | None = None,
+    env: dict[str, Any] | None = None, cell: dict[str, Any] | None = None, host: str | None = None,
 ) -> Path:
-    """A results directory as the harness leaves it (cell.json may be None for a direct run)."""
-    directory = run / f"{cell_id}@{gpu}"
+    """A results directory as the harness leaves it (cell.json may be None for a direct run);
+    with a host, named and recorded as that host's (without: as results from before hosts)."""
+    directory = run / (f"{cell_id}@{gpu}@{host}" if host else f"{cell_id}@{gpu}")
+    if host is not None and cell is not None:
+        cell = {**cell, "host": host}
     directory.mkdir(parents=True)
     (directory / "env.json").write_text(json.dumps(env if env is not None else env_json(cell_id)))
     (directory / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))

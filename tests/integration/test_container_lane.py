@@ -17,10 +17,11 @@ from pathlib import Path
 
 import pytest
 
+from convmatrix.results import rundir
 from convmatrix.run.lanes import base_image, containers
 from convmatrix.run.lanes.images import LABEL_CELL, docker_cli
 from suiterun import PLUGINS
-from testkit import REPO
+from testkit import REPO, ran
 
 pytestmark = pytest.mark.usefixtures("docker_engine")
 CONTAINER = "container-torch2.13.0-cpu-cudnnbundled-py3.11"
@@ -79,9 +80,9 @@ def test_container_and_baremetal_cells_report_side_by_side(run: tuple[Path, Path
     assert cells[CONTAINER]["observed"]["torch"] == cells[BAREMETAL]["observed"]["torch"] == "2.13.0+cpu"
     assert (cells[BAREMETAL]["verdict"], cells[CONTAINER]["verdict"]) == ("control", "ok")
     assert cells[CONTAINER]["lane"] == "container"
-    meta = json.loads((out / f"{CONTAINER}@cpu" / "cell.json").read_text())
+    meta = json.loads((ran(out, CONTAINER) / "cell.json").read_text())
     assert meta["image_id"].startswith("sha256:") and meta["image"].startswith("convmatrix/cell:")
-    assert json.loads((out / f"{CONTAINER}@cpu" / "env.json").read_text())["image_id"] == meta["image_id"]
+    assert json.loads((ran(out, CONTAINER) / "env.json").read_text())["image_id"] == meta["image_id"]
 
 
 def test_no_container_is_left_behind(run: tuple[Path, Path]) -> None:
@@ -129,14 +130,14 @@ def test_unreachable_engine_fails_the_lane_in_one_line_and_keeps_other_results(r
                                                                                tmp_path: Path) -> None:
     _, out = run
     copy = tmp_path / "run"
-    shutil.copytree(out / f"{BAREMETAL}@cpu", copy / f"{BAREMETAL}@cpu")
-    before = (copy / f"{BAREMETAL}@cpu" / "results.jsonl").read_bytes()
+    shutil.copytree(ran(out, BAREMETAL), ran(copy, BAREMETAL))
+    before = (ran(copy, BAREMETAL) / "results.jsonl").read_bytes()
     matrix = run[0]
     dead = nox("container", matrix, "--out", str(copy), env={"DOCKER_HOST": "unix:///nonexistent/docker.sock"})
     assert dead.returncode != 0
     lines = [line for line in (dead.stdout + dead.stderr).splitlines() if "could not run here" in line]
     assert len(lines) == 1 and "the docker engine is not reachable" in lines[0]
-    assert (copy / f"{BAREMETAL}@cpu" / "results.jsonl").read_bytes() == before
+    assert (ran(copy, BAREMETAL) / "results.jsonl").read_bytes() == before
     report = convmatrix("report", str(copy), "--format", "json")
     cells = {c["cell"]: c for c in json.loads(report.stdout)["cells"]}
     assert cells[CONTAINER]["verdict"] == "invalid"
@@ -219,7 +220,7 @@ def start_lane(tmp_path: Path, wheelhouse: Path, started: Started, *,
     matrix = tmp_path / "m.toml"
     matrix.write_text(MATRIX.format(wheelhouse=wheelhouse))
     out = tmp_path / "run"
-    results = out / f"{CONTAINER}@cpu.partial"  # where a run writes until it ends
+    results = rundir.staging_dir(ran(out, CONTAINER))  # where a run writes until it ends
     command = [sys.executable, "-c", FAULTY_LANE, str(plugins), CONTAINER, "--out", str(out),
                "--", "-p", "convmatrix_faults", "-k", f"[{PASSES}] or [{HANGS}]"]
     lane = subprocess.Popen([sys.executable, "-c", PARENT, *command] if parent else command,

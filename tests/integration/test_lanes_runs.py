@@ -10,8 +10,9 @@ import sys
 import time
 from pathlib import Path
 
+from convmatrix.results import rundir
 from suiterun import PLUGINS
-from testkit import OVERRIDE_MATRIX, REPO
+from testkit import OVERRIDE_MATRIX, REPO, ran, results_in
 
 
 def test_baremetal_lane_observes_the_requested_cudnn(tmp_path: Path) -> None:
@@ -66,8 +67,8 @@ def test_a_two_gpu_runner_writes_one_directory_per_generation_each_case_once(
 ) -> None:
     out = tmp_path / "run"
     finished(host_lane(out, "--", "--device", "cpu", "-k", "conv1d-fp32"))
-    (directory,) = out.iterdir()
-    assert directory.name == "host@h100-80gb-hbm3-sm90"
+    (directory,) = results_in(out)
+    assert directory == ran(out, "host", "h100-80gb-hbm3-sm90")
     cases = case_lines(directory)
     assert cases and len(cases) == len(set(cases))
 
@@ -76,9 +77,9 @@ def test_a_rerun_with_another_selection_replaces_the_cell(tmp_path: Path) -> Non
     out = tmp_path / "run"
     finished(host_lane(out, "--", "-k", "conv1d-fp32"))
     finished(host_lane(out, "--", "-k", "conv2d-fp32-k3-p1"))
-    cases = case_lines(out / "host@cpu")
+    cases = case_lines(ran(out, "host"))
     assert cases and all(c.startswith("conv2d-fp32-k3-p1") for c in cases) and len(cases) == len(set(cases))
-    assert (out / "host@cpu" / "log.txt").read_text().count("$ ") == 1  # one run's log, not two
+    assert (ran(out, "host") / "log.txt").read_text().count("$ ") == 1  # one run's log, not two
 
 
 def test_kill_9_then_resume_records_every_case_exactly_once(tmp_path: Path) -> None:
@@ -88,7 +89,7 @@ def test_kill_9_then_resume_records_every_case_exactly_once(tmp_path: Path) -> N
     faults.write_text(json.dumps({"hang": {"conv2d-fp32-k3-p1-bwd": True}}))
     env = {"PYTHONPATH": str(PLUGINS), "CONVMATRIX_FAULTS": str(faults)}
     proc = host_lane(out, "--", *selection, "-p", "convmatrix_faults", env=env, start_new_session=True)
-    partial = out / "host@cpu.partial" / "results.jsonl"
+    partial = rundir.staging_dir(ran(out, "host")) / "results.jsonl"
     deadline = time.monotonic() + 600  # a guard against a stuck test, not a measurement
     try:
         while not (partial.exists() and partial.read_text().count("\n") >= 3):
@@ -97,11 +98,11 @@ def test_kill_9_then_resume_records_every_case_exactly_once(tmp_path: Path) -> N
     finally:
         os.killpg(proc.pid, 9)  # the harness, the suite and its workers, all at once
         proc.communicate()
-    assert not (out / "host@cpu").exists()  # nothing half-done passes for a result
+    assert not (ran(out, "host")).exists()  # nothing half-done passes for a result
     finished(host_lane(out, "--resume", "--", *selection))
-    cases = case_lines(out / "host@cpu")
+    cases = case_lines(ran(out, "host"))
     assert len(cases) == len(set(cases)) > 3
-    assert not (out / "host@cpu.partial").exists()
+    assert not rundir.staging_dir(ran(out, "host")).exists()
     again = finished(host_lane(out, "--resume", "--", *selection))
     assert "complete, kept (--resume)" in again
-    assert case_lines(out / "host@cpu") == cases
+    assert case_lines(ran(out, "host")) == cases

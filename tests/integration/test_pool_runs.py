@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from testkit import OVERRIDE_MATRIX, REPO, stub_nvidia_smi
+from testkit import OVERRIDE_MATRIX, REPO, ran, results_in, stub_nvidia_smi
 
 
 @pytest.fixture
@@ -35,9 +35,9 @@ def test_two_stub_gpus_run_two_cells_at_once_and_each_case_once(tmp_path: Path, 
     done = subprocess.run(command, cwd=REPO, env={**os.environ, "PATH": two_gpu_path}, capture_output=True,
                           text=True, check=False, timeout=1800)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    directories = sorted(p.name for p in out.iterdir() if p.is_dir())
-    assert directories == ["baremetal-torch2.5.1-cu124-cudnn9.5.1.17-py3.11@h100-80gb-hbm3-sm90",
-                           "baremetal-torch2.5.1-cu124-cudnnbundled-py3.11@h100-80gb-hbm3-sm90"]
+    directories = [p.name for p in results_in(out)]
+    assert directories == [ran(out, "baremetal-torch2.5.1-cu124-cudnn9.5.1.17-py3.11", "h100-80gb-hbm3-sm90").name,
+                           ran(out, "baremetal-torch2.5.1-cu124-cudnnbundled-py3.11", "h100-80gb-hbm3-sm90").name]
     metas = [json.loads((out / d / "cell.json").read_text()) for d in directories]
     envs = [json.loads((out / d / "env.json").read_text()) for d in directories]
     # One per GPU, at the same time: each suite started before the other one ended.

@@ -15,7 +15,7 @@ import pytest
 
 import suiterun
 from convmatrix.cli.main import main
-from testkit import REPO
+from testkit import REPO, ran
 
 STACK = "baremetal-torch2.5.1-cu124-cudnn9.5.1.17-py3.11"
 CONTROL = "baremetal-torch2.5.1-cu124-cudnnbundled-py3.11"
@@ -129,8 +129,8 @@ def test_convmatrix_run_runs_each_knob_set_with_its_options(tmp_path: Path) -> N
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=600, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
     for cell, knobs, pad, failing in (("host", "default", 0, True), ("host+pad8", "pad=8", 8, False)):
-        meta = json.loads((out / f"{cell}@cpu" / "cell.json").read_text())
+        meta = json.loads((ran(out, cell) / "cell.json").read_text())
         assert meta["knobs"] == knobs and meta["exit_code"] == (1 if failing else 0)
-        lines = [json.loads(x) for x in (out / f"{cell}@cpu" / "results.jsonl").read_text().splitlines()]
+        lines = [json.loads(x) for x in (ran(out, cell) / "results.jsonl").read_text().splitlines()]
         assert lines and {r["knobs"]["pad_channels"] for r in lines} == {pad}
         assert any(r["status"] == "failed" for r in lines) == failing

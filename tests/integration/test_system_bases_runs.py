@@ -14,7 +14,7 @@ import pytest
 
 import torchbases
 from convmatrix import matrix as matrix_model
-from testkit import REPO
+from testkit import REPO, ran
 
 pytestmark = pytest.mark.usefixtures("docker_engine")
 MATRIX = f"""
@@ -69,14 +69,14 @@ def test_the_matrix_has_one_cell_per_base_and_the_current_one_is_the_control(tmp
 def test_each_cell_records_the_stack_its_image_carries(upgrade_run: tuple[Path, Path, str]) -> None:
     _, out, output = upgrade_run
     for cell, base in ((CURRENT_CELL, torchbases.CURRENT), (CANDIDATE_CELL, torchbases.CANDIDATE)):
-        meta = json.loads((out / f"{cell}@cpu" / "cell.json").read_text())
+        meta = json.loads((ran(out, cell) / "cell.json").read_text())
         assert meta["requested"]["torch"] == "image" and meta["requested"]["base"] == base.tag
         assert meta["expected"] == {}  # nothing requested, so nothing can mismatch
         assert meta["observed"]["torch"] == base.torch
         assert meta["observed"]["python"].startswith("3.11.")
         assert meta["exit_code"] == 0 and meta["image"].startswith("convmatrix/cell:")
         assert f"{cell}: the stack of {base.tag}: torch {base.torch}" in output
-    assert json.loads((out / f"{CURRENT_CELL}@cpu" / "cell.json").read_text())["observed"]["cuda"] == "12.4"
+    assert json.loads((ran(out, CURRENT_CELL) / "cell.json").read_text())["observed"]["cuda"] == "12.4"
     assert "STACK MISMATCH" not in output
 
 
@@ -115,7 +115,7 @@ def test_a_base_without_ensurepip_still_gets_the_suite(bases: tuple[str, str], t
                     '[axes]\nlane = ["container"]\n')
     done = convmatrix("run", "-m", str(path), "--out", str(tmp_path / "run"), "--", "-k", "[conv1d-fp32-k3-p1]")
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
-    (result,) = (tmp_path / "run").glob("*@cpu")
+    (result,) = (tmp_path / "run").glob("*@cpu@*")
     meta = json.loads((result / "cell.json").read_text())
     assert meta["exit_code"] == 0 and meta["observed"]["torch"] == torchbases.CANDIDATE.torch
     records = (result / "results.jsonl").read_text().splitlines()

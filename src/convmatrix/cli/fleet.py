@@ -25,6 +25,7 @@ def add_fleet_parsers(sub: Any) -> None:
     s.add_argument("--partition", help="sbatch --partition")
     s.add_argument("--gres", help="sbatch --gres for each shard task, e.g. gpu:1")
     s.add_argument("--time", help="sbatch --time for each task, e.g. 04:00:00")
+    s.add_argument("--constraint", help="sbatch --constraint for each shard task (node features, e.g. h100)")
     s.add_argument("--job-name", default="convmatrix", help="the jobs are NAME-shards and NAME-merge")
     s.add_argument("--convmatrix", metavar="CMD",
                    help="the command the tasks run (default: PYTHON -m convmatrix, with the interpreter running this)")
@@ -70,7 +71,7 @@ def cmd_slurm(args: argparse.Namespace) -> int:
     job = slurm.SlurmJob(
         plan=plan(args, out=str(args.out.resolve()), matrix_path=matrix_path),
         convmatrix=command(args.convmatrix), workdir=Path.cwd(), partition=args.partition, gres=args.gres,
-        time=args.time, job_name=args.job_name,
+        time=args.time, constraint=args.constraint, job_name=args.job_name,
     )
     if args.dry_run:
         print(f"# {job.scripts_dir}/shards.sbatch\n{slurm.shard_script(job)}")

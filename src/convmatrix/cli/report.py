@@ -15,6 +15,7 @@ from typing import Any
 from convmatrix import results
 from convmatrix.cli.output import write_output
 from convmatrix.errors import BadInput
+from convmatrix.matrix import values
 from convmatrix.report import model as report_model
 from convmatrix.report import render, verdicts
 from convmatrix.results import rundir
@@ -30,13 +31,15 @@ def add_parser(sub: Any) -> None:
     r.add_argument("--format", choices=render.FORMATS, default="text")
     r.add_argument("-o", "--output", type=Path, help="write the report here instead of stdout")
     r.add_argument("--fail-on", choices=verdicts.FAIL_ON, default="regression")
+    r.add_argument("--expect-gpu", action="append", default=[], metavar="KEY[,KEY...]",
+                   help="GPU keys the results must cover: a planned cell without a result on one is NOT RUN")
     r.add_argument("--color", choices=("auto", "always", "never"), default="auto",
                    help="colour the text report (auto: on a terminal, unless NO_COLOR or CI is set)")
 
 
 def run(args: argparse.Namespace) -> int:
     with bulk():
-        loaded = results.load(args.results)
+        loaded = results.load(args.results, expect_gpus=values.gpu_keys("--expect-gpu", args.expect_gpu))
         if not loaded.results:
             raise BadInput("\n".join(loaded.errors) or "no results to report")
         loaded.results = [with_first_cause(r) for r in loaded.results]

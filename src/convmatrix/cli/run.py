@@ -38,5 +38,6 @@ def run(args: argparse.Namespace) -> int:
 
     with interrupts.interruptible():
         interrupts.die_with_parent()
-        orchestrate.run(loaded, cells, opts, say, strict=args.strict)
+        orchestrate.run(loaded, cells, opts, say, strict=args.strict,
+                        selection={"lanes": args.lane, "cells": args.cell})
     return 0

@@ -63,6 +63,9 @@ def shard_command(job: K8sJob) -> str:
     return "\n".join([
         "set -u",
         "shard=$((JOB_COMPLETION_INDEX + 1))",
+        # The host a shard's results are keyed by is the node it runs on (a pod's own hostname is
+        # its name): the node name's first label, as long as a host name may be.
+        'export CONVMATRIX_HOST="$(printf %.63s "${NODE_NAME%%.*}")"',
         f'{run} --shard "$shard/{plan.shards}" {shlex.join(plan.run_args)}'.rstrip(),
         "code=$?",
         f'mkdir -p {markers} && echo "$code" > {markers}/"$shard"',
@@ -75,6 +78,7 @@ def shards_job(job: K8sJob) -> dict[str, Any]:
     container = {
         "name": "shard", "image": job.image, "command": ["/bin/sh", "-c", shard_command(job)],
         "resources": {"limits": {"nvidia.com/gpu": job.gpus}}, "volumeMounts": [mount],
+        "env": [{"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}],
     }
     return {
         "apiVersion": "batch/v1", "kind": "Job", "metadata": metadata(job, "shards"),

@@ -27,6 +27,7 @@ class SlurmJob:
     partition: str | None = None
     gres: str | None = None  # per shard task, e.g. gpu:1; the merge job needs none
     time: str | None = None  # per task, sbatch's --time syntax
+    constraint: str | None = None  # per shard task: node features (--constraint), e.g. one GPU product
     job_name: str = "convmatrix"
 
     @property
@@ -39,6 +40,7 @@ def directives(job: SlurmJob, *, name: str, output: str, gres: bool) -> list[str
     lines += [f"--partition={job.partition}"] if job.partition else []
     lines += [f"--gres={job.gres}"] if gres and job.gres else []
     lines += [f"--time={job.time}"] if job.time else []
+    lines += [f"--constraint={job.constraint}"] if gres and job.constraint else []
     return [f"#SBATCH {shlex.quote(line)}" for line in lines]
 
 

@@ -14,7 +14,8 @@ from convmatrix.matrix import knobs, values
 from convmatrix.matrix.cells import Cell
 from convmatrix.matrix.prune import impossible
 
-TOP_KEYS = {"name", "description", "wheelhouse", "axes", "include", "exclude", "control", "container"}
+TOP_KEYS = {"name", "description", "wheelhouse", "axes", "include", "exclude", "control", "container", "fleet"}
+FLEET_KEYS = {"gpus"}
 CONTAINER_KEYS = {"base", "flavour"}
 FLAVOURS = ("wheel", "system")
 CELL_AXES = ("lane", "torch", "cuda", "cudnn", "python")
@@ -42,6 +43,9 @@ class Matrix:
     cells: tuple[Cell, ...]
     pruned: tuple[Pruned, ...]
     control: Cell | None
+    # Cells whose absence fails nothing ([[include]] optional = true): shown when not run, greyed.
+    optional: frozenset[str] = frozenset()
+    fleet_gpus: tuple[str, ...] = ()  # [fleet].gpus: the GPU generations a merged run must cover
 
     def lane(self, lane: str) -> tuple[Cell, ...]:
         return tuple(c for c in self.cells if c.lane == lane)
@@ -92,7 +96,8 @@ class _Parser:
         cells, pruned = self.expand(axes, default_base, base_is_axis)
         cells = with_knobs(cells, axes.get("knobs"))
         cells, pruned, excluded = self.exclude(raw, cells, pruned)
-        cells = self.include(raw, axes, cells, default_base, base_is_axis)
+        optional: set[str] = set()
+        cells = self.include(raw, axes, cells, default_base, base_is_axis, optional)
         if not cells:
             raise self.fail("[axes]", no_cells(axes, pruned, excluded))
         control = self.control(raw, cells, pruned)
@@ -107,7 +112,18 @@ class _Parser:
             cells=tuple(cells),
             pruned=tuple(pruned),
             control=control,
+            optional=frozenset(optional - ({control.id} if control else set())),
+            fleet_gpus=self.fleet(raw),
         )
+
+    def fleet(self, raw: dict[str, Any]) -> tuple[str, ...]:
+        table = self.table(raw, "fleet")
+        self.keys(table, FLEET_KEYS, "[fleet]")
+        listed = table.get("gpus", [])
+        if not isinstance(listed, list) or not all(isinstance(g, str) and values.GPU_KEY.fullmatch(g) for g in listed):
+            raise self.fail("[fleet].gpus", "must be a list of GPU keys like \"h100-sm90\" (what a result "
+                            "directory is named by: lower-case letters, digits, '-' and '.')")
+        return tuple(dict.fromkeys(listed))
 
     def keys(self, table: dict[str, Any], allowed: set[str] | tuple[str, ...], where: str) -> None:
         for key in table:
@@ -213,10 +229,14 @@ class _Parser:
 
     def include(
         self, raw: dict[str, Any], axes: dict[str, list[str]], cells: list[Cell],
-        default_base: str, base_is_axis: bool,
+        default_base: str, base_is_axis: bool, optional: set[str],
     ) -> list[Cell]:
         for i, entry in enumerate(self.tables(raw, "include")):
             where = f"[[include]] #{i + 1}"
+            entry = dict(entry)
+            wanted = entry.pop("optional", False)
+            if not isinstance(wanted, bool):
+                raise self.fail(f"{where}.optional", "must be true or false")
             given = self.partial(entry, where)
             cell = self.explicit_cell(given, axes, default_base, base_is_axis, where)
             reason = impossible(cell)
@@ -226,6 +246,8 @@ class _Parser:
             for knobbed in [cell] if "knobs" in given else with_knobs([cell], axes.get("knobs")):
                 if knobbed not in cells:
                     cells.append(knobbed)
+                if wanted:
+                    optional.add(knobbed.id)
         return cells
 
     def explicit_cell(

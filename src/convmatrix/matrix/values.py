@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
+from convmatrix.errors import BadInput
 from convmatrix.matrix import knobs
 
 LANES = ("host", "baremetal", "container")
@@ -11,6 +13,9 @@ LANES = ("host", "baremetal", "container")
 # requesting it: torch = "image" is whatever torch the base carries, observed and recorded.
 IMAGE = "image"
 FROM_IMAGE = ("torch", "cuda", "cudnn", "python")  # the stack fields a cell may leave to its image
+# A GPU key as gpus.gpu_key makes it (h200-sm90; h100-sm90-gpu1 with --every-gpu; cpu): what
+# [fleet].gpus and --expect-gpu name, and a result directory's name holds. ASCII, no '/' or '@'.
+GPU_KEY = re.compile(r"[a-z0-9][a-z0-9.-]{0,62}", re.ASCII)
 
 # Each pattern is anchored (fullmatch) and admits no shell metacharacters, spaces or path tricks.
 # ASCII only: in a str pattern \d and \w match any Unicode digit or letter ("3.\u0661\u0661" would pass and
@@ -53,3 +58,13 @@ def check(key: str, value: object) -> str | None:
 def slug(text: str) -> str:
     """A readable, tag-safe form of an image reference: python:3.11-slim -> python-3.11-slim."""
     return re.sub(r"[^A-Za-z0-9.]+", "-", text.split("@")[0], flags=re.ASCII).strip("-").lower()
+
+
+def gpu_keys(where: str, given: Iterable[str]) -> tuple[str, ...]:
+    """KEY[,KEY...] (an option may be repeated): GPU keys as result directories name them."""
+    keys = [k.strip() for text in given for k in text.split(",")]
+    for key in keys:
+        if not GPU_KEY.fullmatch(key):
+            raise BadInput(f"{where}: {key[:80]!r} is not a GPU key like h100-sm90 (lower-case letters, digits, "
+                           "'-' and '.')")
+    return tuple(dict.fromkeys(keys))

@@ -16,7 +16,7 @@ from convmatrix.report.model import CellRow, Report
 from convmatrix.results.outcomes import Outcome, Verdict
 
 SLOWER = 1.5  # a cell this many times slower than the control (geometric mean) is called out
-SHOUTED = (Verdict.REGRESSION, Verdict.INVALID)
+SHOUTED = (Verdict.REGRESSION, Verdict.INVALID, Verdict.NOT_RUN)
 # Axes that tell sub-rows of one torch/CUDA group apart when they vary across the report.
 _EXTRA_AXES = ("lane", "python", "base", "flavour")
 _QUIET_KNOBS = frozenset({"device"})  # the same for every cell on a GPU: never a sub-row's name
@@ -182,7 +182,10 @@ def slower(cell: CellRow) -> bool:
 
 
 def summary(cell: CellRow) -> str:
-    """One matrix entry in words: the verdict, the pass count, each failure family with its count."""
+    """One matrix entry in words: the verdict, the pass count, each failure family with its count
+    (a cell that did not run: why)."""
+    if cell.verdict == Verdict.NOT_RUN:
+        return f"{cell_word(cell)}: {cell.not_run or 'no result'}"
     counts = dict(cell.counts)
     passed = counts.pop(Outcome.PASS, 0)
     skipped = counts.pop(Outcome.SKIP, 0)
@@ -193,4 +196,18 @@ def summary(cell: CellRow) -> str:
 
 
 def verdict_word(verdict: Verdict) -> str:
+    if verdict == Verdict.NOT_RUN:
+        return "NOT RUN"
     return verdict.upper() if verdict in SHOUTED else str(verdict)
+
+
+def cell_word(cell: CellRow) -> str:
+    """A cell's verdict in words; an optional cell that did not run is said quietly: it fails nothing."""
+    if cell.verdict == Verdict.NOT_RUN and cell.optional:
+        return "not run (optional)"
+    return verdict_word(cell.verdict)
+
+
+def quiet(cell: CellRow) -> bool:
+    """Shown greyed: an optional cell that did not run."""
+    return cell.verdict == Verdict.NOT_RUN and cell.optional

@@ -126,11 +126,13 @@ def grid_cell(cell: CellRow | None, ids: dict[tuple[str, str], str]) -> str:
     tally = report_grid.tally(cell)
     counts = f"{tally.passed}/{tally.total} pass" + (f" · {tally.failed} fail" if tally.failed else "")
     counts += f" · {tally.missing} missing" if tally.missing else ""
+    counts = "no result" if cell.verdict == Verdict.NOT_RUN else counts
+    quiet = " quiet" if report_grid.quiet(cell) else ""
     marks = "".join(f'<span class="mark {mark_class(m.code)}">{html_cell(m.words)}</span>'
                     for m in report_grid.marks(cell))
-    return (f'<td class="v v-{cell.verdict}" data-panel="{panel_id}"><a class="cellref" href="#{panel_id}" '
+    return (f'<td class="v v-{cell.verdict}{quiet}" data-panel="{panel_id}"><a class="cellref" href="#{panel_id}" '
             f'title="{html_cell(cell.where)}: {html_cell(report_grid.summary(cell))}">'
-            f'<span class="verdict">{html_cell(report_grid.verdict_word(cell.verdict))}</span> '
+            f'<span class="verdict">{html_cell(report_grid.cell_word(cell))}</span> '
             f'<span class="counts">{html_cell(counts)}</span>{marks}</a></td>')
 
 
@@ -157,7 +159,8 @@ def panel(cell: CellRow, cases: list[CaseRow], ids: dict[tuple[str, str], str], 
     ordered = listed(cases) + [c for c in cases if not noteworthy(c)]
     first = next((c for c in ordered if noteworthy(c)), None)
     out = [f'<section class="panel" id="{ids[(cell.cell, cell.gpu.key)]}" data-where="{html_cell(cell.where)}">',
-           f'<h3><span class="badge v-{cell.verdict}">{html_cell(report_grid.verdict_word(cell.verdict))}</span> '
+           f'<h3><span class="badge v-{cell.verdict}{" quiet" if report_grid.quiet(cell) else ""}">'
+           f'{html_cell(report_grid.cell_word(cell))}</span> '
            f"<code>{html_cell(cell.where)}</code></h3>",
            f'<p class="summary">{html_cell(report_grid.summary(cell))}</p>', *observed(cell), *problems(cell)]
     if cell.first_cause:

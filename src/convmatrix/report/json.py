@@ -87,6 +87,7 @@ def cell_json(cell: CellRow, baseline: bool) -> dict[str, Any]:
     data = {
         "cell": cell.cell,
         "gpu": asdict(cell.gpu),
+        "host": cell.host,
         "lane": cell.lane,
         "path": cell.path,
         "stack": dict(cell.stack),
@@ -103,6 +104,8 @@ def cell_json(cell: CellRow, baseline: bool) -> dict[str, Any]:
         "fingerprint_changed": cell.fingerprint_changed,
         "fixed": cell.fixed,
         "verdict": str(cell.verdict),
+        "not_run": cell.not_run,
+        "optional": cell.optional,
     }
     if baseline:
         data["baseline_regressions"] = cell.baseline_regressions

@@ -15,7 +15,7 @@ from convmatrix.report import grid as report_grid
 from convmatrix.report import notes as report_notes
 from convmatrix.report.cases import listed
 from convmatrix.report.grid import Grid
-from convmatrix.report.model import CaseRow, Report
+from convmatrix.report.model import CaseRow, CellRow, Report
 from convmatrix.results.outcomes import Verdict
 
 LIMIT = 1_000_000  # bytes; GitHub's job summary refuses a step's summary over 1 MiB
@@ -26,7 +26,8 @@ ROW_MESSAGE = 160  # characters of a message in the case table
 DETAIL_MESSAGE = 4_000  # characters of a message in its <details>
 DETAILS = 50  # cases folded out at most (regressions first)
 MARKS = {Verdict.CONTROL: "🔵", Verdict.OK: "🟢", Verdict.FIXED: "🟣", Verdict.REGRESSION: "🔴",
-         Verdict.INVALID: "🟠", Verdict.NO_CONTROL: "⚪"}
+         Verdict.INVALID: "🟠", Verdict.NOT_RUN: "⛔", Verdict.NO_CONTROL: "⚪"}
+QUIET = "▫️"  # an optional cell that did not run: it fails nothing
 
 
 def render(report: Report) -> str:
@@ -65,15 +66,20 @@ def grid_table(grid: Grid) -> list[str]:
             label += f" ({markdown_cell(stack.short)})" if stack.short != stack.label else ""
             label = f"▶ **{label}**" if stack.control else label
             entries = [grid.entry(stack, c) for c in grid.columns]
-            out.append(row([label, *(f"{MARKS[e.verdict]} {markdown_cell(report_grid.summary(e))}" if e else ""
+            out.append(row([label, *(f"{mark(e)} {markdown_cell(report_grid.summary(e))}" if e else ""
                                      for e in entries)]))
     return out
 
 
+def mark(cell: CellRow) -> str:
+    return QUIET if report_grid.quiet(cell) else MARKS[cell.verdict]
+
+
 def legend() -> str:
     verdicts = " · ".join(f"{MARKS[v]} {report_grid.verdict_word(v)}" for v in Verdict)
-    return (f"{verdicts} — ▶ the control. SIGNATURE: a case failed with CUDNN\\_STATUS\\_NOT\\_SUPPORTED; "
-            f"SLOWER ×n: convolutions took n× the control's time.")
+    return (f"{verdicts} · {QUIET} not run (optional) — ▶ the control. "
+            "SIGNATURE: a case failed with CUDNN\\_STATUS\\_NOT\\_SUPPORTED; "
+            "SLOWER ×n: convolutions took n× the control's time.")
 
 
 def row(cells: Iterable[str]) -> str:

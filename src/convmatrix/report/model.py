@@ -5,7 +5,7 @@ JSON of docs/contracts.md, the only place it becomes dicts."""
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -65,7 +65,8 @@ class GpuInfo:
 @dataclass(frozen=True, kw_only=True)
 class CellRow:
     cell: str
-    gpu: GpuInfo
+    gpu: GpuInfo  # its key is the cell's place: the GPU key, `<gpu-key>@<host>` in a report of several hosts
+    host: str | None = None  # the machine that ran it (None: not recorded)
     lane: str
     path: str
     stack: Mapping[str, Any]  # what the cell requested
@@ -82,6 +83,8 @@ class CellRow:
     fingerprint_changed: int
     verdict: Verdict
     baseline_regressions: int | None = None
+    optional: bool = False  # the matrix marked the cell optional (a not-run fails nothing)
+    not_run: str | None = None  # why it did not run (verdict not-run)
 
     @property
     def where(self) -> str:
@@ -107,22 +110,68 @@ class Report:
 
 
 def build(results: Sequence[CellResult], control: str | None, notes: Sequence[str] = ()) -> Report:
-    by_gpu = {r.gpu_key: r for r in results if r.cell == control}
-    gpu_keys = sorted({r.gpu_key for r in results})
+    """Every cell against the control on its own place: its GPU key, and, when the results come
+    from more than one host, its host too (`<gpu-key>@<host>`): a cell is never judged against a
+    control that ran on another machine."""
+    place = places(results)
+    by_place = {place(r): r for r in results if r.cell == control}
+    keys = sorted({place(r) for r in results})
     # Without a control there is nothing to be healthy or not: every verdict is no-control.
-    health = {key: verdicts.health(by_gpu.get(key)) for key in gpu_keys} if control else {}
+    health = {key: place_health(key, by_place, results, control, place) for key in keys} if control else {}
     cells, cases = [], []
-    for result in sorted(results, key=lambda r: (r.cell != control, r.cell, r.gpu_key)):
-        rows = case_rows(result, by_gpu.get(result.gpu_key), control)
+    for result in sorted(results, key=lambda r: (r.cell != control, r.cell, place(r))):
+        where = place(result)
+        rows = case_rows(result, by_place.get(where), control, where)
         cases += rows
-        cells.append(cell_row(result, rows, control, health.get(result.gpu_key)))
-    return Report(control=control, health=health, cells=tuple(cells), cases=tuple(cases), notes=tuple(notes))
+        cells.append(cell_row(result, rows, control, health.get(where), where))
+    return Report(control=control, health=health, cells=tuple(cells), cases=tuple(cases),
+                  notes=(*notes, *host_notes(results)))
 
 
-def case_rows(result: CellResult, control: CellResult | None, control_id: str | None) -> list[CaseRow]:
-    judged = control is not None and result.cell != control_id
+def places(results: Sequence[CellResult]) -> Callable[[CellResult], str]:
+    """A result's column: its GPU key on one host (or results from before hosts were recorded),
+    `<gpu-key>@<host>` when the results come from several."""
+    # A generation no runner reported is not-run "on any host": it names no host to count or show.
+    if len({r.host for r in results if r.host or not r.not_run}) <= 1:
+        return lambda r: r.gpu_key
+    return lambda r: f"{r.gpu_key}@{r.host}" if r.host else r.gpu_key if r.not_run else f"{r.gpu_key}@?"
+
+
+def place_health(key: str, by_place: Mapping[str, CellResult], results: Sequence[CellResult],
+                 control: str | None, place: Callable[[CellResult], str]) -> verdicts.Health:
+    found = by_place.get(key)
+    if found is not None:
+        return verdicts.health(found)
+    gpu = key.partition("@")[0]
+    elsewhere = sorted({r.host or "?" for r in results if r.cell == control and r.gpu_key == gpu})
+    if not elsewhere:
+        return verdicts.health(None)
+    host = key.partition("@")[2]
+    return verdicts.Health(healthy=False, absent=True, elsewhere=tuple(elsewhere),
+                           reason=f"no control on host {host}; one ran on {', '.join(elsewhere)}")
+
+
+def host_notes(results: Sequence[CellResult]) -> list[str]:
+    """With results from several hosts: which, and the driver each ran (a difference there can
+    explain a difference in the results)."""
+    hosts: dict[str, set[str]] = {}
+    for r in results:
+        hosts.setdefault(r.host or "?", set()).add(str(r.observed.get("driver") or "no driver"))
+    if len(hosts) <= 1:
+        return []
+    listed = ", ".join(f"{h} (driver {', '.join(sorted(d))})" for h, d in sorted(hosts.items()))
+    drivers = {d for ds in hosts.values() for d in ds}
+    differ = "; the drivers differ" if len(drivers) > 1 else ""
+    return [f"results from {len(hosts)} hosts: {listed}{differ}; each cell is compared with the control "
+            f"from its own host"]
+
+
+def case_rows(result: CellResult, control: CellResult | None, control_id: str | None,
+              where: str | None = None) -> list[CaseRow]:
+    # A cell that did not run has nothing to compare (NOT RUN says so), not a case "missing" each.
+    judged = control is not None and result.cell != control_id and not result.not_run
     against = control.cases if control is not None else {}
-    cell, gpu, blocking = result.cell, result.gpu_key, result.blocking
+    cell, gpu, blocking = result.cell, where or result.gpu_key, result.blocking
     rows = []
     for name, case in sorted(result.cases.items()):
         base = against.get(name)
@@ -139,14 +188,14 @@ def case_rows(result: CellResult, control: CellResult | None, control_id: str | 
     if judged and control is not None:
         # A set difference first: most cells ran every case, and sorting the control's cases
         # for each of a fleet's cells to find none would cost a tenth of the build.
-        rows += [missing_row(result, name, control.cases[name])
+        rows += [missing_row(result, name, control.cases[name], gpu)
                  for name in sorted(control.cases.keys() - result.cases.keys())]
     return rows
 
 
-def missing_row(result: CellResult, name: str, control: Case) -> CaseRow:
+def missing_row(result: CellResult, name: str, control: Case, where: str) -> CaseRow:
     """A case the control ran and this cell did not: never a pass by omission."""
-    return CaseRow(cell=result.cell, gpu=result.gpu_key, case=name, knobs={}, outcome=Outcome.MISSING,
+    return CaseRow(cell=result.cell, gpu=where, case=name, knobs={}, outcome=Outcome.MISSING,
                    family=None, message="the control ran this case; this cell has no result for it",
                    warnings=(), control_outcome=control.outcome, delta=Delta.MISSING)
 
@@ -155,12 +204,14 @@ def rerun(case: Case | None) -> Rerun | None:
     return None if case is None else Rerun(outcome=case.outcome, family=case.family, message=case.message)
 
 
-def cell_row(result: CellResult, cases: list[CaseRow], control: str | None, health: verdicts.Health | None) -> CellRow:
+def cell_row(result: CellResult, cases: list[CaseRow], control: str | None, health: verdicts.Health | None,
+             where: str | None = None) -> CellRow:
     deltas = [c.delta for c in cases if c.delta]
     return CellRow(
         cell=result.cell,
-        gpu=GpuInfo(key=result.gpu_key, name=str(result.gpu.get("name")), capability=result.gpu.get("capability"),
-                    generation=str(result.gpu.get("generation"))),
+        gpu=GpuInfo(key=where or result.gpu_key, name=str(result.gpu.get("name")),
+                    capability=result.gpu.get("capability"), generation=str(result.gpu.get("generation"))),
+        host=result.host or None,
         lane=result.lane,
         path=str(result.path),
         stack=result.requested,
@@ -178,6 +229,8 @@ def cell_row(result: CellResult, cases: list[CaseRow], control: str | None, heal
         slowdown=verdicts.typical_slowdown([c.slowdown for c in cases]),
         fingerprint_changed=sum(1 for c in cases if c.fingerprint_changed),
         verdict=verdicts.cell_verdict(result, deltas, control, health),
+        optional=result.optional,
+        not_run=result.not_run,
     )
 
 

@@ -11,7 +11,7 @@ from xml.etree import ElementTree as ET
 from convmatrix.escape import one_line, xml_text
 from convmatrix.report import json as report_json
 from convmatrix.report.model import Report
-from convmatrix.results.outcomes import Outcome
+from convmatrix.results.outcomes import Outcome, Verdict
 
 FORMATS = ("text", "markdown", "html", "json", "junit")
 
@@ -81,6 +81,20 @@ def junit(report: Report) -> str:
                 message=one_line(f"{case.delta or ''} {case.family or case.outcome}".strip()),
             )
             failure.text = xml_text(case.message or "")
+    for cell in report.cells:
+        if cell.verdict != Verdict.NOT_RUN:
+            continue
+        # Planned and not run: a failing testcase (skipped when the matrix made it optional), so
+        # a CI system counts it like the text report does.
+        name = one_line(cell.where)
+        suite = by_cell.get(name) or ET.SubElement(root, "testsuite", name=name)
+        by_cell[name] = suite
+        element = ET.SubElement(suite, "testcase", classname=name, name="not-run")
+        reason = xml_text(cell.not_run or "no result")
+        if cell.optional:
+            ET.SubElement(element, "skipped", message=one_line(f"not run (optional): {reason}"))
+        else:
+            ET.SubElement(element, "failure", type="not-run", message=one_line(f"NOT RUN: {reason}")).text = reason
     for suite in by_cell.values():
         tests = list(suite)
         suite.set("tests", str(len(tests)))

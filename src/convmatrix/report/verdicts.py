@@ -54,6 +54,9 @@ class VerdictedCell(Protocol):
     @property
     def baseline_regressions(self) -> int | None: ...
 
+    @property
+    def optional(self) -> bool: ...
+
 
 class Verdicted(Protocol):
     """What `judge` reads of a report: the policy needs no more of it (report.model.Report is one)."""
@@ -73,6 +76,7 @@ class Health:
     healthy: bool
     reason: str | None
     absent: bool = False  # no control result at all on this GPU (nothing to judge against)
+    elsewhere: tuple[str, ...] = ()  # absent on this host, but it ran on these (its cells: INVALID)
 
 
 def control_id(results: Sequence[CellResult], given: str | None) -> str | None:
@@ -91,6 +95,8 @@ def health(control: CellResult | None) -> Health:
     """A control that did not complete, ran another stack, or hit the environment is unhealthy."""
     if control is None:
         return Health(healthy=False, reason="the control has no result on this GPU", absent=True)
+    if control.not_run:
+        return Health(healthy=False, reason=f"the control did not run: {control.not_run}")
     if control.problems:
         return Health(healthy=False, reason="; ".join(control.problems))
     if control.stack_mismatch:
@@ -142,6 +148,8 @@ def fingerprint_changed(control: Printed | None, case: Printed) -> bool | None:
 
 
 def cell_verdict(result: CellResult, deltas: Sequence[Delta], control: str | None, health: Health | None) -> Verdict:
+    if result.not_run:
+        return Verdict.NOT_RUN  # planned and not run: it covers nothing, the control included
     if result.cell == control:
         return Verdict.CONTROL
     if result.problems or not result.cases or result.stack_mismatch:
@@ -151,8 +159,9 @@ def cell_verdict(result: CellResult, deltas: Sequence[Delta], control: str | Non
     if control is None or health is None:
         return Verdict.NO_CONTROL
     if not health.healthy:
-        # No verdicts from a sick (or absent) control: say which.
-        return Verdict.NO_CONTROL if health.absent else Verdict.INVALID
+        # No verdicts from a sick (or absent) control: say which. A control that ran only on
+        # another host is no control for this one: never green, INVALID.
+        return Verdict.NO_CONTROL if health.absent and not health.elsewhere else Verdict.INVALID
     return verdict(deltas)
 
 
@@ -171,16 +180,22 @@ def verdict(deltas: Sequence[Delta]) -> Verdict:
 def judge(report: Verdicted, fail_on: str) -> None:
     """The report's verdict as an exit: UnhealthyControl (3) where a sick control has candidates,
     NotGreen (1) for an INVALID cell or what --fail-on names; nothing when it is green."""
-    judged = {c.gpu_key for c in report.cells if c.verdict != Verdict.CONTROL}
-    sick = sorted(key for key, h in report.health.items() if not h.healthy and key in judged)
+    judged = {c.gpu_key for c in report.cells if c.verdict not in (Verdict.CONTROL, Verdict.NOT_RUN)}
+    # A control absent from a host it ran on elsewhere is the cells' problem (INVALID, exit 1),
+    # not a sick control's.
+    sick = sorted(key for key, h in report.health.items() if not h.healthy and key in judged and not h.elsewhere)
     if report.control and sick:
         raise UnhealthyControl("\n".join(f"control unhealthy on {key}: {report.health[key].reason}" for key in sick))
     if fail_on == "never":
         return
     invalid = [c.where for c in report.cells if c.verdict == Verdict.INVALID]
-    if invalid:
-        # Not green: these cells did not run every case they cover, so nothing clears them.
-        raise NotGreen(f"{len(invalid)} cell(s) INVALID: {', '.join(invalid[:5])}")
+    not_run = [c.where for c in report.cells if c.verdict == Verdict.NOT_RUN and not c.optional]
+    if invalid or not_run:
+        # Not green: these cells did not run every case they cover (or were planned and did not
+        # run at all), so nothing clears them.
+        said = [f"{len(invalid)} cell(s) INVALID: {', '.join(invalid[:5])}"] if invalid else []
+        said += [f"{len(not_run)} planned cell(s) NOT RUN: {', '.join(not_run[:5])}"] if not_run else []
+        raise NotGreen("; ".join(said))
     regressed = [c.where for c in report.cells if c.verdict == Verdict.REGRESSION or c.baseline_regressions]
     if fail_on == "regression" and regressed:
         raise NotGreen(f"{len(regressed)} cell(s) regressed: {', '.join(regressed[:5])}")

@@ -47,4 +47,5 @@ class Verdict(StrEnum):
     FIXED = "fixed"
     REGRESSION = "regression"
     INVALID = "invalid"
+    NOT_RUN = "not-run"  # planned here and not run: red, unless the matrix marked the cell optional
     NO_CONTROL = "no-control"

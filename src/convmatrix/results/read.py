@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import datetime
 import json
-from collections.abc import Callable, Iterable
+import re
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,7 @@ from typing import Any
 from convmatrix.gpus import CPU_KEY, gpu_key
 from convmatrix.matrix import stacks
 from convmatrix.results import families as classify
-from convmatrix.results import rundir, stackcheck
+from convmatrix.results import plans, rundir, stackcheck
 from convmatrix.results.outcomes import OF_STATUS, Outcome
 from convmatrix.results.rundir import records
 
@@ -22,7 +23,8 @@ CELL_FIELDS: dict[str, tuple[type, ...]] = {
     "schema": (int,), "cell": (str,), "lane": (str,), "requested": (dict,), "expected": (dict,),
     "control": (bool,), "gpu_key": (str,), "gpu": (dict, type(None)), "python": (str,),
     "started": (str,), "ended": (str,), "exit_code": (int, type(None)), "error": (str, type(None)),
-    "evidence": (dict,), "matrix": (str,), "observed": (dict,), "knobs": (str,),
+    "evidence": (dict,), "matrix": (str,), "observed": (dict,), "knobs": (str,), "host": (str,),
+    "not_run": (str,), "optional": (bool,),
 }
 # first_cause.json, written by the harness when a cell finishes (family null: none named).
 CAUSE_FIELDS: dict[str, tuple[type, ...]] = {
@@ -69,6 +71,7 @@ class CellResult:
     gpu: dict[str, Any]
     lane: str
     path: Path
+    host: str = ""  # the machine that ran it (cell.json); "" for results from before hosts were recorded
     requested: dict[str, Any] = field(default_factory=dict)
     observed: dict[str, Any] = field(default_factory=dict)
     marked_control: bool = False
@@ -78,6 +81,8 @@ class CellResult:
     blocking: dict[str, Case] = field(default_factory=dict)  # the CUDA_LAUNCH_BLOCKING=1 re-run
     ended: datetime.datetime = EPOCH  # when the run ended (EPOCH: it did not), to pick the newest
     first_cause: FirstCause | None = None
+    not_run: str | None = None  # why a planned cell did not run here (cell.json, or no result at all)
+    optional: bool = False  # the matrix marked it optional: its not running fails nothing
     # Whether first_cause is known: read from first_cause.json, or worked out from log.txt by
     # the cli for a directory without one (older, or copied from elsewhere).
     cause_known: bool = False
@@ -95,37 +100,106 @@ class Loaded:
     results: list[CellResult] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)  # bad input: one line each, file and field
     notes: list[str] = field(default_factory=list)  # what the loader decided for the reader (duplicates)
+    expected: list[plans.Expected] = field(default_factory=list)  # what the run directories' plans expect
+    fleet_gpus: list[str] = field(default_factory=list)  # the GPU keys their matrices' [fleet] tables name
+    run_dirs: list[Path] = field(default_factory=list)  # the run directories given (not cell directories)
 
 
-def load(paths: Iterable[str | Path]) -> Loaded:
+def load(paths: Iterable[str | Path], expect_gpus: Sequence[str] = ()) -> Loaded:
+    """Every result under paths; with the run directories' plans, every planned cell@gpu@host that
+    has none as a not-run result; with GPU keys expected (expect_gpus, the plans' [fleet].gpus),
+    every planned cell on each of them, on any host."""
     loaded = Loaded()
     found: list[CellResult] = []
     for raw in paths:
         path = Path(raw)
         dirs = result_dirs(path)
-        if not dirs:
+        if path.is_dir() and not is_result_dir(path):
+            loaded.run_dirs.append(path)
+            expected, fleet = plans.read(path, loaded.errors)
+            loaded.expected += expected
+            loaded.fleet_gpus += [g for g in fleet if g not in loaded.fleet_gpus]
+        if not dirs and not (path.is_dir() and (path / plans.PLANS).is_dir()):
             loaded.errors.append(f"{path}: no results here (expected a run directory or a cell results directory)")
         for directory in dirs:
             result = load_dir(directory, loaded.errors)
             if result is not None:
                 found.append(result)
     loaded.results = newest_per_cell(found, loaded.notes)
+    fleet = [*loaded.fleet_gpus, *(g for g in expect_gpus if g not in loaded.fleet_gpus)]
+    wanted = [*loaded.expected, *fleet_expected(loaded.expected, loaded.results, fleet, expect_gpus)]
+    loaded.results += not_run(loaded.results, wanted, loaded.run_dirs)
     return loaded
 
 
+def fleet_expected(planned: Sequence[plans.Expected], results: Sequence[CellResult], keys: Sequence[str],
+                   given: Sequence[str]) -> list[plans.Expected]:
+    """Each cell (planned, else found) on each expected GPU key, on any host: a generation no runner
+    reported is not-run for every cell."""
+    cells: dict[str, plans.Expected] = {}
+    for e in planned:
+        cells.setdefault(e.cell, e)
+    for r in results:
+        cells.setdefault(r.cell, plans.Expected(cell=r.cell, gpu_key=r.gpu_key, host=None, lane=r.lane,
+                                                requested=r.requested, optional=r.optional))
+    return [plans.Expected(cell=e.cell, gpu_key=key, host=None, optional=e.optional, lane=e.lane,
+                           requested=e.requested, source="--expect-gpu" if key in given else "[fleet].gpus")
+            for key in keys for e in cells.values()]
+
+
+def not_run(results: Sequence[CellResult], expected: Iterable[plans.Expected],
+            run_dirs: Sequence[Path]) -> list[CellResult]:
+    """A planned cell@gpu@host with no result at all: `not-run`, never absent from the report.
+    (A result that did not complete is INVALID; one recorded as not run says why itself.)"""
+    have = {(r.cell, r.gpu_key, r.host) for r in results}
+    anywhere = {(r.cell, r.gpu_key) for r in results}
+    made: dict[tuple[str, str, str], CellResult] = {}
+    # Host-specific entries first: a fleet's "on any host" is then met by a host's not-run.
+    for e in sorted(expected, key=lambda e: e.host is None):
+        key = (e.cell, e.gpu_key, e.host or "")
+        if key in made or (e.cell, e.gpu_key, e.host) in have or (e.host is None and (e.cell, e.gpu_key) in anywhere):
+            continue
+        planned_by = e.source.endswith(".json")
+        where = Path(e.source).parent.parent if planned_by else (run_dirs[0] if run_dirs else Path("."))
+        on = f" on {e.host}" if e.host else " on any host"
+        made[key] = CellResult(
+            cell=e.cell, gpu_key=e.gpu_key, gpu=planned_gpu(e.gpu_key), lane=e.lane or "?",
+            path=where / rundir.result_name(e.cell, e.gpu_key, e.host or ""), host=e.host or "",
+            requested=dict(e.requested or {}), optional=e.optional,
+            not_run=f"no result{on} (planned by {e.source})" if planned_by else
+                    f"no result{on}: no runner reported GPU {e.gpu_key} ({e.source} expects it)",
+        )
+        anywhere.add((e.cell, e.gpu_key))
+    return list(made.values())
+
+
+def planned_gpu(key: str) -> dict[str, Any]:
+    """What a GPU key says of its GPU when nothing ran on it: its name, and its capability
+    (h100-sm90 -> 9.0) for the generation."""
+    if key == CPU_KEY:
+        return {"name": "cpu", "capability": None, "generation": "cpu"}
+    found = re.fullmatch(r"(.+)-sm([0-9])([0-9]+)(?:-gpu[0-9]+)?", key)
+    if not found:
+        return {"name": key, "capability": None, "generation": key}
+    capability = f"{found[2]}.{found[3]}"
+    return {"name": found[1], "capability": capability, "generation": stacks.load().generation(capability)}
+
+
 def newest_per_cell(found: list[CellResult], notes: list[str]) -> list[CellResult]:
-    """One result per cell@gpu: the one that ended last; the others are named in the notes
-    (the same run given twice, or two runners' copies of one cell)."""
-    groups: dict[tuple[str, str], list[CellResult]] = {}
+    """One result per cell@gpu on each host: the one that ended last; the others are named in the
+    notes (the same run given twice, or copies of one host's cell from two places). Two hosts'
+    runs of one cell are two results."""
+    groups: dict[tuple[str, str, str], list[CellResult]] = {}
     for result in found:
-        groups.setdefault((result.cell, result.gpu_key), []).append(result)
+        groups.setdefault((result.cell, result.gpu_key, result.host), []).append(result)
     kept = []
-    for (cell, key), group in groups.items():
+    for (cell, key, host), group in groups.items():
         newest = max(group, key=lambda r: r.ended)  # max keeps the first of equals: the order given
         kept.append(newest)
         for other in group:
             if other is not newest:
-                notes.append(f"{cell}@{key}: two results; kept {newest.path} (ended {stamp(newest)}), "
+                where = f"{cell}@{key}@{host}" if host else f"{cell}@{key}"
+                notes.append(f"{where}: two results; kept {newest.path} (ended {stamp(newest)}), "
                              f"dropped {other.path} (ended {stamp(other)})")
     return kept
 
@@ -171,6 +245,9 @@ def read_record(path: Path, errors: list[str], check: Callable[[dict[str, Any]],
 
 def cell_problems(meta: dict[str, Any]) -> list[str]:
     problems: list[str] = records.type_problems(meta, CELL_FIELDS)
+    host = meta.get("host")
+    if isinstance(host, str) and host and not rundir.HOST.fullmatch(host):
+        problems.append(f"field 'host': not a host name: {host[:64]!r}")
     return problems
 
 
@@ -185,7 +262,9 @@ def load_dir(directory: Path, errors: list[str]) -> CellResult | None:
     cases = with_evidence(read_cases(directory / rundir.RESULTS, errors), directory, meta)
     blocking = read_cases(directory / rundir.BLOCKING / rundir.RESULTS, errors)
     cause = read_record(directory / rundir.FIRST_CAUSE, errors, cause_problems)
-    problems = completion_problems(meta, env)
+    not_run = meta.get("not_run")
+    # A cell recorded as not run here never meant to complete: its reason is its verdict's.
+    problems = [] if not_run else completion_problems(meta, env)
     if rundir.is_staging(directory):
         problems.insert(0, "interrupted: the harness never finished this cell (a .partial directory)")
     if len(errors) > before:
@@ -196,6 +275,7 @@ def load_dir(directory: Path, errors: list[str]) -> CellResult | None:
         gpu=gpu,
         path=directory,
         lane=meta.get("lane") or env.get("lane") or "direct",
+        host=meta.get("host") or "",
         requested=meta.get("requested", {}),
         observed=env,
         marked_control=bool(meta.get("control")),
@@ -206,6 +286,8 @@ def load_dir(directory: Path, errors: list[str]) -> CellResult | None:
         stack_mismatch=tuple(stackcheck.mismatches(meta.get("expected", {}), env)) if env else (),
         first_cause=first_cause(cause, directory / rundir.LOG) if cause else None,
         cause_known=bool(cause),
+        not_run=not_run or None,
+        optional=bool(meta.get("optional")),
     )
 
 

@@ -1,13 +1,14 @@
 """The one owner of a cell's results directory: its layout, its files and their replacement.
 
-    <run>/<cell-id>@<gpu-key>/          what one cell left on one GPU (docs/results.md)
+    <run>/<cell-id>@<gpu-key>@<host>/   what one cell left on one GPU of one host (docs/contracts.md)
         cell.json                        the harness's record: request, GPU, exit status, evidence
         env.json                         the suite's record of the stack it observed
         results.jsonl                    one line per case (format: suites/records.py)
         log.txt                          everything the suite printed
         evidence/<case>.txt              where each failing case's failure first shows in log.txt
         blocking/                        the CUDA_LAUNCH_BLOCKING=1 re-run, the same layout
-    <run>/<cell-id>@<gpu-key>.partial/  a run in progress: swapped in whole when it ends
+        first_cause.json                 triage's first cause in log.txt
+    <run>/<cell-id>@<gpu-key>@<host>.partial/  a run in progress: swapped in whole when it ends
 
 A rerun never appends to an earlier result: it writes a fresh `.partial` directory and swaps it
 in when the harness has finished it, so a directory holds exactly one run, and a run killed
@@ -19,9 +20,11 @@ Stdlib only: nox imports this in its own interpreter.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import importlib.util
 import json
 import os
+import re
 import shutil
 import sys
 from collections.abc import Iterable, Iterator
@@ -42,6 +45,11 @@ FIRST_CAUSE = "first_cause.json"  # triage's first cause in log.txt, written whe
 EVIDENCE = "evidence"
 BLOCKING = "blocking"
 PARTIAL = ".partial"
+# A host name goes into result directory names and the report: a DNS label's characters, and
+# dots and underscores, no more (nothing that could climb out of the run directory or split a
+# cell@gpu@host name).
+HOST = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}", re.ASCII)
+LOCKS = ".locks"  # <run>/.locks/<result name>: held while a run writes that result
 CELL_SCHEMA = 1
 PYTEST_EXIT_OK = (0, 1)  # all passed / some cases failed: both are a completed run
 
@@ -59,6 +67,12 @@ def _load_records() -> ModuleType:
 
 
 records = _load_records()
+
+
+def result_name(cell_id: str, gpu_key: str, host: str) -> str:
+    """<cell-id>@<gpu-key>@<host>: runs of one cell on two hosts never share a directory (results
+    written before hosts were recorded are <cell-id>@<gpu-key>, and still read)."""
+    return f"{cell_id}@{gpu_key}@{host}" if host else f"{cell_id}@{gpu_key}"
 
 
 def staging_dir(final: Path) -> Path:
@@ -81,10 +95,27 @@ def replacing(final: Path) -> Iterator[Path]:
     show as interrupted, and whatever `final` held before stays as it was.
     """
     staging = staging_dir(final)
-    shutil.rmtree(staging, ignore_errors=True)  # an earlier, interrupted attempt: start afresh
-    staging.mkdir(parents=True)
-    yield staging
-    swap_in(staging, final)
+    with held_lock(final):
+        shutil.rmtree(staging, ignore_errors=True)  # an earlier, interrupted attempt: start afresh
+        staging.mkdir(parents=True)
+        yield staging
+        swap_in(staging, final)
+
+
+@contextlib.contextmanager
+def held_lock(final: Path) -> Iterator[None]:
+    """One writer at a time per result directory: two shards of one run on one host both run the
+    control (every shard does), and the second waits for the first to finish with it, then
+    replaces it whole, instead of both writing one `.partial`. A lock file in <run>/.locks/,
+    released by the kernel when the process ends, however it ends."""
+    locks = final.parent / LOCKS
+    locks.mkdir(parents=True, exist_ok=True)
+    with open(locks / final.name, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def swap_in(staging: Path, final: Path) -> None:

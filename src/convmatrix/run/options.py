@@ -1,16 +1,21 @@
 """Run options given after `--` to the nox lane sessions: --out, --shard, --resume, --gpus,
---every-gpu, --rerun-blocking, --jobs, --prepare-ahead, --prepare-disk, --reuse-results."""
+--every-gpu, --rerun-blocking, --jobs, --prepare-ahead, --prepare-disk, --reuse-results, --host,
+--expect-gpu."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import re
+import socket
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from convmatrix.errors import BadInput
+from convmatrix.matrix import values
+from convmatrix.results import rundir
 
 RUNS_DIR = Path("reports/runs")
 LATEST = RUNS_DIR / "LATEST"
@@ -28,6 +33,8 @@ class RunOptions:
     prepare_ahead: int = 1  # environments (venvs, images) prepared at once, ahead of the runs
     prepare_disk_gb: float | None = None  # past this much disk taken by the run's builds, none ahead
     reuse_results: bool = False  # reuse a stored result of the same environment, suite, driver and GPU
+    host: str = "localhost"  # the machine the run is on (--host, $CONVMATRIX_HOST, the hostname)
+    expect_gpus: tuple[str, ...] = ()  # --expect-gpu: GPU keys this runner must cover (no GPU at all: exit 4)
     suite_args: tuple[str, ...]  # passed to pytest unchanged (after a second `--`)
 
 
@@ -52,6 +59,8 @@ def parse(args: Sequence[str], *, default_out: Path | None = None) -> RunOptions
     parser.add_argument("--prepare-ahead")
     parser.add_argument("--prepare-disk")
     parser.add_argument("--reuse-results", action="store_true")
+    parser.add_argument("--host")
+    parser.add_argument("--expect-gpu", action="append", default=[])
     try:
         ns, unknown = parser.parse_known_args(args)
     except argparse.ArgumentError as exc:
@@ -71,8 +80,24 @@ def parse(args: Sequence[str], *, default_out: Path | None = None) -> RunOptions
         prepare_ahead=count("--prepare-ahead", ns.prepare_ahead, 1, minimum=0),
         prepare_disk_gb=gigabytes("--prepare-disk", ns.prepare_disk) if ns.prepare_disk else None,
         reuse_results=ns.reuse_results,
+        host=host_name(ns.host),
+        expect_gpus=values.gpu_keys("run options: --expect-gpu", ns.expect_gpu),
         suite_args=tuple(suite_args),
     )
+
+
+def host_name(given: str | None) -> str:
+    """--host, else $CONVMATRIX_HOST (both checked: a bad one is bad input), else this machine's
+    hostname made safe (its first label; anything outside rundir.HOST's characters becomes '-')."""
+    chosen = given if given is not None else os.environ.get("CONVMATRIX_HOST") or None
+    if chosen is not None:
+        if not rundir.HOST.fullmatch(chosen):
+            where = "--host" if given is not None else "$CONVMATRIX_HOST"
+            raise BadInput(f"run options: {where} {chosen!r} is not a host name (letters, digits, '.', '_', '-'; "
+                           "at most 63; a letter or digit first)")
+        return chosen
+    found = re.sub(r"[^A-Za-z0-9._-]", "-", socket.gethostname().split(".")[0])[:63].lstrip("._-")
+    return found or "localhost"
 
 
 def count(name: str, text: str | None, default: int, *, minimum: int) -> int:
@@ -96,12 +121,15 @@ def parse_shard(text: str) -> tuple[int, int]:
     return int(match[1]), int(match[2])
 
 
-def in_shard(cell_id: str, all_ids: Sequence[str], shard: tuple[int, int] | None) -> bool:
-    """Cells are dealt round-robin in id order, so every runner of a sharded job gets a fair share."""
-    if shard is None:
+def in_shard(cell_id: str, all_ids: Sequence[str], shard: tuple[int, int] | None, control: str | None = None) -> bool:
+    """Cells are dealt round-robin in id order, so every runner of a sharded job gets a fair share;
+    the control is in every shard, so that each shard's cells are compared with a control that ran
+    on the same machine (it is dealt to none, and runs beside each share)."""
+    if shard is None or cell_id == control:
         return True
     index, count = shard
-    return sorted(all_ids).index(cell_id) % count == index - 1
+    dealt = sorted(i for i in all_ids if i != control)
+    return dealt.index(cell_id) % count == index - 1
 
 
 def mark_latest(out: Path) -> None:

@@ -26,7 +26,7 @@ from convmatrix.interrupts import Interrupted, held, raise_if_stopped, stop_all
 from convmatrix.matrix import knobs
 from convmatrix.matrix.cells import Cell
 from convmatrix.matrix.parse import Matrix
-from convmatrix.results import rundir
+from convmatrix.results import plans, rundir
 from convmatrix.run import ahead, lanes, options, pool, progress, reuse, runner
 from convmatrix.run.lanes import Lane, Log, Prepared, SuiteRun
 
@@ -59,7 +59,8 @@ def targets(cell: Cell, opts: options.RunOptions, specs: Sequence[pool.Spec] | N
     """A cell's target in each pool (its GPU is the pool's first until a slot is assigned)."""
     if specs is None:
         specs = pool_specs(opts, lambda line: None)
-    return [runner.Target(cell=cell, gpu=s.slots[0].gpu, out=opts.out, per_device=s.per_device) for s in specs]
+    return [runner.Target(cell=cell, gpu=s.slots[0].gpu, out=opts.out, per_device=s.per_device, host=opts.host)
+            for s in specs]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -90,14 +91,19 @@ class Ended:
     error: ConvmatrixError | None = None
 
 
-def run(matrix: Matrix, cells: Sequence[Cell], opts: options.RunOptions, log: Log, *, strict: bool) -> Outcome:
-    """Run these cells of the matrix (this runner's shard of them). strict (lanes asked for by
-    name): a cell that cannot run here is recorded, so the report shows it, and the run fails;
-    otherwise it is skipped with its reason. A cell whose set-up fails is always recorded, and
-    the run goes on with the others before it fails (InfrastructureError, exit 4)."""
+def run(matrix: Matrix, cells: Sequence[Cell], opts: options.RunOptions, log: Log, *, strict: bool,
+        selection: dict[str, Any] | None = None) -> Outcome:
+    """Run these cells of the matrix (this runner's shard of them, the control in every shard),
+    after writing the plan: every cell and target this run means to cover, so the report can tell
+    a cell that did not run from one never asked for. strict (lanes asked for by name): a cell
+    that cannot run here is recorded INVALID and the run fails; otherwise it is recorded as not
+    run, with its reason. A cell whose set-up fails is always recorded, and the run goes on with
+    the others before it fails (InfrastructureError, exit 4). selection: the narrowing options
+    (--lane, --cell) the cells came from, which name the plan."""
     options.mark_latest(opts.out)
     every = [c.id for c in matrix.cells]
-    mine = [c for c in cells if options.in_shard(c.id, every, opts.shard)]
+    control = matrix.control.id if matrix.control else None
+    mine = [c for c in cells if options.in_shard(c.id, every, opts.shard, control)]
     said = threading.Lock()
 
     def say(line: str) -> None:  # workers log too: whole lines, one at a time
@@ -105,11 +111,32 @@ def run(matrix: Matrix, cells: Sequence[Cell], opts: options.RunOptions, log: Lo
             log(line)
 
     specs = pool_specs(opts, say)
+    wanted = [k for k in opts.expect_gpus if k != gpus.CPU_KEY]
+    if wanted and specs[0].slots[0].gpu is None:
+        raise InfrastructureError(f"--expect-gpu {','.join(wanted)}: this runner has no GPU (nvidia-smi is missing "
+                                  "or lists none); not running on the CPU instead")
+    write_plan(matrix, mine, opts, specs, selection or {})
     outcome = Outcome()
     Scheduler(matrix, opts, say, specs=specs, strict=strict, outcome=outcome).run(mine)
     if outcome.failed:
         raise InfrastructureError(f"{len(outcome.failed)} cell(s) could not run here: {outcome.failed[0]}")
     return outcome
+
+
+def write_plan(matrix: Matrix, cells: Sequence[Cell], opts: options.RunOptions, specs: Sequence[pool.Spec],
+               selection: dict[str, Any]) -> None:
+    """<run>/plans/<host>-<digest>.json: each cell on each of this runner's targets, and on each
+    expected GPU key it lacks (those are not-run on this host unless a result appears)."""
+    here = {s.key for s in specs}
+    expected = []
+    for cell in cells:
+        optional = cell.id in matrix.optional
+        keys = [t.key for t in targets(cell, opts, specs)] + [k for k in opts.expect_gpus if k not in here]
+        expected += [plans.Expected(cell=cell.id, gpu_key=key, host=opts.host, optional=optional, lane=cell.lane,
+                                    requested=cell.values()) for key in keys]
+    chosen = {"matrix": str(matrix.path), "lanes": sorted(selection.get("lanes", [])),
+              "cells": sorted(selection.get("cells", [])), "shard": list(opts.shard) if opts.shard else None}
+    plans.write(opts.out, host=opts.host, selection=chosen, fleet_gpus=matrix.fleet_gpus, expected=expected)
 
 
 class Scheduler:
@@ -215,7 +242,10 @@ class Scheduler:
             self.progress.add(-len(job.todo))  # runs that will not happen leave the total
             return
         if ready.prepared is None:
-            self.log(f"{cell.id}: not run here: {ready.skipped}")
+            for target in job.todo:
+                if not rundir.is_complete(target.final_dir):  # a finished result outweighs a skipped retry
+                    record_not_run(target, ready.skipped or "", self.matrix)
+            self.log(f"{cell.id}: not run here: {ready.skipped}; recorded in {self.opts.out}")
             self.outcome.skipped.append(f"{cell.id}: {ready.skipped}")
             self.progress.add(-len(job.todo))  # runs that will not happen leave the total
             return
@@ -277,7 +307,7 @@ def run_target(lane: Lane, prepared: Prepared, matrix: Matrix, target: runner.Ta
     key = reuse.key(target, prepared.lock, driver=driver, suite_args=suite_args(target.cell, opts),
                     blocking=opts.rerun_blocking)
     with runner.fresh(target) as staged:
-        if opts.reuse_results and key and reuse.restore(key, staged.results_dir):
+        if opts.reuse_results and key and reuse.restore(key, staged.results_dir, host=target.host):
             log(f"{target.cell.id}: reused the stored result of the same environment, suite, driver and GPU "
                 f"(--reuse-results)")
         else:
@@ -351,6 +381,17 @@ def suite_args(cell: Cell, opts: options.RunOptions) -> tuple[str, ...]:
     """The user's suite options, then the cell's knob set (`+pad8`: --pad-channels 8): last, so
     that the set the cell is named after is the one that runs (pytest keeps an option's last value)."""
     return (*opts.suite_args, *knobs.suite_args(cell.knobs))
+
+
+def record_not_run(target: runner.Target, reason: str, matrix: Matrix) -> None:
+    """A planned cell this runner cannot run (no torch for the host lane, no Docker engine): a
+    results directory holding its cell.json with the reason, so every format shows it NOT RUN
+    (greyed when the matrix made it optional) instead of leaving it out."""
+    with runner.fresh(target) as staged:
+        runner.write_cell_json(staged, python="", control=target.cell == matrix.control,
+                               extra={"matrix": str(matrix.path), "not_run": reason,
+                                      "optional": target.cell.id in matrix.optional, "ended": rundir.records.now()})
+        (staged.results_dir / rundir.LOG).write_text(f"convmatrix: not run here: {reason}\n")
 
 
 def record_setup_failure(target: runner.Target, reason: str, matrix: Matrix) -> None:

@@ -90,13 +90,17 @@ def save(result_key: str, results_dir: Path) -> None:
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def restore(result_key: str, into: Path) -> bool:
-    """Copy a stored result into a fresh results directory; whether there was a complete one."""
+def restore(result_key: str, into: Path, *, host: str = "") -> bool:
+    """Copy a stored result into a fresh results directory; whether there was a complete one.
+    The copy is recorded as this host's (the key holds the environment, driver and GPU)."""
     stored = store() / result_key
     if not rundir.is_complete(stored):
         return False
     shutil.copytree(stored, into, dirs_exist_ok=True)
     meta = rundir.read_json(into / rundir.CELL_JSON)
-    meta["reused"] = {"key": result_key, "started": meta.get("started"), "ended": meta.get("ended")}
+    meta["reused"] = {"key": result_key, "started": meta.get("started"), "ended": meta.get("ended"),
+                      "host": meta.get("host")}
+    if host:
+        meta["host"] = host
     rundir.write_json(into / rundir.CELL_JSON, meta)
     return True

@@ -32,6 +32,7 @@ class Target:
     gpu: Gpu | None
     out: Path  # the run directory
     per_device: bool = False  # --every-gpu: the key names the device, not only its generation
+    host: str = ""  # the machine that runs it (run options' host); "" only in tests of older layouts
     staging: Path | None = None  # where this attempt writes until rundir swaps it in
 
     @property
@@ -42,7 +43,7 @@ class Target:
 
     @property
     def final_dir(self) -> Path:
-        return self.out / f"{self.cell.id}@{self.key}"
+        return self.out / rundir.result_name(self.cell.id, self.key, self.host)
 
     @property
     def results_dir(self) -> Path:
@@ -71,6 +72,7 @@ def write_cell_json(target: Target, *, python: str, control: bool, extra: dict[s
             "expected": target.cell.expected(),
             "control": control,
             "gpu_key": target.key,
+            "host": target.host,
             "gpu": {"index": gpu.index, "name": gpu.name, "capability": gpu.capability} if gpu else None,
             "python": python,
             "started": rundir.records.now(),

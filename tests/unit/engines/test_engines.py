@@ -16,6 +16,7 @@ import yaml
 import testkit
 from convmatrix.cli.main import main
 from convmatrix.engines import ShardPlan, k8s, slurm
+from convmatrix.run import options
 
 MATRIX = "matrix/nightly.toml"  # 51 cells
 PLAN = ShardPlan(matrix="/m.toml", out="/shared/run", shards=3, run_args=("--resume", "--", "-k", "conv1d and fp16"))
@@ -43,6 +44,12 @@ def test_shard_script_runs_one_shard_per_array_task() -> None:
         assert line in script.splitlines()
     assert ('exec /venv/bin/python -m convmatrix run -m /m.toml --out /shared/run --shard "${SLURM_ARRAY_TASK_ID}/3" '
             "--resume -- -k 'conv1d and fp16'") in script
+
+
+def test_a_constraint_goes_to_the_shard_tasks_quoted_and_not_to_the_merge() -> None:
+    job = slurm.SlurmJob(plan=PLAN, convmatrix=("convmatrix",), workdir=Path("/repo"), constraint="h100&ib; rm -rf /")
+    assert "#SBATCH '--constraint=h100&ib; rm -rf /'" in slurm.shard_script(job).splitlines()
+    assert "constraint" not in slurm.merge_script(job)
 
 
 def test_merge_script_writes_every_report_file_and_exits_with_the_verdict() -> None:
@@ -153,6 +160,21 @@ def test_k8s_shards_one_per_completion_index_with_a_gpu_and_results_on_the_claim
     wait, = merge["spec"]["template"]["spec"]["initContainers"]
     assert "-ge 3" in wait["command"][2]
     assert "exec convmatrix report /results/runs/n1 --format text" in merge["spec"]["template"]["spec"]["containers"][0]["command"][2]
+
+
+@pytest.mark.parametrize(("node", "host"), [("gpu-node-7", "gpu-node-7"), ("ip-10-0-1-5.ec2.internal", "ip-10-0-1-5"),
+                                            ("n" * 200, "n" * 63)])
+def test_k8s_shards_are_keyed_by_the_node_they_ran_on(capsys: pytest.CaptureFixture[str], node: str, host: str) -> None:
+    """A pod's hostname is its own name: the shard takes its node's (downward API), cut to a host name."""
+    import subprocess
+
+    shards, _ = k8s_docs(capsys)
+    (container,) = shards["spec"]["template"]["spec"]["containers"]
+    assert container["env"] == [{"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}]
+    (line,) = [x for x in container["command"][2].splitlines() if "CONVMATRIX_HOST" in x]
+    done = subprocess.run(["/bin/sh", "-c", f'{line}; printf %s "$CONVMATRIX_HOST"'], env={"NODE_NAME": node},
+                          capture_output=True, text=True, check=True)
+    assert done.stdout == host and options.host_name(done.stdout) == host  # a host name the run accepts
 
 
 def test_k8s_yaml_round_trips_to_the_manifests() -> None:

@@ -17,6 +17,7 @@ from convmatrix.results import rundir
 from convmatrix.run import lanes, options, orchestrate
 from convmatrix.run.lanes import Log, Prepared, SuiteRun
 from convmatrix.run.lanes.baremetal import venv_dir
+from testkit import ran
 
 STACK = "baremetal-torch2.5.1-cu124-cudnnbundled-py3.11"
 MATRIX = """
@@ -136,7 +137,7 @@ def test_each_cell_runs_with_its_own_knob_options_after_the_user_s(
     assert args[STACK] == ("-k", "conv2d")
     assert args[f"{STACK}+pad8"] == ("-k", "conv2d", "--pad-channels", "8")
     assert args[f"{STACK}+det_on+cl_on"] == ("-k", "conv2d", "--cudnn-deterministic", "on", "--channels-last", "on")
-    padded = json.loads((tmp_path / "run" / f"{STACK}+pad8@cpu" / rundir.CELL_JSON).read_text())
+    padded = json.loads((ran(tmp_path / "run", f"{STACK}+pad8") / rundir.CELL_JSON).read_text())
     assert padded["knobs"] == "pad=8" and padded["requested"]["knobs"] == "pad=8"
-    plain = json.loads((tmp_path / "run" / f"{STACK}@cpu" / rundir.CELL_JSON).read_text())
+    plain = json.loads((ran(tmp_path / "run", STACK) / rundir.CELL_JSON).read_text())
     assert plain["knobs"] == "default" and "knobs" not in plain["requested"]

@@ -219,3 +219,34 @@ def test_shipped_matrices_load_with_a_control(path: str) -> None:
 
     m = matrix.load(REPO / path)
     assert m.control is not None and m.control in m.cells
+
+
+def test_an_include_may_be_optional_and_the_default_matrix_host_cell_is(write_matrix: Callable[[str], Path]) -> None:
+    m = matrix.load(write_matrix(BASE + '[[include]]\nlane = "host"\noptional = true\n'))
+    assert m.optional == frozenset({"host"})
+    assert "host" in [c.id for c in m.cells]
+    default = matrix.load(Path(__file__).resolve().parents[3] / "matrix" / "default.toml")
+    assert default.optional == frozenset({"host"}) and default.control is not None
+    assert default.control.id not in default.optional
+
+
+@pytest.mark.parametrize("value", ['"yes"', "1", "[]"])
+def test_optional_must_be_a_boolean(write_matrix: Callable[[str], Path], value: str) -> None:
+    with pytest.raises(BadInput, match=r"\[\[include\]\] #1.optional: must be true or false"):
+        matrix.load(write_matrix(BASE + f'[[include]]\nlane = "host"\noptional = {value}\n'))
+
+
+def test_the_fleet_table_names_the_gpu_generations_a_merge_must_cover(write_matrix: Callable[[str], Path]) -> None:
+    m = matrix.load(write_matrix(BASE + '[fleet]\ngpus = ["h100-sm90", "a100-sm80", "h100-sm90"]\n'))
+    assert m.fleet_gpus == ("h100-sm90", "a100-sm80")
+
+
+@pytest.mark.parametrize("gpus", ['"h100-sm90"', '["../x"]', '["H100"]', '["a/b"]', "[1]", '["a@b"]'])
+def test_a_bad_fleet_gpu_key_is_bad_input(write_matrix: Callable[[str], Path], gpus: str) -> None:
+    with pytest.raises(BadInput, match=r"\[fleet\].gpus"):
+        matrix.load(write_matrix(BASE + f"[fleet]\ngpus = {gpus}\n"))
+
+
+def test_an_unknown_fleet_key_is_bad_input(write_matrix: Callable[[str], Path]) -> None:
+    with pytest.raises(BadInput, match=r"\[fleet\]: .*'nodes'"):
+        matrix.load(write_matrix(BASE + "[fleet]\nnodes = 3\n"))

@@ -21,7 +21,8 @@ def test_a_rerun_replaces_the_result_instead_of_appending(tmp_path: Path) -> Non
                 rundir.append_result(work, {"case": case})
     lines = (final / rundir.RESULTS).read_text().splitlines()
     assert [json.loads(line)["case"] for line in lines] == ["d"]
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["c@cpu"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [rundir.LOCKS, "c@cpu"]  # no partial, no .old
+    assert [p.name for p in (tmp_path / rundir.LOCKS).iterdir()] == ["c@cpu"]
 
 
 def test_an_interrupted_rerun_leaves_the_earlier_result_and_its_partial(tmp_path: Path) -> None:
@@ -75,3 +76,36 @@ def test_a_sound_line_has_no_problems() -> None:
                                        message="died", worker="gw0", started=None)
     assert rundir.records.result_problems(line) == []
     assert rundir.records.parse_time(line["ended"]) is not None
+
+
+def test_two_writers_of_one_result_take_turns_instead_of_sharing_its_partial(tmp_path: Path) -> None:
+    """Two shards of one run on one host both run the control: the second waits for the first
+    to swap its result in, then replaces it whole (a .partial is never written by two)."""
+    import threading
+
+    final = tmp_path / "control@cpu@node1"
+    events: list[str] = []
+    inside = threading.Event()
+
+    def first() -> None:
+        with rundir.replacing(final) as work:
+            events.append("first in")
+            inside.set()
+            rundir.append_result(work, {"case": "first"})
+            threading.Event().wait(0.3)  # the second writer arrives meanwhile
+            events.append("first out")
+
+    def second() -> None:
+        inside.wait(5)
+        with rundir.replacing(final) as work:
+            events.append("second in")
+            assert not (work / rundir.RESULTS).exists()  # a fresh partial, not the first's
+            rundir.append_result(work, {"case": "second"})
+
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert events == ["first in", "first out", "second in"]
+    assert json.loads((final / rundir.RESULTS).read_text())["case"] == "second"

@@ -36,6 +36,37 @@ def test_shards_partition_the_cells() -> None:
     assert options.in_shard("c1", ids, None)
 
 
+def test_the_control_is_in_every_shard_and_the_rest_are_dealt_once() -> None:
+    ids = [f"c{i}" for i in range(7)]
+    shards = [[c for c in ids if options.in_shard(c, ids, (i, 3), "c3")] for i in (1, 2, 3)]
+    assert all("c3" in shard for shard in shards)
+    dealt = [c for shard in shards for c in shard if c != "c3"]
+    assert sorted(dealt) == sorted(set(ids) - {"c3"}) and len(dealt) == 6  # each other cell once
+    assert [len(shard) for shard in shards] == [3, 3, 3]
+
+
+@pytest.mark.parametrize("host", ["a/b", "..", "-x", "a b", "x" * 64, "a@b", "é"])
+def test_a_host_name_that_could_escape_or_split_a_directory_name_is_bad_input(
+    host: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with pytest.raises(BadInput, match="--host"):
+        options.parse(["--host", host])
+    monkeypatch.setenv("CONVMATRIX_HOST", host)
+    with pytest.raises(BadInput, match="CONVMATRIX_HOST"):
+        options.parse([])
+
+
+def test_the_host_is_given_else_the_environments_else_this_machines(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CONVMATRIX_HOST", "node-7")
+    assert options.parse(["--host", "gpu01.rack2"]).host == "gpu01.rack2"
+    assert options.parse([]).host == "node-7"
+    monkeypatch.delenv("CONVMATRIX_HOST")
+    monkeypatch.setattr("socket.gethostname", lambda: "Weird Host!.example.com")
+    assert options.parse([]).host == "Weird-Host-"
+    monkeypatch.setattr("socket.gethostname", lambda: "")
+    assert options.parse([]).host == "localhost"
+
+
 def test_latest_round_trip(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     with pytest.raises(BadInput, match="no run recorded yet"):

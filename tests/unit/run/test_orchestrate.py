@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import time
 from collections.abc import Callable, Iterable
@@ -17,10 +18,10 @@ from convmatrix.cli import main as cli
 from convmatrix.errors import InfrastructureError
 from convmatrix.matrix import Matrix, load
 from convmatrix.matrix.cells import Cell
-from convmatrix.results import rundir
+from convmatrix.results import plans, rundir
 from convmatrix.run import lanes, options, orchestrate
 from convmatrix.run.lanes import Lane, Log, Prepared, SuiteRun
-from testkit import OVERRIDE_MATRIX
+from testkit import HOST, OVERRIDE_MATRIX, ran, results_in
 
 
 class FakeLane:
@@ -87,18 +88,48 @@ def test_every_cell_runs_into_its_own_directory_with_what_the_lane_records(setup
     assert matrix.control is not None  # MATRIX names one
     outcome = go(FakeLane())
     assert sorted(outcome.ran) == sorted(c.id for c in matrix.cells)
-    control = out / f"{matrix.control.id}@cpu"
+    control = ran(out, matrix.control.id)
     assert meta(control)["control"] is True and meta(control)["venv"] == f"/v/{matrix.control.id}"
     assert meta(control)["exit_code"] == 0 and rundir.is_complete(control)
     assert not list(out.glob("*.partial"))
+
+
+def test_a_run_writes_its_plan_and_the_report_holds_it_to_it(
+    setup: Setup, capsys: pytest.CaptureFixture[str]
+) -> None:
+    matrix, go, _, out = setup
+    go(FakeLane())
+    (path,) = (out / plans.PLANS).glob("*.json")
+    assert path.name.startswith(f"{HOST}-")
+    expected, _ = plans.read(out, [])
+    assert sorted((e.cell, e.gpu_key, e.host) for e in expected) == sorted((c.id, "cpu", HOST) for c in matrix.cells)
+    def verdicts() -> dict[str, str]:
+        cli.main(["report", str(out), "--format", "json", "--fail-on", "never"])
+        return {c["cell"]: c["verdict"] for c in json.loads(capsys.readouterr().out)["cells"]}
+
+    assert "not-run" not in verdicts().values()
+    # A planned cell whose result went missing (deleted, never copied back) is red, not absent.
+    gone = next(c for c in matrix.cells if c != matrix.control)
+    shutil.rmtree(ran(out, gone.id))
+    assert verdicts()[gone.id] == "not-run"
+
+
+def test_a_runner_told_to_expect_a_gpu_that_has_none_exits_4_before_running(setup: Setup) -> None:
+    _matrix, go, _, _out = setup
+    lane = FakeLane()
+    with pytest.raises(InfrastructureError, match="--expect-gpu h100-sm90: this runner has no GPU") as err:
+        go(lane, "--expect-gpu", "h100-sm90")
+    assert err.value.exit_code == 4 and not lane.runs
+    go(lane, "--expect-gpu", "cpu")  # a CPU runner may say it expects the CPU
+    assert lane.runs
 
 
 def test_resume_keeps_complete_cells_and_redoes_the_rest(setup: Setup) -> None:
     matrix, go, _, out = setup
     assert matrix.control is not None  # MATRIX names one
     go(FakeLane())
-    control = out / f"{matrix.control.id}@cpu"
-    other = next(p for p in out.iterdir() if p.is_dir() and p != control)
+    control = ran(out, matrix.control.id)
+    other = next(p for p in results_in(out) if p != control)
     cell = meta(other)
     cell.pop("ended")  # as if the harness had died before closing it
     rundir.write_json(other / rundir.CELL_JSON, cell)
@@ -108,13 +139,17 @@ def test_resume_keeps_complete_cells_and_redoes_the_rest(setup: Setup) -> None:
     assert rundir.is_complete(other)
 
 
-def test_a_cell_that_cannot_run_is_skipped_or_recorded(setup: Setup) -> None:
-    _matrix, go, _lines, out = setup
+def test_a_cell_that_cannot_run_is_recorded_not_run_or_with_strict_invalid(setup: Setup) -> None:
+    matrix, go, _lines, out = setup
     assert go(FakeLane(problem="no Python 3.11"), strict=False).skipped
-    assert not out.exists() or not any(out.iterdir())
+    recorded = results_in(out)
+    assert [d.name for d in recorded] == sorted(ran(out, c.id).name for c in matrix.cells)
+    for directory in recorded:  # the reason, for the report: not only a line on the terminal
+        assert meta(directory)["not_run"] == "no Python 3.11" and "exit_code" not in meta(directory)
+        assert not rundir.is_complete(directory)  # --resume tries it again
     with pytest.raises(InfrastructureError, match="2 cell"):
         go(FakeLane(problem="no Python 3.11"))
-    for directory in out.iterdir():
+    for directory in results_in(out):
         assert meta(directory)["error"] == "not run: no Python 3.11"
 
 
@@ -125,7 +160,7 @@ def test_a_failed_setup_is_recorded_the_others_still_run_and_the_run_fails(setup
     with pytest.raises(InfrastructureError, match=f"{broken}: install failed"):
         go(lane)
     assert len(lane.runs) == len(matrix.cells) - 1
-    assert meta(out / f"{broken}@cpu")["error"] == f"{broken}: install failed"
+    assert meta(ran(out, broken))["error"] == f"{broken}: install failed"
 
 
 def test_a_failed_retry_never_replaces_a_complete_result(setup: Setup) -> None:
@@ -134,7 +169,7 @@ def test_a_failed_retry_never_replaces_a_complete_result(setup: Setup) -> None:
     broken = matrix.cells[0].id
     with pytest.raises(InfrastructureError):
         go(FakeLane(broken=[broken]))
-    assert "error" not in meta(out / f"{broken}@cpu") and rundir.is_complete(out / f"{broken}@cpu")
+    assert "error" not in meta(ran(out, broken)) and rundir.is_complete(ran(out, broken))
 
 
 def test_blocking_rerun_selects_the_failing_cases_with_the_variable_set(setup: Setup) -> None:
@@ -145,7 +180,7 @@ def test_blocking_rerun_selects_the_failing_cases_with_the_variable_set(setup: S
     assert len(reruns) == len(matrix.cells)
     assert all(r.select == ("suites/test_conv.py::test_conv[b]",) and r.env == {"CUDA_LAUNCH_BLOCKING": "1"}
                and r.out == r.target.results_dir / rundir.BLOCKING for r in reruns)
-    assert all((out / f"{c.id}@cpu" / rundir.BLOCKING / rundir.RESULTS).exists() for c in matrix.cells)
+    assert all((ran(out, c.id) / rundir.BLOCKING / rundir.RESULTS).exists() for c in matrix.cells)
 
 
 class CrashingLane(FakeLane):
@@ -172,20 +207,23 @@ def test_a_case_that_kills_the_suite_costs_itself_and_the_rest_runs_on(setup: Se
     go(lane)
     assert [("--continue-run" in r.args) for r in lane.runs] == [False, True] * len(matrix.cells)
     for cell in matrix.cells:
-        directory = out / f"{cell.id}@cpu"
+        directory = ran(out, cell.id)
         records = [json.loads(line) for line in (directory / rundir.RESULTS).read_text().splitlines()]
         assert [(r["case"], r["status"]) for r in records] == [("a", "crashed"), ("b", "passed")]
         assert rundir.is_complete(directory) and meta(directory)["exit_code"] == 1
     assert sum("ended early (signal 11, SIGSEGV in a)" in line for line in lines) == len(matrix.cells)
 
 
-def test_shards_split_the_cells(setup: Setup) -> None:
+def test_shards_split_the_cells_and_each_runs_the_control(setup: Setup) -> None:
     matrix, go, _, _ = setup
+    assert matrix.control is not None
     first, second = FakeLane(), FakeLane()
     go(first, "--shard", "1/2")
     go(second, "--shard", "2/2")
-    ran = [r.target.cell.id for r in first.runs + second.runs]
-    assert sorted(ran) == sorted(c.id for c in matrix.cells)
+    for shard in (first, second):
+        assert matrix.control.id in [r.target.cell.id for r in shard.runs]
+    others = [r.target.cell.id for r in first.runs + second.runs if r.target.cell != matrix.control]
+    assert sorted(others) == sorted(c.id for c in matrix.cells if c != matrix.control)
 
 
 # --- interrupted: SIGTERM and SIGINT end the run, recorded and said in one line -----------------

@@ -24,6 +24,7 @@ from convmatrix.results import rundir
 from convmatrix.run import ahead, lanes, options, orchestrate, pool, reuse
 from convmatrix.run.lanes import Log, Prepared, SuiteRun
 from convmatrix.run.runner import Target
+from testkit import ran, results_in
 
 H100 = [Gpu(index=i, name="NVIDIA H100", capability="9.0") for i in range(2)]
 MIXED = [*H100, Gpu(index=2, name="NVIDIA A100", capability="8.0")]
@@ -186,11 +187,16 @@ def go(monkeypatch: pytest.MonkeyPatch, matrix: Matrix, lane: ConcurrentLane, ou
     return lines
 
 
+def results(run: Path) -> list[str]:
+    """The result directories' names in a run directory."""
+    return [p.name for p in results_in(run)]
+
+
 def test_a_two_gpu_pool_runs_two_cells_at_once_one_result_per_cell(monkeypatch: pytest.MonkeyPatch, matrix: Matrix,
                                                                    tmp_path: Path) -> None:
     lane = ConcurrentLane(2)
     lines = go(monkeypatch, matrix, lane, tmp_path / "run", found=H100)
-    assert sorted(p.name for p in (tmp_path / "run").iterdir()) == sorted(f"{c.id}@h100-sm90" for c in matrix.cells)
+    assert sorted(results(tmp_path / "run")) == sorted(ran(tmp_path / "run", c.id, "h100-sm90").name for c in matrix.cells)
     assert len(lane.runs) == 3 and lane.peak == 2
     assert {r.target.gpu.index for r in lane.runs if r.target.gpu is not None} == {0, 1}
     assert all(r.env.get("OMP_NUM_THREADS") for r in lane.runs)  # the CPU shared out between the two
@@ -200,13 +206,13 @@ def test_a_two_gpu_pool_runs_two_cells_at_once_one_result_per_cell(monkeypatch: 
 def test_jobs_run_cells_at_once_on_the_cpu(monkeypatch: pytest.MonkeyPatch, matrix: Matrix, tmp_path: Path) -> None:
     lane = ConcurrentLane(2)
     go(monkeypatch, matrix, lane, tmp_path / "run", "--jobs", "2")
-    assert len(lane.runs) == 3 and lane.peak == 2 and all(rundir.is_complete(tmp_path / "run" / f"{c.id}@cpu") for c in matrix.cells)
+    assert len(lane.runs) == 3 and lane.peak == 2 and all(rundir.is_complete(ran(tmp_path / "run", c.id)) for c in matrix.cells)
 
 
 def test_every_gpu_keeps_one_run_per_device(monkeypatch: pytest.MonkeyPatch, matrix: Matrix, tmp_path: Path) -> None:
     lane = ConcurrentLane(2)
     go(monkeypatch, matrix, lane, tmp_path / "run", "--every-gpu", found=H100)
-    names = {p.name.split("@")[1] for p in (tmp_path / "run").iterdir()}
+    names = {name.split("@")[1] for name in results(tmp_path / "run")}
     assert names == {"h100-sm90-gpu0", "h100-sm90-gpu1"} and len(lane.runs) == 6
 
 
@@ -215,7 +221,7 @@ def test_a_mixed_runner_runs_every_cell_once_per_generation(monkeypatch: pytest.
     lane = ConcurrentLane(3)
     go(monkeypatch, matrix, lane, tmp_path / "run", found=MIXED)
     assert lane.peak == 3  # both H100s and the A100 at once
-    keys = sorted(p.name.split("@")[1] for p in (tmp_path / "run").iterdir())
+    keys = sorted(name.split("@")[1] for name in results(tmp_path / "run"))
     assert keys == ["a100-sm80"] * 3 + ["h100-sm90"] * 3
 
 
@@ -230,8 +236,8 @@ def test_reuse_results_copies_a_stored_result_instead_of_running(monkeypatch: py
     lines = go(monkeypatch, matrix, reused, tmp_path / "third", "--reuse-results")
     assert reused.runs == [] and sum("reused" in line for line in lines) == 3
     for cell in matrix.cells:
-        meta = json.loads((tmp_path / "third" / f"{cell.id}@cpu" / rundir.CELL_JSON).read_text())
-        assert meta["reused"]["key"] and rundir.is_complete(tmp_path / "third" / f"{cell.id}@cpu")
+        meta = json.loads((ran(tmp_path / "third", cell.id) / rundir.CELL_JSON).read_text())
+        assert meta["reused"]["key"] and rundir.is_complete(ran(tmp_path / "third", cell.id))
 
 
 def test_sigterm_stops_every_running_cell_and_records_each(monkeypatch: pytest.MonkeyPatch,
@@ -248,7 +254,7 @@ def test_sigterm_stops_every_running_cell_and_records_each(monkeypatch: pytest.M
     assert code == 143
     assert err.count("\n") == 1 and "their 2 runs are recorded as incomplete" in err, err
     partials = sorted(out.glob("*.partial"))
-    assert len(partials) == 2 and not [p for p in out.iterdir() if not rundir.is_staging(p)]
+    assert len(partials) == 2 and not [p for p in results_in(out) if not rundir.is_staging(p)]
     for partial in partials:
         records = [json.loads(line) for line in (partial / rundir.RESULTS).read_text().splitlines()]
         assert [(r["case"], r["status"]) for r in records] == [("a", "crashed")]
