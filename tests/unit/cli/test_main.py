@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+import testkit
 from convmatrix.cli.main import main
 from convmatrix.cli.output import write_output
 from convmatrix.cli.report import bulk
@@ -211,3 +212,25 @@ def test_an_unwritable_output_is_bad_input(tmp_path: Path, capsys: pytest.Captur
     assert code == 2
     (line,) = err.strip().splitlines()
     assert line.startswith(f"convmatrix: -o {blocker / 'report.md'}: cannot write the report (")
+
+
+def test_the_default_matrix_host_cell_without_torch_is_greyed_with_its_reason(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 19: the README's nightly on a machine whose python3 has no torch drops nothing: the
+    host cell is in every format, greyed, with its reason, and fails nothing."""
+    no_torch = tmp_path / "python3"
+    no_torch.write_text("#!/bin/sh\necho 'ModuleNotFoundError: No module named torch' >&2\nexit 1\n")
+    no_torch.chmod(0o755)
+    monkeypatch.setenv("CONVMATRIX_PYTHON", str(no_torch))
+    monkeypatch.setattr("convmatrix.gpus.discover", list)
+    out = tmp_path / "run"
+    assert main(["run", "-m", str(testkit.REPO / "matrix" / "default.toml"), "--lane", "host", "--out", str(out)]) == 0
+    capsys.readouterr()
+    assert main(["report", str(out), "--format", "json"]) == 0
+    (cell,) = json.loads(capsys.readouterr().out)["cells"]
+    assert (cell["cell"], cell["verdict"], cell["optional"]) == ("host", "not-run", True)
+    assert "cannot import torch and pytest (ModuleNotFoundError: No module named torch)" in cell["not_run"]
+    assert main(["report", str(out), "--color", "always"]) == 0
+    text = capsys.readouterr().out
+    assert "\x1b[2mnot run" in text and "not run (optional): host lane:" in text
