@@ -50,6 +50,33 @@ def test_evidence_of_a_real_failing_case_is_saved_and_reported(faulty_run: tuple
     assert result.cases["conv2d-fp32-k3-p1"].evidence is None
 
 
+def test_four_identical_real_failures_get_four_windows_each_its_own(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 20, item 1, on a real suite run: four conv1d cases raising one message."""
+    cases = ["conv1d-fp32-k3-p1", "conv1d-fp16-k5-s2-dilated2", "conv1d-bf16-k7-p3-depthwise",
+             "conv1d-fp32-k3-permuted-bwd"]
+    spec = tmp_path / "faults.json"
+    spec.write_text(json.dumps({"raise": dict.fromkeys(cases, NOT_SUPPORTED)}))
+    monkeypatch.setenv("PYTHONPATH", str(PLUGINS))
+    monkeypatch.setenv("CONVMATRIX_FAULTS", str(spec))
+    target = runner.Target(cell=Cell(lane="host"), gpu=None, out=tmp_path / "run")
+    runner.write_cell_json(target, python=sys.executable, control=False, extra={})
+    code = runner.run_local(sys.executable, target, ["-p", "convmatrix_faults", "-k", " or ".join(cases)])
+    runner.finish(target, code)
+    saved = json.loads((target.results_dir / "cell.json").read_text())["evidence"]
+    assert sorted(saved) == sorted(cases)
+    log = (target.results_dir / "log.txt").read_text().splitlines()
+    lines = set()
+    for case in cases:
+        text = (target.results_dir / saved[case]).read_text().splitlines()
+        (marked,) = [t for t in text[1:] if t[7:8] == ">"]
+        lines.add(int(marked[:7]))
+        assert NOT_SUPPORTED in marked and f"test_conv[{case}]" in "\n".join(text)
+        header = next(i for i, t in enumerate(log, 1) if t.startswith("___") and f" test_conv[{case}] " in t)
+        assert header < int(marked[:7])
+    assert len(lines) == 4
+
+
 def rerun_blocking(target: runner.Target, args: list[str]) -> list[str]:
     """The blocking re-run of --rerun-blocking on the host lane; what it told the user."""
     said: list[str] = []

@@ -1,5 +1,7 @@
-"""Evidence for a failing case: the first occurrence of its failure in the cell's log.txt,
-with the lines before it, saved beside the results (evidence/<case>.txt) for the report to link.
+"""Evidence for a failing case: the first occurrence of its failure in its own section of the
+cell's log.txt (results/sections.py: its pytest -v line and its failure block), with the 100
+lines before it, saved beside the results (evidence/<case>.txt) for the report to link. Four
+cases failing with one message get four windows, each its own.
 
 Stdlib only (the runner calls it from nox's interpreter); classify is stdlib-only too.
 """
@@ -12,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from convmatrix.results import families, rundir
+from convmatrix.results import families, rundir, sections
 
 BEFORE = 100  # lines kept before the first occurrence: the triage procedure asks for at least 100
 AFTER = 20
@@ -77,6 +79,64 @@ def find(log_lines: Iterable[str], wanted: list[str]) -> Occurrence | None:
     return hit
 
 
+def targets(log: Path, failing: list[Failure]) -> dict[str, int]:
+    """Each failing case's line in the log: the first line of its own failure block holding its
+    message (else the block's header); for a case that died with its process, the last line of
+    that process's session; 0 for a case the log does not name (then the whole log is searched)."""
+    with log.open(encoding="utf-8", errors="replace") as fh:
+        parts = sections.sections(fh, [f.case for f in failing])
+    found: dict[str, int] = {}
+    searching: dict[str, tuple[str, int, int]] = {}
+    for failure in failing:
+        part = parts.get(failure.case)
+        if part is not None and part.block is not None:
+            first, last = part.block
+            found[failure.case] = first  # the header, unless the message shows below it
+            if needles(failure)[0] != f"[{failure.case}]":
+                searching[failure.case] = (needles(failure)[0], first, last)
+        elif part is not None and part.started is not None:
+            dead = failure.status in ("crashed", "timeout")
+            found[failure.case] = (part.ended or part.started) if dead else part.started
+        else:
+            found[failure.case] = 0
+    if searching:
+        with log.open(encoding="utf-8", errors="replace") as fh:
+            for number, line in enumerate(fh, 1):
+                for case, (needle, first, last) in list(searching.items()):
+                    if number > last:
+                        del searching[case]
+                    elif number >= first and needle in line:
+                        found[case] = number
+                        del searching[case]
+                if not searching:
+                    break
+    return found
+
+
+def windows(log: Path, lines: dict[str, int]) -> dict[str, Occurrence]:
+    """The BEFORE lines before each target line, the line and AFTER after, in one pass."""
+    wanted: dict[int, list[str]] = {}
+    for case, line in lines.items():
+        wanted.setdefault(line, []).append(case)
+    window: deque[str] = deque(maxlen=BEFORE)
+    open_: list[Occurrence] = []
+    made: dict[str, Occurrence] = {}
+    last = max(wanted, default=0)
+    with log.open(encoding="utf-8", errors="replace") as fh:
+        for number, raw in enumerate(fh, 1):
+            line = raw.rstrip("\n")
+            for hit in open_:
+                hit.lines.append(line)
+            open_ = [h for h in open_ if len(h.lines) < h.line - h.first + 1 + AFTER]
+            for case in wanted.get(number, []):
+                made[case] = Occurrence(line=number, lines=[*window, line], first=number - len(window))
+                open_.append(made[case])
+            window.append(line)
+            if number > last and not open_:
+                break
+    return made
+
+
 def tail(log: Path) -> Occurrence | None:
     total = 0
     window: deque[str] = deque(maxlen=BEFORE + 1)
@@ -89,13 +149,15 @@ def tail(log: Path) -> Occurrence | None:
     return Occurrence(line=total, lines=lines, first=total - len(lines) + 1)
 
 
-def write(results_dir: Path) -> dict[str, str]:
-    """Save evidence/<case>.txt for each failing case found in log.txt; returns case -> file."""
-    log = results_dir / rundir.LOG
-    saved: dict[str, str] = {}
-    if not log.exists():
-        return saved
-    for failure in failures(results_dir / rundir.RESULTS):
+def occurrences(log: Path, failing: list[Failure]) -> dict[str, Occurrence]:
+    """Each failing case's evidence: its own part of the log (sections), else, for a log that does
+    not name the case, the first line anywhere holding its message or id, else, for a case that
+    died, the end of the log."""
+    lines = targets(log, failing)
+    found = windows(log, {case: line for case, line in lines.items() if line})
+    for failure in failing:
+        if lines.get(failure.case):
+            continue
         occurrence = None
         for needle in needles(failure):
             with log.open(encoding="utf-8", errors="replace") as fh:
@@ -104,6 +166,21 @@ def write(results_dir: Path) -> dict[str, str]:
                 break
         if occurrence is None and failure.status in ("crashed", "timeout"):
             occurrence = tail(log)  # a dead process's last words are the evidence
+        if occurrence is not None:
+            found[failure.case] = occurrence
+    return found
+
+
+def write(results_dir: Path) -> dict[str, str]:
+    """Save evidence/<case>.txt for each failing case found in log.txt; returns case -> file."""
+    log = results_dir / rundir.LOG
+    saved: dict[str, str] = {}
+    if not log.exists():
+        return saved
+    failing = failures(results_dir / rundir.RESULTS)
+    found = occurrences(log, failing) if failing else {}
+    for failure in failing:
+        occurrence = found.get(failure.case)
         if occurrence is None:
             continue
         path = results_dir / rundir.EVIDENCE / f"{failure.case}.txt"

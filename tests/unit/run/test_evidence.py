@@ -65,3 +65,60 @@ def test_no_failures_no_blocking_rerun(tmp_path: Path) -> None:
     (target.results_dir / "results.jsonl").write_text(json.dumps(record("a")) + "\n")
     assert rerun_blocking(target, []) == []
     assert not (target.results_dir / "blocking").exists()
+
+
+def pytest_log(cases: list[str], message: str, *, traceback: int = 60) -> list[str]:
+    """A log.txt as `pytest -v` writes it: a line per case, then each failure's block."""
+    lines = ["=" * 20 + " test session starts " + "=" * 20, "collected 4 items", ""]
+    lines += [f"suites/test_conv.py::test_conv[{c}] FAILED [ 25%]" for c in cases]
+    lines += ["", "=" * 30 + " FAILURES " + "=" * 30]
+    for case in cases:
+        lines += [f"{'_' * 20} test_conv[{case}] {'_' * 20}", "", f"request = <Function test_conv[{case}]>"]
+        lines += [f"    frame {i}" for i in range(traceback)]
+        lines += [f"E   RuntimeError: {message}", "", "suites/test_conv.py:88: RuntimeError"]
+    lines += ["=" * 20 + " short test summary info " + "=" * 20]
+    lines += [f"FAILED suites/test_conv.py::test_conv[{c}] - RuntimeError: {message}" for c in cases]
+    return [*lines, "=" * 20 + " 4 failed in 0.85s " + "=" * 20]
+
+
+def test_n_identical_failures_get_n_distinct_windows_each_its_own(tmp_path: Path) -> None:
+    """Issue 20, item 1: four cases failing with one message all pointed at the first case's
+    traceback; each now points at its own failure block."""
+    cases = ["conv1d-fp32-k3-p1", "conv1d-fp16-k5-s2-dilated2", "conv1d-bf16-k7-p3-depthwise", "conv1d-fp32-k3-bwd"]
+    log = pytest_log(cases, NOT_SUPPORTED)
+    (tmp_path / "log.txt").write_text("\n".join(log) + "\n")
+    (tmp_path / "results.jsonl").write_text("".join(json.dumps(record(c, "failed", f"RuntimeError: {NOT_SUPPORTED}"))
+                                                    + "\n" for c in cases))
+    saved = evidence.write(tmp_path)
+    marked = {}
+    for case in cases:
+        text = (tmp_path / saved[case]).read_text().splitlines()
+        (line,) = [t for t in text[1:] if t[7] == ">"]
+        number = int(line[:7])
+        marked[case] = number
+        assert NOT_SUPPORTED in log[number - 1]
+        header = log.index(f"{'_' * 20} test_conv[{case}] {'_' * 20}") + 1
+        assert header < number  # the message below its own block's header, in the window
+        assert any(f"test_conv[{case}]" in t for t in text[1:])
+    assert len(set(marked.values())) == 4
+
+
+def test_a_message_that_is_not_in_its_block_points_at_the_block(tmp_path: Path) -> None:
+    cases = ["a", "b"]
+    log = pytest_log(cases, "something else printed")
+    (tmp_path / "log.txt").write_text("\n".join(log) + "\n")
+    (tmp_path / "results.jsonl").write_text("".join(json.dumps(record(c, "failed", "boom")) + "\n" for c in cases))
+    saved = evidence.write(tmp_path)
+    first = (tmp_path / saved["b"]).read_text().splitlines()[0]
+    assert f"line {log.index('_' * 20 + ' test_conv[b] ' + '_' * 20) + 1}," in first
+
+
+def test_a_case_that_died_points_at_the_end_of_its_own_session(tmp_path: Path) -> None:
+    """--continue-run: the dead case's process ended; a fresh session ran the rest after it."""
+    log = ["===== test session starts =====", "suites/test_conv.py::test_conv[a] PASSED",
+           "suites/test_conv.py::test_conv[dies] ", "Fatal Python error: Segmentation fault", "  File x",
+           "===== test session starts =====", "suites/test_conv.py::test_conv[c] PASSED", "===== 1 passed ====="]
+    (tmp_path / "log.txt").write_text("\n".join(log) + "\n")
+    (tmp_path / "results.jsonl").write_text(json.dumps(record("dies", "crashed", "the suite process died")) + "\n")
+    saved = evidence.write(tmp_path)
+    assert "first occurrence at log.txt line 5," in (tmp_path / saved["dies"]).read_text().splitlines()[0]
