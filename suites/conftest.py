@@ -47,9 +47,10 @@ def _load_beside(stem: str) -> Any:
 
 
 # records.py is the one definition of the lines and env.json written here (the harness reads
-# them with it); isolation.py holds the case isolation.
+# them with it); isolation.py holds the case isolation; options.py the suite's options.
 records = _load_beside("records")
 isolation = _load_beside("isolation")
+options = _load_beside("options")
 SUITE_INI = os.path.join(SUITE_DIR, "pytest.ini")
 NUMERIC_KEY = "convmatrix_numeric"
 FACTS_KEY = "convmatrix_facts"
@@ -80,23 +81,9 @@ SETTINGS = pytest.StashKey[Settings]()
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("convmatrix", "convmatrix suite")
-    group.addoption("--results-dir", default=None,
-                    help="write env.json and results.jsonl here (created if missing)")
-    group.addoption("--cell-id", default=None, help="the cell this run belongs to")
-    group.addoption("--device", choices=("auto", "cuda", "cpu"), default="auto",
-                    help="auto: cuda when torch sees a GPU, else cpu")
-    group.addoption("--cudnn-benchmark", choices=("on", "off"), default="off",
-                    help="torch.backends.cudnn.benchmark")
-    group.addoption("--cudnn-deterministic", choices=("on", "off"), default="off",
-                    help="torch.backends.cudnn.deterministic")
-    group.addoption("--channels-last", choices=("on", "off"), default="off",
-                    help="remedy knob: run every case's input and weight in channels_last memory format")
-    group.addoption("--pad-channels", type=int, default=0, metavar="N",
-                    help="remedy knob: zero-pad channel counts up to a multiple of N (8: the tensor-core remedy)")
-    group.addoption("--continue-run", action="store_true", default=False,
-                    help="add to the results of a run that ended early (convmatrix passes it when it "
-                         "runs the rest of a cell after a crash): skip the cases that have a line, keep its env.json")
-    isolation.addoptions(group)
+    # One table (options.py), which the harness also checks a run's suite options by.
+    options.addoptions(group, "suite")
+    options.addoptions(group, "isolation")
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -82,23 +82,6 @@ class Options:
                 "gpu_per_worker": self.gpu_per_worker, "in_process": self.in_process}
 
 
-def addoptions(group: Any) -> None:
-    group.addoption("--case-timeout", type=float, default=0.0, metavar="SECONDS",
-                    help="record a case that runs longer as `timeout` and go on with the rest "
-                         "in a fresh worker (0, the default: no timeout); turns on --isolate unless --in-process")
-    group.addoption("--isolate", action="store_true", default=False,
-                    help="run the cases in pytest-xdist workers (-n 1 unless -n says more) so that "
-                         "a case that crashes, hangs or poisons the CUDA context costs that case alone")
-    group.addoption("--in-process", action="store_true", default=False,
-                    help="run the cases in this process even with --case-timeout: a timeout or a sticky "
-                         "CUDA error ends the process after writing its case's line, a crash leaves "
-                         "running-main.json, and the caller runs the rest (convmatrix does); "
-                         "--isolate or -n N still means workers")
-    group.addoption("--gpu-per-worker", choices=("on", "off"), default="on",
-                    help="under xdist, give each worker one GPU of the outer CUDA_VISIBLE_DEVICES "
-                         "(by worker slot modulo the GPU count)")
-
-
 def options_of(config: pytest.Config) -> Options:
     timeout = config.getoption("case_timeout")
     # argparse's float() takes "inf", "nan" and "1e999" too; the watchdog's timer and

@@ -98,8 +98,7 @@ def overview(report: Report) -> list[str]:
     signed = [c.where for c in report.cells if c.signature]
     sig = (f'<p class="sig-cells"><span class="mark sig">SIGNATURE</span> in {len(signed)} cell(s): '
            + ", ".join(f"<code>{html_cell(w)}</code>" for w in signed) + "</p>") if signed else ""
-    sick = [f'<p class="warn">control unhealthy on <code>{html_cell(k)}</code>: {html_cell(h.reason or "")}</p>'
-            for k, h in report.health.items() if not h.healthy]
+    sick = [f'<p class="warn">{html_cell(line)}</p>' for line in report_notes.alerts(report)]
     return ['<section id="overview">', f'<p class="counts">{" ".join(parts)}</p>', sig, *sick, "</section>"]
 
 

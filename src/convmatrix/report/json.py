@@ -11,6 +11,7 @@ from dataclasses import asdict
 from json import encoder as json_encoder
 from typing import Any
 
+from convmatrix.report import notes as report_notes
 from convmatrix.report.model import REPORT_SCHEMA, CaseRow, CellRow, Report, Rerun
 from convmatrix.results.outcomes import Delta, Outcome
 
@@ -52,6 +53,7 @@ def fields(report: Report) -> list[tuple[str, Any]]:
         ("control", {
             "cell": report.control,
             "per_gpu": {key: {"healthy": h.healthy, "reason": h.reason} for key, h in report.health.items()},
+            "alerts": report_notes.alerts(report),
         }),
         ("cells", (_encode(cell_json(cell, report.baseline)) for cell in report.cells)),
         ("cases", (case_line(case, report.baseline) for case in report.cases)),

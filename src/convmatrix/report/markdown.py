@@ -34,6 +34,8 @@ def render(report: Report) -> str:
     grid = report_grid.build(report)
     control = report.control or "(none: pass --control CELL)"
     out = [f"## convmatrix report: control {markdown_cell(control)}", ""]
+    alerts = report_notes.alerts(report)
+    out += [*(f"> **{markdown_cell(a)}**" for a in alerts), *([""] if alerts else [])]
     out += [*grid_table(grid), "", legend(), ""]
     cases = listed(report.cases)
     out += [f"## Failing or changed cases ({len(cases)})", ""]

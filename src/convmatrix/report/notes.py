@@ -8,14 +8,29 @@ import os
 
 from convmatrix.report.grid import SLOWER
 from convmatrix.report.model import Report
+from convmatrix.results.families import SIGNATURE
 from convmatrix.results.outcomes import Outcome, Verdict
+
+
+def alerts(report: Report) -> list[str]:
+    """What every format says first, before the grid: a control that is unhealthy, and a control
+    that hits the signature itself (it is not known-good for those cases: a candidate failing
+    them the same way is `same`, not a pass). The same lines in text, markdown, html and json."""
+    lines = [f"CONTROL UNHEALTHY on {key}: {health.reason}: no verdicts on this GPU"
+             for key, health in report.health.items() if not health.healthy]
+    hit: dict[str, list[str]] = {}
+    for case in report.cases:
+        if case.cell == report.control and case.family == SIGNATURE and case.outcome.failing:
+            hit.setdefault(case.gpu, []).append(case.case)
+    for key, cases in hit.items():
+        shown = ", ".join(cases[:5]) + (f" and {len(cases) - 5} more" if len(cases) > 5 else "")
+        lines.append(f"CONTROL HITS THE SIGNATURE on {key} in {len(cases)} case(s): {shown}: it is not "
+                     "known-good for these")
+    return lines
 
 
 def notes(report: Report) -> list[str]:
     lines = list(report.notes)  # what the loader decided, say, one of two results for a cell@gpu dropped
-    for key, health in report.health.items():
-        if not health.healthy:
-            lines.append(f"CONTROL UNHEALTHY on {key}: {health.reason}: no verdicts on this GPU")
     for cell in report.cells:
         lines += [f"{cell.where}: stack mismatch: {m}" for m in cell.mismatches]
         if cell.verdict != Verdict.CONTROL:

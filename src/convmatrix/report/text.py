@@ -43,6 +43,8 @@ def render(report: Report, *, color: bool = False) -> str:
     short = abbreviate(control) if report.control else control
     title = f"convmatrix report: control {short}" + (f" ({control})" if short != control else "")
     out = [one_line(title), ""]
+    alerts = report_notes.alerts(report)
+    out += [*(paint(f"! {one_line(a)}", "1;31", color) for a in alerts), *([""] if alerts else [])]
     out += grid_lines(grid, color) + legend(grid) + [""]
     out += look_at(report)
     out += case_table(report)

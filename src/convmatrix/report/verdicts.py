@@ -181,9 +181,12 @@ def judge(report: Verdicted, fail_on: str) -> None:
     """The report's verdict as an exit: UnhealthyControl (3) where a sick control has candidates,
     NotGreen (1) for an INVALID cell or what --fail-on names; nothing when it is green."""
     judged = {c.gpu_key for c in report.cells if c.verdict not in (Verdict.CONTROL, Verdict.NOT_RUN)}
-    # A control absent from a host it ran on elsewhere is the cells' problem (INVALID, exit 1),
-    # not a sick control's.
-    sick = sorted(key for key, h in report.health.items() if not h.healthy and key in judged and not h.elsewhere)
+    ran = {c.gpu_key for c in report.cells if c.verdict == Verdict.CONTROL}
+    # A control that ran and is unhealthy gives no verdict, even as the only cell: exit 3. A control
+    # absent from a host it ran on elsewhere is its cells' problem (INVALID, exit 1); one that was
+    # planned on a GPU no runner reported is NOT RUN with the rest (exit 1).
+    sick = sorted(key for key, h in report.health.items()
+                  if not h.healthy and not h.elsewhere and (key in judged or key in ran))
     if report.control and sick:
         raise UnhealthyControl("\n".join(f"control unhealthy on {key}: {report.health[key].reason}" for key in sick))
     if fail_on == "never":

@@ -54,11 +54,12 @@ CELL_SCHEMA = 1
 PYTEST_EXIT_OK = (0, 1)  # all passed / some cases failed: both are a completed run
 
 
-def _load_records() -> ModuleType:
-    """suites/records.py, the schema the suite writes by, loaded by path (suites/ is no package)."""
-    name = "convmatrix_suite_records"
+def _load_suite(stem: str) -> ModuleType:
+    """suites/<stem>.py loaded by path (suites/ is no package): records.py, the schema the suite
+    writes by; options.py, the suite's own options, which a run's suite options are checked by."""
+    name = f"convmatrix_suite_{stem}"
     if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, SUITE_DIR / "records.py")
+        spec = importlib.util.spec_from_file_location(name, SUITE_DIR / f"{stem}.py")
         assert spec is not None and spec.loader is not None
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module
@@ -66,7 +67,8 @@ def _load_records() -> ModuleType:
     return sys.modules[name]
 
 
-records = _load_records()
+records = _load_suite("records")
+suite_options = _load_suite("options")
 
 
 def result_name(cell_id: str, gpu_key: str, host: str) -> str:

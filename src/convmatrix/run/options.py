@@ -67,6 +67,11 @@ def parse(args: Sequence[str], *, default_out: Path | None = None) -> RunOptions
         raise BadInput(f"run options: {exc}") from None
     if unknown:
         raise BadInput(f"run options: unknown {' '.join(unknown)} (suite options go after a second --)")
+    # The suite's own options, checked once here (before any cell runs, before an engine submits)
+    # rather than by every cell's suite exiting 4 on a typo.
+    wrong = rundir.suite_options.problems(suite_args)
+    if wrong:
+        raise BadInput(f"suite options: {'; '.join(wrong)}")
     if ns.gpus is not None and not re.fullmatch(r"[0-9]+(,[0-9]+)*", ns.gpus):
         raise BadInput(f"run options: --gpus {ns.gpus!r} is not a list of indices like 0,1")
     return RunOptions(

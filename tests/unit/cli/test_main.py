@@ -18,6 +18,7 @@ from convmatrix.cli.main import main
 from convmatrix.cli.output import write_output
 from convmatrix.cli.report import bulk
 from convmatrix.errors import BadInput
+from testkit import record, write_result
 
 
 def report(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
@@ -234,3 +235,49 @@ def test_the_default_matrix_host_cell_without_torch_is_greyed_with_its_reason(
     assert main(["report", str(out), "--color", "always"]) == 0
     text = capsys.readouterr().out
     assert "\x1b[2mnot run" in text and "not run (optional): host lane:" in text
+
+
+@pytest.mark.parametrize(("suite_args", "says"), [
+    (["--cudnn-benchmarkk", "on"], "--cudnn-benchmarkk: no such suite option (did you mean --cudnn-benchmark?)"),
+    (["--cudnn-benchmark", "yes"], "--cudnn-benchmark yes: expected one of on, off"),
+    (["--case-timeout", "nan"], "--case-timeout nan: expected seconds"),
+    (["--pad-channels"], "--pad-channels: needs a value"),
+])
+def test_a_bad_suite_option_stops_the_run_before_any_cell(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, write_matrix: Callable[[str], Path],
+    suite_args: list[str], says: str,
+) -> None:
+    """Issue 20, item 2: a mistyped suite option made every cell's suite exit 4 and `run` say done."""
+    ran: list[str] = []
+    monkeypatch.setattr("convmatrix.run.orchestrate.run", lambda *a, **k: ran.append("run"))
+    out = tmp_path / "run"
+    code = main(["run", "-m", str(testkit.REPO / "matrix" / "default.toml"), "--out", str(out), "--", *suite_args])
+    err = capsys.readouterr().err
+    assert code == 2 and not ran and not out.exists()
+    assert err.count("\n") == 1 and err.startswith("convmatrix: suite options: ") and says in err
+
+
+def test_a_lone_unhealthy_control_exits_3(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 20, item 2: with only the control on a GPU key, a sick control was a note and exit 0."""
+    run = tmp_path / "run"
+    write_result(run, "ctrl", [], env=testkit.env_json("ctrl", ended=None), cell={"control": True, "exit_code": 4})
+    assert main(["report", str(run)]) == 3
+    out, err = capsys.readouterr()
+    assert "control unhealthy on cpu" in err and "CONTROL UNHEALTHY on cpu" in out.splitlines()[2]
+
+
+def test_a_control_that_hits_the_signature_says_so_first_in_every_format(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    sig = "RuntimeError: cuDNN error: CUDNN_STATUS_NOT_SUPPORTED. This error may appear if you passed in a non-contiguous input."
+    write_result(run, "ctrl", [record("a"), record("b", "failed", sig)], cell={"control": True, "ended": "x"})
+    write_result(run, "cand", [record("a"), record("b", "failed", sig)], cell={"ended": "x"})
+    alert = "CONTROL HITS THE SIGNATURE on cpu in 1 case(s): b: it is not known-good for these"
+    texts = {}
+    for fmt in ("text", "markdown", "html", "json"):
+        path = tmp_path / f"r.{fmt}"
+        assert main(["report", str(run), "--format", fmt, "-o", str(path)]) == 0
+        texts[fmt] = path.read_text()
+    assert texts["text"].splitlines()[2] == f"! {alert}"
+    assert texts["markdown"].index(alert) < texts["markdown"].index("| stack |")
+    assert texts["html"].index(alert) < texts["html"].index('<section id="grid">')
+    assert json.loads(texts["json"])["control"]["alerts"] == [alert]
