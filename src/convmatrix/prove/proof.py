@@ -195,11 +195,16 @@ def judge_pair(was: CellResult, now: CellResult) -> Pair:
     lines = tuple(line for name in names if (line := case_line(name, was.cases.get(name), now.cases.get(name))))
     problems = [f"BEFORE {p}" for p in (*was.problems, *was.stack_mismatch)]
     problems += [f"AFTER {p}" for p in (*now.problems, *now.stack_mismatch)]
-    # A case BEFORE ran that AFTER did not is no proof of anything (the signature ones say so themselves).
-    gone = [n for n, c in was.cases.items()
-            if c.outcome != Outcome.SKIP and n not in now.cases and not (c.outcome.failing and c.family == SIGNATURE)]
+    # A case BEFORE ran that AFTER did not run (no result, or skipped) is no proof of anything: a
+    # fix that skips what it cannot do proves nothing (the signature ones say so themselves).
+    ran = {n: c for n, c in was.cases.items()
+           if c.outcome != Outcome.SKIP and not (c.outcome.failing and c.family == SIGNATURE)}
+    gone = sorted(n for n in ran if n not in now.cases)
+    skipped = sorted(n for n in ran if n in now.cases and now.cases[n].outcome == Outcome.SKIP)
     if gone:
-        problems.append(f"AFTER has no result for {len(gone)} case(s) BEFORE ran: {', '.join(sorted(gone)[:3])}")
+        problems.append(f"AFTER has no result for {len(gone)} case(s) BEFORE ran: {', '.join(gone[:3])}")
+    if skipped:
+        problems.append(f"AFTER skipped {len(skipped)} case(s) BEFORE ran: {', '.join(skipped[:3])}")
     return Pair(gpu=was.gpu_key, generation=str(was.gpu.get("generation") or was.gpu_key), before=was.cell,
                 after=now.cell, lines=lines, problems=tuple(problems))
 

@@ -121,11 +121,26 @@ def build(results: Sequence[CellResult], control: str | None, notes: Sequence[st
     cells, cases = [], []
     for result in sorted(results, key=lambda r: (r.cell != control, r.cell, place(r))):
         where = place(result)
-        rows = case_rows(result, by_place.get(where), control, where)
+        against = by_place.get(where)
+        other_suite = suite_mismatch(result, against)
+        if other_suite:
+            # Another suite ran other cases, or the same ones otherwise: nothing to compare.
+            result, against = replace(result, problems=(*result.problems, other_suite)), None
+        rows = case_rows(result, against, control, where)
         cases += rows
         cells.append(cell_row(result, rows, control, health.get(where), where))
     return Report(control=control, health=health, cells=tuple(cells), cases=tuple(cases),
                   notes=(*notes, *host_notes(results)))
+
+
+def suite_mismatch(result: CellResult, control: CellResult | None) -> str | None:
+    """Why a cell cannot be compared with its control: another version of the suite ran it."""
+    if control is None or control is result:
+        return None
+    mine, theirs = result.observed.get("suite_version"), control.observed.get("suite_version")
+    if mine and theirs and mine != theirs:
+        return f"ran suite version {mine}, the control {theirs}: not compared"
+    return None
 
 
 def places(results: Sequence[CellResult]) -> Callable[[CellResult], str]:

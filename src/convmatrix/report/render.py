@@ -10,7 +10,7 @@ from xml.etree import ElementTree as ET
 
 from convmatrix.escape import one_line, xml_text
 from convmatrix.report import json as report_json
-from convmatrix.report.model import Report
+from convmatrix.report.model import CellRow, Report
 from convmatrix.results.outcomes import Outcome, Verdict
 
 FORMATS = ("text", "markdown", "html", "json", "junit")
@@ -57,6 +57,27 @@ def stream(report: Report, fmt: str, *, color: bool = False) -> Iterator[str]:
         yield render(report, fmt, color=color)
 
 
+def verdict_case(cell: CellRow, report: Report) -> tuple[str, str] | None:
+    """(failure or skipped, why) for a cell whose verdict is not plainly ok; None when it is."""
+    reasons = "; ".join([*(f"stack mismatch: {m}" for m in cell.mismatches), *cell.problems]) or "incomplete"
+    if cell.verdict == Verdict.NOT_RUN:
+        why = cell.not_run or "no result"
+        return ("skipped", f"not run (optional): {why}") if cell.optional else ("failure", f"NOT RUN: {why}")
+    if cell.verdict == Verdict.INVALID:
+        health = report.health.get(cell.gpu.key)
+        sick = f"; the control on {cell.gpu.key}: {health.reason}" if health and not health.healthy else ""
+        return "failure", f"INVALID: {reasons}{sick}"
+    if cell.verdict == Verdict.REGRESSION:
+        return "failure", f"REGRESSION: {cell.regressions} case(s) regressed against the control"
+    if cell.verdict == Verdict.CONTROL:
+        health = report.health.get(cell.gpu.key)
+        if health is not None and not health.healthy:
+            return "failure", f"CONTROL UNHEALTHY: {health.reason}: no verdicts on {cell.gpu.key}"
+    if cell.verdict == Verdict.NO_CONTROL:
+        return "skipped", "no control to compare with"
+    return None
+
+
 def junit(report: Report) -> str:
     """One testsuite per cell@gpu, one testcase per case: CI systems show failures natively.
 
@@ -82,19 +103,19 @@ def junit(report: Report) -> str:
             )
             failure.text = xml_text(case.message or "")
     for cell in report.cells:
-        if cell.verdict != Verdict.NOT_RUN:
+        said = verdict_case(cell, report)
+        if said is None:
             continue
-        # Planned and not run: a failing testcase (skipped when the matrix made it optional), so
-        # a CI system counts it like the text report does.
+        # The cell's verdict as a testcase of its own: a CI system then counts a cell that is not
+        # ok (INVALID, NOT RUN, a sick control) as failing even when none of its cases failed,
+        # as the text report does.
+        kind, message = said
         name = one_line(cell.where)
         suite = by_cell.get(name) or ET.SubElement(root, "testsuite", name=name)
         by_cell[name] = suite
-        element = ET.SubElement(suite, "testcase", classname=name, name="not-run")
-        reason = xml_text(cell.not_run or "no result")
-        if cell.optional:
-            ET.SubElement(element, "skipped", message=one_line(f"not run (optional): {reason}"))
-        else:
-            ET.SubElement(element, "failure", type="not-run", message=one_line(f"NOT RUN: {reason}")).text = reason
+        element = ET.SubElement(suite, "testcase", classname=name, name="(verdict)")
+        attributes = {"message": one_line(message), **({"type": str(cell.verdict)} if kind == "failure" else {})}
+        ET.SubElement(element, kind, attributes).text = xml_text(message)
     for suite in by_cell.values():
         tests = list(suite)
         suite.set("tests", str(len(tests)))

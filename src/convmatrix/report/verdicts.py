@@ -112,7 +112,8 @@ def health(control: CellResult | None) -> Health:
 def delta(control: Judged | None, case: Judged) -> Delta:
     """One case against the control's (or an earlier run's) same case."""
     if control is None:
-        return Delta.NEW
+        # A case the control never ran is no pass by default: failing, it is a regression.
+        return Delta.REGRESSION if case.outcome in FAILING else Delta.NEW
     was_bad, is_bad = control.outcome in FAILING, case.outcome in FAILING  # .failing, without a property call
     if was_bad and is_bad:
         return Delta.SAME if control.family == case.family else Delta.REGRESSION

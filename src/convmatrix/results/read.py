@@ -259,7 +259,8 @@ def load_dir(directory: Path, errors: list[str]) -> CellResult | None:
     name = rundir.final_dir(directory).name
     key, gpu = gpu_of(name, meta, env)
     before = len(errors)
-    cases = with_evidence(read_cases(directory / rundir.RESULTS, errors), directory, meta)
+    conflicts: list[str] = []
+    cases = with_evidence(read_cases(directory / rundir.RESULTS, errors, conflicts), directory, meta)
     blocking = read_cases(directory / rundir.BLOCKING / rundir.RESULTS, errors)
     cause = read_record(directory / rundir.FIRST_CAUSE, errors, cause_problems)
     not_run = meta.get("not_run")
@@ -269,6 +270,7 @@ def load_dir(directory: Path, errors: list[str]) -> CellResult | None:
         problems.insert(0, "interrupted: the harness never finished this cell (a .partial directory)")
     if len(errors) > before:
         problems.append("some of its results could not be read (see the errors)")
+    problems += conflicts[:5] + ([f"… and {len(conflicts) - 5} more conflicting lines"] if len(conflicts) > 5 else [])
     return CellResult(
         cell=meta.get("cell") or env.get("cell_id") or name.split("@")[0],
         gpu_key=key,
@@ -338,7 +340,9 @@ def completion_problems(meta: dict[str, Any], env: dict[str, Any]) -> list[str]:
     return problems
 
 
-def read_cases(path: Path, errors: list[str]) -> dict[str, Case]:
+def read_cases(path: Path, errors: list[str], conflicts: list[str] | None = None) -> dict[str, Case]:
+    """Each case's last line. A case recorded again with another outcome is named in conflicts
+    (the cell cannot be taken as it reads: which line is true?), never resolved in silence."""
     cases: dict[str, Case] = {}
     try:
         text = path.read_text(encoding="utf-8", errors="replace")
@@ -351,8 +355,12 @@ def read_cases(path: Path, errors: list[str]) -> dict[str, Case]:
         case = check_line(record)
         if isinstance(case, str):
             errors.append(f"{path}:{lineno}: {case}")  # only here: 200,000 sound lines need no name
-        else:
-            cases[case.case] = case
+            continue
+        before = cases.get(case.case)
+        if before is not None and before.outcome != case.outcome and conflicts is not None:
+            conflicts.append(f"{path.name}:{lineno}: case {case.case} recorded again as {case.outcome}, "
+                             f"earlier as {before.outcome}")
+        cases[case.case] = case
     return cases
 
 
@@ -366,7 +374,9 @@ def numbered(text: str) -> Iterable[tuple[int, Any]]:
     line, or one holding two values)."""
     body = text.strip()
     try:
-        values = json.loads("[" + body.replace("\n", ",") + "]")
+        # ",\n", not ",": a line break inside a string (an object split over two lines) then stays
+        # a raw control character there, which json refuses, and the file is read line by line.
+        values = json.loads("[" + body.replace("\n", ",\n") + "]")
     except ValueError:
         values = None
     if body and isinstance(values, list) and len(values) == body.count("\n") + 1:

@@ -51,17 +51,17 @@ def sections(lines: Iterable[str], cases: Iterable[str] | None = None) -> dict[s
             running = []
         header = _BLOCK.match(line)
         if header:
-            section = _section(found, header["case"], wanted)
-            if section is not None and section.block is None:
-                section.block = (number, number)
-                block = section
+            failed = _section(found, header["case"], wanted)
+            if failed is not None and failed.block is None:
+                failed.block = (number, number)
+                block = failed
             continue
         start = _STARTS.match(line)
         if start:
-            section = _section(found, start["case"], wanted)
-            if section is not None and section.started is None:
-                section.started = number
-                running.append(section)
+            begun = _section(found, start["case"], wanted)
+            if begun is not None and begun.started is None:
+                begun.started = number
+                running.append(begun)
     if block is not None and block.block is not None:
         block.block = (block.block[0], number)
     for section in running:

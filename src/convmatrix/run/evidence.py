@@ -116,8 +116,8 @@ def targets(log: Path, failing: list[Failure]) -> dict[str, int]:
 def windows(log: Path, lines: dict[str, int]) -> dict[str, Occurrence]:
     """The BEFORE lines before each target line, the line and AFTER after, in one pass."""
     wanted: dict[int, list[str]] = {}
-    for case, line in lines.items():
-        wanted.setdefault(line, []).append(case)
+    for case, number in lines.items():
+        wanted.setdefault(number, []).append(case)
     window: deque[str] = deque(maxlen=BEFORE)
     open_: list[Occurrence] = []
     made: dict[str, Occurrence] = {}

@@ -1,0 +1,139 @@
+"""One verdict everywhere (issue 20, item 3): text, json and junit agree on every cell; a failing
+case the control never ran is a regression; cells of another suite version are not compared;
+conflicting duplicate lines and malformed lines are named, never silently resolved."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from convmatrix.cli.main import main
+from testkit import env_json, record, write_result
+
+SIG = "RuntimeError: cuDNN error: CUDNN_STATUS_NOT_SUPPORTED. This error may appear if you passed in a non-contiguous input."
+DONE = {"ended": "2026-12-02T00:02:00Z"}
+
+
+def set_up_failed(run: Path, cell: str, **meta: Any) -> None:
+    """What a failed install leaves: cell.json with the error, no env.json (the suite never ran)."""
+    directory = write_result(run, cell, [], cell={"error": "install failed", "exit_code": 255, **DONE, **meta})
+    (directory / "env.json").unlink()
+
+
+def control(run: Path, **env: Any) -> None:
+    write_result(run, "ctrl", [record("a"), record("b")], env=env_json("ctrl", **env),
+                 cell={"control": True, **DONE})
+
+
+def formats(run: Path, tmp_path: Path) -> tuple[dict[str, str], ET.Element, int]:
+    """Each cell's verdict in the json report, the junit tree, and the text report's exit."""
+    out = tmp_path / "r.json"
+    main(["report", str(run), "--format", "json", "-o", str(out), "--fail-on", "never"])
+    verdicts = {c["cell"]: c["verdict"] for c in json.loads(out.read_text())["cells"]}
+    junit = tmp_path / "junit.xml"
+    main(["report", str(run), "--format", "junit", "-o", str(junit), "--fail-on", "never"])
+    return verdicts, ET.fromstring(junit.read_text()), main(["report", str(run)])
+
+
+def failing_in_junit(root: ET.Element, cell: str) -> bool:
+    suite = root.find(f"testsuite[@name='{cell}@cpu']")
+    return suite is not None and int(suite.get("failures") or 0) > 0
+
+
+@pytest.mark.parametrize(("name", "write"), [
+    ("killed after its last case", lambda run: write_result(
+        run, "cand", [record("a"), record("b")], env=env_json("cand", ended=None), cell={"exit_code": -15, **DONE})),
+    ("stack mismatch", lambda run: write_result(
+        run, "cand", [record("a"), record("b")], env=env_json("cand", torch="2.4.1"),
+        cell={"expected": {"torch": "2.5.1"}, **DONE})),
+    ("set-up failed", lambda run: set_up_failed(run, "cand")),
+])
+def test_junit_fails_every_cell_the_text_report_does_not_call_ok(tmp_path: Path, name: str, write: Any) -> None:
+    run = tmp_path / "run"
+    control(run)
+    write(run)
+    verdicts, junit, code = formats(run, tmp_path)
+    assert verdicts["cand"] == "invalid" and code == 1, name
+    assert failing_in_junit(junit, "cand"), name
+    failure = junit.find("testsuite[@name='cand@cpu']/testcase[@name='(verdict)']/failure")
+    assert failure is not None and (failure.get("message") or "").startswith("INVALID: ")
+    assert not failing_in_junit(junit, "ctrl")
+
+
+def test_junit_fails_a_control_whose_set_up_failed(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    set_up_failed(run, "ctrl", control=True)
+    write_result(run, "cand", [record("a")], cell=DONE)
+    _, junit, code = formats(run, tmp_path)
+    assert code == 3
+    failure = junit.find("testsuite[@name='ctrl@cpu']/testcase[@name='(verdict)']/failure")
+    assert failure is not None and "CONTROL UNHEALTHY" in (failure.get("message") or "")
+    assert failing_in_junit(junit, "cand")
+
+
+def test_a_failing_case_the_control_never_ran_is_a_regression(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = tmp_path / "run"
+    control(run)
+    write_result(run, "cand", [record("a"), record("b"), record("c", "failed", SIG)], cell=DONE)
+    verdicts, junit, code = formats(run, tmp_path)
+    assert verdicts["cand"] == "regression" and code == 1 and failing_in_junit(junit, "cand")
+    capsys.readouterr()
+    main(["report", str(run), "--format", "json"])
+    (case,) = [c for c in json.loads(capsys.readouterr().out)["cases"] if c["case"] == "c"]
+    assert case["delta"] == "regression" and case["control_outcome"] is None
+
+
+def test_a_passing_case_the_control_never_ran_is_new_and_fails_nothing(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    control(run)
+    write_result(run, "cand", [record("a"), record("b"), record("c")], cell=DONE)
+    verdicts, _, code = formats(run, tmp_path)
+    assert verdicts["cand"] == "ok" and code == 0
+
+
+def test_a_cell_of_another_suite_version_is_not_compared(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = tmp_path / "run"
+    control(run, suite_version="aaaa1111")
+    write_result(run, "cand", [record("a"), record("b", "failed", SIG)], env=env_json("cand", suite_version="bbbb2222"),
+                 cell=DONE)
+    verdicts, junit, code = formats(run, tmp_path)
+    assert verdicts["cand"] == "invalid" and code == 1 and failing_in_junit(junit, "cand")
+    capsys.readouterr()
+    main(["report", str(run), "--format", "json"])
+    data = json.loads(capsys.readouterr().out)
+    (cell,) = [c for c in data["cells"] if c["cell"] == "cand"]
+    assert "ran suite version bbbb2222, the control aaaa1111: not compared" in cell["problems"]
+    assert all(c["delta"] is None for c in data["cases"] if c["cell"] == "cand")
+
+
+def test_a_case_recorded_twice_with_conflicting_outcomes_is_named(tmp_path: Path) -> None:
+    """The signature, then a pass, for one case: it read `ok` with no note."""
+    run = tmp_path / "run"
+    control(run)
+    write_result(run, "cand", [record("a"), record("b", "failed", SIG), record("b")], cell=DONE)
+    verdicts, junit, code = formats(run, tmp_path)
+    assert verdicts["cand"] == "invalid" and code == 1 and failing_in_junit(junit, "cand")
+    failure = junit.find("testsuite[@name='cand@cpu']/testcase[@name='(verdict)']/failure")
+    assert failure is not None
+    assert "results.jsonl:3: case b recorded again as pass, earlier as fail" in (failure.get("message") or "")
+
+
+def test_one_object_over_two_lines_and_two_on_one_line_are_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Split inside a string, with two objects on the second line, the counts matched and the
+    whole file was read as sound."""
+    run = tmp_path / "run"
+    control(run)
+    cand = write_result(run, "cand", [record("a")], cell=DONE)
+    first = json.dumps(record("b", "failed", "half one"))
+    split = first.index("half one") + 4
+    (cand / "results.jsonl").write_text(first[:split] + "\n" + first[split:] + ", " + json.dumps(record("c")) + "\n")
+    assert main(["report", str(run)]) == 2
+    err = capsys.readouterr().err
+    assert f"{cand / 'results.jsonl'}:1: not a JSON object" in err
+    assert f"{cand / 'results.jsonl'}:2: not a JSON object" in err
