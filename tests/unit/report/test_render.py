@@ -133,7 +133,7 @@ def test_junit_from_hostile_messages_parses(tmp_path: Path) -> None:
 
 def test_junit_keeps_the_message_readable(tmp_path: Path) -> None:
     root = ET.fromstring(render.render(hostile_report(), "junit"))
-    failure = [f for t in root.iter("testcase") if t.get("name") != "(verdict)" for f in t.findall("failure")][0]
+    failure = next(f for t in root.iter("testcase") if t.get("name") != "(verdict)" for f in t.findall("failure"))
     text = failure.text or ""
     # Markup-looking text round-trips as text; colour codes go; other controls become visible.
     assert '<script>alert("x")</script>' in text and "]]>" in text and "'single'" in text
