@@ -27,6 +27,7 @@ class Facts:
     releases: dict[str, Release]  # by minor, e.g. "2.5"
     cudnn_wheels: dict[str, tuple[str, ...]]
     generations: dict[str, str]
+    driver_minimum: dict[str, str]  # CUDA major -> the lowest driver its wheels run on (Linux)
 
     def release(self, torch: str) -> Release | None:
         return self.releases.get(minor_of(torch))
@@ -85,4 +86,24 @@ def load() -> Facts:
         releases=releases,
         cudnn_wheels={k: tuple(v) for k, v in raw["cudnn_wheels"].items()},
         generations=dict(raw["generations"]),
+        driver_minimum=dict(raw["driver_minimum"]),
     )
+
+
+def driver_floor(variant: str) -> str | None:
+    """The lowest driver a CUDA variant's wheels run on (cu124 -> 525.60.13); None for cpu, an
+    image's own CUDA, or a major the facts do not know."""
+    if not (variant.startswith("cu") and variant[2:].isascii() and variant[2:].isdigit()):
+        return None
+    version = cuda_version(variant)
+    return load().driver_minimum.get(version.split(".")[0]) if version else None
+
+
+def driver_too_old(driver: str, variant: str) -> str | None:
+    """Why this runner's driver cannot run a variant ("driver 470.82 < 525.60.13 for cu124"), or
+    None (it can, or one of the two is unknown)."""
+    floor = driver_floor(variant)
+    have = version_key(driver)
+    if floor is None or not have:
+        return None
+    return f"driver {driver} < {floor} for {variant}" if have < version_key(floor) else None

@@ -186,6 +186,8 @@ def summary(cell: CellRow) -> str:
     (a cell that did not run: why)."""
     if cell.verdict == Verdict.NOT_RUN:
         return f"{cell_word(cell)}: {cell.not_run or 'no result'}"
+    if cell.verdict == Verdict.UNSUPPORTED:
+        return f"UNSUPPORTED ({cell.unsupported})"
     counts = dict(cell.counts)
     passed = counts.pop(Outcome.PASS, 0)
     skipped = counts.pop(Outcome.SKIP, 0)
@@ -198,6 +200,8 @@ def summary(cell: CellRow) -> str:
 def verdict_word(verdict: Verdict) -> str:
     if verdict == Verdict.NOT_RUN:
         return "NOT RUN"
+    if verdict == Verdict.UNSUPPORTED:
+        return "UNSUPPORTED"
     return verdict.upper() if verdict in SHOUTED else str(verdict)
 
 

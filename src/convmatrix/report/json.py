@@ -107,6 +107,7 @@ def cell_json(cell: CellRow, baseline: bool) -> dict[str, Any]:
         "fixed": cell.fixed,
         "verdict": str(cell.verdict),
         "not_run": cell.not_run,
+        "unsupported": cell.unsupported,
         "optional": cell.optional,
     }
     if baseline:

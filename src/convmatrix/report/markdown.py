@@ -26,7 +26,8 @@ ROW_MESSAGE = 160  # characters of a message in the case table
 DETAIL_MESSAGE = 4_000  # characters of a message in its <details>
 DETAILS = 50  # cases folded out at most (regressions first)
 MARKS = {Verdict.CONTROL: "🔵", Verdict.OK: "🟢", Verdict.FIXED: "🟣", Verdict.REGRESSION: "🔴",
-         Verdict.INVALID: "🟠", Verdict.NOT_RUN: "⛔", Verdict.NO_CONTROL: "⚪"}
+         Verdict.INVALID: "🟠", Verdict.NOT_RUN: "⛔", Verdict.UNSUPPORTED: "🚫",
+         Verdict.NO_CONTROL: "⚪"}
 QUIET = "▫️"  # an optional cell that did not run: it fails nothing
 
 

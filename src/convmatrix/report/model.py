@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from convmatrix.matrix import stacks
 from convmatrix.report import verdicts
 from convmatrix.results import families as classify
 from convmatrix.results.outcomes import Delta, Outcome, Verdict
@@ -85,6 +86,7 @@ class CellRow:
     baseline_regressions: int | None = None
     optional: bool = False  # the matrix marked the cell optional (a not-run fails nothing)
     not_run: str | None = None  # why it did not run (verdict not-run)
+    unsupported: str | None = None  # why this runner cannot run it (verdict unsupported)
 
     @property
     def where(self) -> str:
@@ -122,6 +124,8 @@ def build(results: Sequence[CellResult], control: str | None, notes: Sequence[st
     for result in sorted(results, key=lambda r: (r.cell != control, r.cell, place(r))):
         where = place(result)
         against = by_place.get(where)
+        if result.cell != control and not result.unsupported and (why := driver_insufficient(result)):
+            result = replace(result, unsupported=why)
         other_suite = suite_mismatch(result, against)
         if other_suite:
             # Another suite ran other cases, or the same ones otherwise: nothing to compare.
@@ -131,6 +135,17 @@ def build(results: Sequence[CellResult], control: str | None, notes: Sequence[st
         cells.append(cell_row(result, rows, control, health.get(where), where))
     return Report(control=control, health=health, cells=tuple(cells), cases=tuple(cases),
                   notes=(*notes, *host_notes(results)))
+
+
+def driver_insufficient(result: CellResult) -> str | None:
+    """A cell whose cases failed because the driver is older than its CUDA runtime needs: the
+    runner cannot run this stack (unsupported), which is no regression of the stack."""
+    if not any(c.family == "cuda_driver_insufficient" for c in result.cases.values()):
+        return None
+    driver = str(result.observed.get("driver") or "unknown")
+    cuda = str(result.requested.get("cuda") or "")
+    known = stacks.driver_too_old(driver, cuda) if cuda else None
+    return known or f"driver {driver} too old for CUDA {result.observed.get('cuda') or cuda or '?'} (seen at run time)"
 
 
 def suite_mismatch(result: CellResult, control: CellResult | None) -> str | None:
@@ -246,6 +261,7 @@ def cell_row(result: CellResult, cases: list[CaseRow], control: str | None, heal
         verdict=verdicts.cell_verdict(result, deltas, control, health),
         optional=result.optional,
         not_run=result.not_run,
+        unsupported=result.unsupported,
     )
 
 

@@ -22,6 +22,12 @@ def alerts(report: Report) -> list[str]:
     for case in report.cases:
         if case.cell == report.control and case.family == SIGNATURE and case.outcome.failing:
             hit.setdefault(case.gpu, []).append(case.case)
+    unsupported = [c for c in report.cells if c.verdict == Verdict.UNSUPPORTED]
+    if unsupported:
+        shown = "; ".join(f"{c.where} ({c.unsupported})" for c in unsupported[:5])
+        more = f" and {len(unsupported) - 5} more" if len(unsupported) > 5 else ""
+        lines.append(f"UNSUPPORTED on this runner: {len(unsupported)} cell(s) its driver cannot run, which "
+                     f"fails nothing: {shown}{more}")
     for key, cases in hit.items():
         shown = ", ".join(cases[:5]) + (f" and {len(cases) - 5} more" if len(cases) > 5 else "")
         lines.append(f"CONTROL HITS THE SIGNATURE on {key} in {len(cases)} case(s): {shown}: it is not "

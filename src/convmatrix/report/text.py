@@ -24,17 +24,20 @@ GAP = "  "
 MESSAGE_WIDTH = 90
 MAX_CASES = 300  # the rest are in the html and json reports
 WORDS = {Verdict.CONTROL: "CTRL", Verdict.OK: "ok", Verdict.FIXED: "fixed", Verdict.REGRESSION: "REGR",
-         Verdict.INVALID: "INVALID", Verdict.NOT_RUN: "NOT RUN", Verdict.NO_CONTROL: "no-ctl"}
+         Verdict.INVALID: "INVALID", Verdict.NOT_RUN: "NOT RUN", Verdict.UNSUPPORTED: "unsupp",
+         Verdict.NO_CONTROL: "no-ctl"}
 MEANINGS = {Verdict.CONTROL: "the control (its row marked *)", Verdict.OK: "ran as on the control",
             Verdict.FIXED: "a case failing on the control passes", Verdict.REGRESSION: "a case regressed",
             Verdict.INVALID: "incomplete or not comparable",
             Verdict.NOT_RUN: "planned, did not run (why: Cells to look at; lower case: optional)",
+            Verdict.UNSUPPORTED: "this runner's driver cannot run the stack (fails nothing)",
             Verdict.NO_CONTROL: "no control to compare with"}
 MARK_MEANINGS = {"S": "SIGNATURE: a case failed with CUDNN_STATUS_NOT_SUPPORTED",
                  "w": "the signature in warnings only", "M": "stack mismatch",
                  "T": "T1.6: convolutions took 1.6× the control's time", "B": "B2: 2 regressions since the baseline"}
 COLOURS = {Verdict.CONTROL: "1;34", Verdict.OK: "32", Verdict.FIXED: "36", Verdict.REGRESSION: "1;31",
-           Verdict.INVALID: "1;33", Verdict.NOT_RUN: "1;35", Verdict.NO_CONTROL: "2"}
+           Verdict.INVALID: "1;33", Verdict.NOT_RUN: "1;35", Verdict.UNSUPPORTED: "2;33",
+           Verdict.NO_CONTROL: "2"}
 
 
 def render(report: Report, *, color: bool = False) -> str:
@@ -58,6 +61,8 @@ def entry(cell: CellRow) -> str:
     """A grid cell: verdict, passed of all cases, the marks' codes (REGR 73/99 S T1.6)."""
     if cell.verdict == Verdict.NOT_RUN:
         return "not run" if cell.optional else WORDS[cell.verdict]
+    if cell.verdict == Verdict.UNSUPPORTED:
+        return WORDS[cell.verdict]
     tally = report_grid.tally(cell)
     codes = " ".join(m.code for m in report_grid.marks(cell))
     return f"{WORDS[cell.verdict]} {tally.passed}/{tally.total}" + (f" {codes}" if codes else "")

@@ -97,6 +97,8 @@ def health(control: CellResult | None) -> Health:
         return Health(healthy=False, reason="the control has no result on this GPU", absent=True)
     if control.not_run:
         return Health(healthy=False, reason=f"the control did not run: {control.not_run}")
+    if control.unsupported:
+        return Health(healthy=False, reason=f"this runner cannot run the control: {control.unsupported}")
     if control.problems:
         return Health(healthy=False, reason="; ".join(control.problems))
     if control.stack_mismatch:
@@ -153,6 +155,8 @@ def cell_verdict(result: CellResult, deltas: Sequence[Delta], control: str | Non
         return Verdict.NOT_RUN  # planned and not run: it covers nothing, the control included
     if result.cell == control:
         return Verdict.CONTROL
+    if result.unsupported:
+        return Verdict.UNSUPPORTED  # the runner's driver is too old for it: not the stack's fault
     if result.problems or not result.cases or result.stack_mismatch:
         # It did not complete, never ran cases, or ran another stack than requested: whatever it
         # recorded covers less than it claims, so it can be neither green nor compared.

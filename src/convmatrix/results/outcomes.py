@@ -48,4 +48,5 @@ class Verdict(StrEnum):
     REGRESSION = "regression"
     INVALID = "invalid"
     NOT_RUN = "not-run"  # planned here and not run: red, unless the matrix marked the cell optional
+    UNSUPPORTED = "unsupported"  # this runner's driver cannot run the stack: a fact about the runner
     NO_CONTROL = "no-control"

@@ -24,7 +24,7 @@ CELL_FIELDS: dict[str, tuple[type, ...]] = {
     "control": (bool,), "gpu_key": (str,), "gpu": (dict, type(None)), "python": (str,),
     "started": (str,), "ended": (str,), "exit_code": (int, type(None)), "error": (str, type(None)),
     "evidence": (dict,), "matrix": (str,), "observed": (dict,), "knobs": (str,), "host": (str,),
-    "not_run": (str,), "optional": (bool,),
+    "not_run": (str,), "optional": (bool,), "unsupported": (str,),
 }
 # first_cause.json, written by the harness when a cell finishes (family null: none named).
 CAUSE_FIELDS: dict[str, tuple[type, ...]] = {
@@ -83,6 +83,7 @@ class CellResult:
     first_cause: FirstCause | None = None
     not_run: str | None = None  # why a planned cell did not run here (cell.json, or no result at all)
     optional: bool = False  # the matrix marked it optional: its not running fails nothing
+    unsupported: str | None = None  # why this runner cannot run the stack (its driver is too old)
     # Whether first_cause is known: read from first_cause.json, or worked out from log.txt by
     # the cli for a directory without one (older, or copied from elsewhere).
     cause_known: bool = False
@@ -263,7 +264,7 @@ def load_dir(directory: Path, errors: list[str]) -> CellResult | None:
     cases = with_evidence(read_cases(directory / rundir.RESULTS, errors, conflicts), directory, meta)
     blocking = read_cases(directory / rundir.BLOCKING / rundir.RESULTS, errors)
     cause = read_record(directory / rundir.FIRST_CAUSE, errors, cause_problems)
-    not_run = meta.get("not_run")
+    not_run = meta.get("not_run") or meta.get("unsupported")
     # A cell recorded as not run here never meant to complete: its reason is its verdict's.
     problems = [] if not_run else completion_problems(meta, env)
     if rundir.is_staging(directory):
@@ -288,8 +289,9 @@ def load_dir(directory: Path, errors: list[str]) -> CellResult | None:
         stack_mismatch=tuple(stackcheck.mismatches(meta.get("expected", {}), env)) if env else (),
         first_cause=first_cause(cause, directory / rundir.LOG) if cause else None,
         cause_known=bool(cause),
-        not_run=not_run or None,
+        not_run=meta.get("not_run") or None,
         optional=bool(meta.get("optional")),
+        unsupported=meta.get("unsupported") or None,
     )
 
 

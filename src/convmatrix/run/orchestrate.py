@@ -23,7 +23,7 @@ from typing import Any
 from convmatrix import gpus, popen
 from convmatrix.errors import BadInput, ConvmatrixError, InfrastructureError
 from convmatrix.interrupts import Interrupted, held, raise_if_stopped, stop_all
-from convmatrix.matrix import knobs
+from convmatrix.matrix import knobs, stacks
 from convmatrix.matrix.cells import Cell
 from convmatrix.matrix.parse import Matrix
 from convmatrix.results import plans, rundir
@@ -201,10 +201,17 @@ class Scheduler:
 
     def job(self, cell: Cell) -> Job | None:
         todo = []
+        too_old = stacks.driver_too_old(self.driver, cell.cuda) if cell.cuda else None
         for target in targets(cell, self.opts, self.specs):
             if self.opts.resume and rundir.is_complete(target.final_dir):
                 self.log(f"{target.final_dir}: complete, kept (--resume)")
                 self.outcome.kept.append(cell.id)
+            elif too_old and target.gpu is not None:
+                # Known before running: this runner's driver cannot run the stack's CUDA. A fact
+                # about the runner, recorded as such (unsupported), never a regression.
+                record_not_run(target, too_old, self.matrix, field="unsupported")
+                self.log(f"{cell.id}@{target.key}: unsupported here: {too_old}; recorded in {self.opts.out}")
+                self.outcome.skipped.append(f"{cell.id}: unsupported: {too_old}")
             else:
                 todo.append(target)
         return Job(cell=cell, lane=lanes.lane(cell.lane), todo=todo) if todo else None
@@ -383,13 +390,14 @@ def suite_args(cell: Cell, opts: options.RunOptions) -> tuple[str, ...]:
     return (*opts.suite_args, *knobs.suite_args(cell.knobs))
 
 
-def record_not_run(target: runner.Target, reason: str, matrix: Matrix) -> None:
-    """A planned cell this runner cannot run (no torch for the host lane, no Docker engine): a
-    results directory holding its cell.json with the reason, so every format shows it NOT RUN
-    (greyed when the matrix made it optional) instead of leaving it out."""
+def record_not_run(target: runner.Target, reason: str, matrix: Matrix, *, field: str = "not_run") -> None:
+    """A planned cell this runner cannot run (no torch for the host lane, no Docker engine; with
+    field "unsupported", a driver older than the stack's CUDA needs): a results directory holding
+    its cell.json with the reason, so every format shows it (NOT RUN, greyed when the matrix made
+    it optional; UNSUPPORTED) instead of leaving it out."""
     with runner.fresh(target) as staged:
         runner.write_cell_json(staged, python="", control=target.cell == matrix.control,
-                               extra={"matrix": str(matrix.path), "not_run": reason,
+                               extra={"matrix": str(matrix.path), field: reason,
                                       "optional": target.cell.id in matrix.optional, "ended": rundir.records.now()})
         (staged.results_dir / rundir.LOG).write_text(f"convmatrix: not run here: {reason}\n")
 

@@ -39,3 +39,18 @@ def test_variant_helpers() -> None:
                                          ("12.0", "Blackwell"), ("3.5", "unknown")])
 def test_generation(cc: str, gen: str) -> None:
     assert stacks.load().generation(cc) == gen
+
+
+@pytest.mark.parametrize(("variant", "floor"), [("cu118", "450.80.02"), ("cu121", "525.60.13"), ("cu124", "525.60.13"),
+                                                ("cu128", "525.60.13"), ("cu130", "580.65.06"), ("cu132", "580.65.06"),
+                                                ("cpu", None), ("image", None)])
+def test_each_cuda_major_has_its_driver_floor(variant: str, floor: str | None) -> None:
+    assert stacks.driver_floor(variant) == floor
+
+
+@pytest.mark.parametrize(("driver", "variant", "too_old"), [
+    ("470.82.01", "cu124", True), ("525.60.13", "cu124", False), ("525.60.12", "cu121", True),
+    ("575.57.08", "cu130", True), ("580.95.05", "cu130", False), ("none", "cu124", False), ("550", "cu124", False),
+])
+def test_a_driver_below_the_floor_is_too_old(driver: str, variant: str, too_old: bool) -> None:
+    assert (stacks.driver_too_old(driver, variant) is not None) is too_old

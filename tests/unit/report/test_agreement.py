@@ -137,3 +137,24 @@ def test_one_object_over_two_lines_and_two_on_one_line_are_named(
     err = capsys.readouterr().err
     assert f"{cand / 'results.jsonl'}:1: not a JSON object" in err
     assert f"{cand / 'results.jsonl'}:2: not a JSON object" in err
+
+
+def test_a_driver_too_old_seen_at_run_time_is_unsupported_not_a_regression(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 20, item 4: a cu124 cell on a 470 driver (the cu118 control runs) was a regression."""
+    run = tmp_path / "run"
+    insufficient = "RuntimeError: CUDA driver version is insufficient for CUDA runtime version"
+    write_result(run, "ctrl", [record("a"), record("b")], env=env_json("ctrl", driver="470.82.01"),
+                 cell={"control": True, "requested": {"cuda": "cu118"}, **DONE})
+    write_result(run, "cand", [record("a", "failed", insufficient), record("b", "failed", insufficient)],
+                 env=env_json("cand", driver="470.82.01"), cell={"requested": {"cuda": "cu124"}, **DONE})
+    verdicts, junit, code = formats(run, tmp_path)
+    assert verdicts["cand"] == "unsupported" and code == 0 and not failing_in_junit(junit, "cand")
+    skipped = junit.find("testsuite[@name='cand@cpu']/testcase[@name='(verdict)']/skipped")
+    assert skipped is not None and "driver 470.82.01 < 525.60.13 for cu124" in (skipped.get("message") or "")
+    capsys.readouterr()
+    main(["report", str(run)])
+    text = capsys.readouterr().out
+    assert "UNSUPPORTED (driver 470.82.01 < 525.60.13 for cu124)" in text
+    assert "UNSUPPORTED on this runner: 1 cell(s)" in text.splitlines()[2]

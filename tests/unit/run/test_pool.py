@@ -259,3 +259,25 @@ def test_sigterm_stops_every_running_cell_and_records_each(monkeypatch: pytest.M
         records = [json.loads(line) for line in (partial / rundir.RESULTS).read_text().splitlines()]
         assert [(r["case"], r["status"]) for r in records] == [("a", "crashed")]
         assert json.loads((partial / rundir.CELL_JSON).read_text())["exit_code"] == -signal.SIGTERM
+
+
+def test_a_driver_too_old_for_the_stacks_cuda_is_unsupported_before_anything_runs(
+    monkeypatch: pytest.MonkeyPatch, matrix: Matrix, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 20, item 4: a driver the CUDA 12 wheels cannot use is a fact about the runner, decided
+    before running when the driver is known; the report lists it and exits 0."""
+    lane = ConcurrentLane(2)
+    monkeypatch.setattr(gpus, "discover", lambda: list(H100))
+    monkeypatch.setattr(gpus, "driver", lambda: "470.82.01")
+    monkeypatch.setattr(lanes, "lane", lambda name: lane)
+    out = tmp_path / "run"
+    orchestrate.run(matrix, matrix.cells, options.parse(["--out", str(out)]), print, strict=True)
+    assert lane.runs == []
+    meta = json.loads((ran(out, matrix.cells[0].id, "h100-sm90") / rundir.CELL_JSON).read_text())
+    assert meta["unsupported"] == "driver 470.82.01 < 525.60.13 for cu124"
+    capsys.readouterr()
+    assert matrix.control is not None
+    assert cli.main(["report", str(out), "--format", "json"]) == 3  # the control cannot run here either
+    data = json.loads(capsys.readouterr().out)
+    assert {c["verdict"] for c in data["cells"] if c["cell"] != matrix.control.id} == {"unsupported"}
+    assert any(a.startswith("UNSUPPORTED on this runner:") for a in data["control"]["alerts"])
