@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
@@ -11,17 +12,16 @@ import pytest
 from testkit import HOST, docker_answers, stub_nvidia_smi
 
 
+# Every run in the tests is on host HOST (testkit), whatever this machine is called, so that a
+# test can name the result directories a run leaves (<cell>@<gpu-key>@HOST): set for the whole
+# session, module- and session-scoped fixtures and the subprocesses they start included. A test
+# of the default takes it away with monkeypatch.delenv.
+os.environ["CONVMATRIX_HOST"] = HOST
+
+
 def pytest_configure(config: pytest.Config) -> None:
     # Strict: any warning in the project's own tests is an error (see pyproject.toml for why here).
     config.addinivalue_line("filterwarnings", "error")
-
-
-@pytest.fixture(autouse=True)
-def one_host(monkeypatch: pytest.MonkeyPatch) -> str:
-    """Every run in the tests is on host HOST (testkit), whatever this machine is called, so that
-    a test can name the result directories a run leaves: <cell>@<gpu-key>@HOST."""
-    monkeypatch.setenv("CONVMATRIX_HOST", HOST)
-    return HOST
 
 
 @pytest.fixture(autouse=True)

@@ -159,10 +159,11 @@ def suite_mismatch(result: CellResult, control: CellResult | None) -> str | None
 
 
 def places(results: Sequence[CellResult]) -> Callable[[CellResult], str]:
-    """A result's column: its GPU key on one host (or results from before hosts were recorded),
-    `<gpu-key>@<host>` when the results come from several."""
-    # A generation no runner reported is not-run "on any host": it names no host to count or show.
-    if len({r.host for r in results if r.host or not r.not_run}) <= 1:
+    """A result's column: its GPU key on one host, `<gpu-key>@<host>` when the results come from
+    several."""
+    # Results from before hosts were recorded (host "") and a generation no runner reported (not
+    # run "on any host") name no host: they join the one host there is.
+    if len({r.host for r in results if r.host}) <= 1:
         return lambda r: r.gpu_key
     return lambda r: f"{r.gpu_key}@{r.host}" if r.host else r.gpu_key if r.not_run else f"{r.gpu_key}@?"
 
@@ -186,7 +187,8 @@ def host_notes(results: Sequence[CellResult]) -> list[str]:
     explain a difference in the results)."""
     hosts: dict[str, set[str]] = {}
     for r in results:
-        hosts.setdefault(r.host or "?", set()).add(str(r.observed.get("driver") or "no driver"))
+        if r.host:
+            hosts.setdefault(r.host, set()).add(str(r.observed.get("driver") or "no driver"))
     if len(hosts) <= 1:
         return []
     listed = ", ".join(f"{h} (driver {', '.join(sorted(d))})" for h, d in sorted(hosts.items()))

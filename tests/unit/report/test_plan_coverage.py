@@ -235,3 +235,16 @@ def test_a_host_in_cell_json_that_could_escape_is_bad_input(
     (bad / "cell.json").write_text(json.dumps({**meta, "host": host}))
     assert main(["report", str(run)]) == 2
     assert "field 'host': not a host name" in capsys.readouterr().err
+
+
+def test_results_from_before_hosts_beside_one_hosts_are_one_host(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A direct suite run (no host recorded) beside a harness run: one host, compared as before."""
+    run = tmp_path / "run"
+    write_result(run, "control", [record(c) for c in CASES], cell={"control": True, "ended": "x"})
+    result(run, "candidate", host="vm")
+    assert main(["report", str(run), "--format", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert {c["gpu"]["key"] for c in data["cells"]} == {"cpu"}
+    assert not [n for n in data["notes"] if n.startswith("results from")]
