@@ -11,7 +11,6 @@ import pytest
 
 from testkit import HOST, docker_answers, stub_nvidia_smi
 
-
 # Every run in the tests is on host HOST (testkit), whatever this machine is called, so that a
 # test can name the result directories a run leaves (<cell>@<gpu-key>@HOST): set for the whole
 # session, module- and session-scoped fixtures and the subprocesses they start included. A test
