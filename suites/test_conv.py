@@ -24,6 +24,7 @@ import dataclasses
 import hashlib
 import math
 import re
+import statistics
 import time
 import zlib
 from dataclasses import dataclass
@@ -48,6 +49,10 @@ SHA_LIMIT = 1 << 26  # beyond this many output elements, the hash covers an even
 TILE_LIMIT = 1 << 24
 TILE_BLOCK = 1_000_003  # a prime, so the repetition does not line up with rows
 # A CPU build of torch may lack a reduced-precision kernel; on CUDA the same text is a failure.
+# Timed forward calls after the first (whose output is checked): their median is forward_ms, and
+# their spread tells a slower stack from a noisy one (convmatrix flags a stack only when its runs
+# and the control's do not overlap). Fewer on the CPU, where every call is slower.
+REPEATS = {"cuda": 5, "cpu": 3}
 MISSING_CPU_KERNEL = re.compile(r"not implemented for '(?:Half|BFloat16)'")
 
 Tensors = Dict[str, torch.Tensor]
@@ -393,6 +398,9 @@ def run_on_device(case: Case, inputs: Tensors, grad_out: torch.Tensor | None, de
     if device == "cuda":
         # Kernel errors surface asynchronously: make them surface here, in the device run.
         torch.cuda.synchronize()
+    with torch.no_grad():
+        for _ in range(REPEATS[device]):
+            clock.repeat("forward_ms", forward)
     computed = {"shape": list(out.shape), "groups": groups,
                 "memory_format": layout_name(x, input_format), "padded": plan is not None}
     if plan is not None:
@@ -417,6 +425,7 @@ class Clock:
     def __init__(self, device: str) -> None:
         self.device = device
         self.ms: dict[str, float] = {}
+        self.runs: dict[str, list[float]] = {}  # repeated calls (repeat), after the first
 
     @contextlib.contextmanager
     def measure(self, name: str) -> Iterator[None]:
@@ -432,8 +441,19 @@ class Clock:
             yield
             self.ms[name] = round((time.perf_counter() - begin) * 1000, 4)
 
+    def repeat(self, name: str, call: Callable[[], Any]) -> None:
+        """One more timed call of `call`, kept among `name`'s runs."""
+        first = self.ms.get(name)
+        with self.measure(name):
+            call()
+        self.runs.setdefault(name, []).append(self.ms[name])
+        if first is not None:
+            self.ms[name] = first
+
     def timing(self, backward: bool) -> dict[str, Any]:
-        return {"forward_ms": self.ms.get("forward_ms"),
+        runs = self.runs.get("forward_ms", [])
+        forward = statistics.median(runs) if runs else self.ms.get("forward_ms")
+        return {"forward_ms": round(forward, 4) if forward is not None else None, "forward_runs": runs,
                 "backward_ms": self.ms.get("backward_ms") if backward else None}
 
 

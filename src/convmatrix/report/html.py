@@ -213,8 +213,8 @@ def case_line(case: CaseRow) -> str:
     if case.baseline_delta not in (None, Delta.SAME):
         parts.append(f'<span class="vs">baseline: {html_cell(case.baseline_outcome or "-")} → '
                      f"{html_cell(case.baseline_delta or '-')}</span>")
-    if case.slowdown and case.slowdown >= report_grid.SLOWER:
-        parts.append(f'<span class="mark slow">×{case.slowdown:.1f} time</span>')
+    if case.timed and case.timed >= report_grid.SLOWER:
+        parts.append(f'<span class="mark slow">×{case.timed:.1f} time</span>')
     return " ".join(parts)
 
 

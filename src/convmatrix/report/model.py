@@ -49,6 +49,7 @@ class CaseRow:
     fingerprint_changed: bool | None = None
     baseline_outcome: Outcome | None = None  # with --baseline: the same case in the earlier run
     baseline_delta: Delta | None = None
+    timed: float | None = None  # its time against the control's beyond their noise (verdicts.timed_ratio)
 
     @property
     def where(self) -> str:
@@ -216,6 +217,9 @@ def case_rows(result: CellResult, control: CellResult | None, control_id: str | 
             case.forward_ms,
             verdicts.slowdown(base, case),
             verdicts.fingerprint_changed(base, case),
+            None,  # baseline_outcome
+            None,  # baseline_delta
+            verdicts.timed_ratio(base, case),
         ))
     if judged and control is not None:
         # A set difference first: most cells ran every case, and sorting the control's cases
@@ -258,7 +262,7 @@ def cell_row(result: CellResult, cases: list[CaseRow], control: str | None, heal
         first_cause=result.first_cause if any(c.outcome.failing for c in cases) else None,
         regressions=deltas.count(Delta.REGRESSION),
         fixed=deltas.count(Delta.FIXED),
-        slowdown=verdicts.typical_slowdown([c.slowdown for c in cases]),
+        slowdown=verdicts.typical_slowdown([c.timed for c in cases]),
         fingerprint_changed=sum(1 for c in cases if c.fingerprint_changed),
         verdict=verdicts.cell_verdict(result, deltas, control, health),
         optional=result.optional,

@@ -30,6 +30,9 @@ class Timed(Judged, Protocol):
     @property
     def forward_ms(self) -> float | None: ...
 
+    @property
+    def forward_runs(self) -> tuple[float, ...]: ...
+
 
 class Printed(Judged, Protocol):
     @property
@@ -135,11 +138,34 @@ def slowdown(control: Timed | None, case: Timed) -> float | None:
     return round(case.forward_ms / control.forward_ms, 3)
 
 
+MIN_RUNS = 3  # repeated timings a case needs on both sides before its speed is compared
+
+
+def timed_ratio(control: Timed | None, case: Timed) -> float | None:
+    """A case's time against the control's, beyond the noise of their repeats: the ratio of their
+    fastest runs (noise only ever adds time) when it exceeds both sides' spreads multiplied
+    (max/min of each side's runs), else 1.0 (no measurable difference). None when either side
+    has too few runs to say: one timing is noise (two runs of one stack gave 0.11-99.7×)."""
+    if control is None or len(control.forward_runs) < MIN_RUNS or len(case.forward_runs) < MIN_RUNS:
+        return None
+    mine, theirs = case.forward_runs, control.forward_runs
+    if min(mine) <= 0 or min(theirs) <= 0:
+        return None
+    ratio = min(mine) / min(theirs)
+    noise = (max(mine) / min(mine)) * (max(theirs) / min(theirs))
+    return round(ratio, 3) if ratio > noise or ratio < 1 / noise else 1.0
+
+
 def typical_slowdown(ratios: Sequence[float | None]) -> float | None:
-    """The geometric mean of a cell's per-case slowdowns: one slow outlier does not make a stack slow."""
+    """A cell's slowdown beyond noise (timed_ratio per case): their geometric mean when at least
+    half of the cases compared differ beyond their noise, else 1.0 (a stack is slower when most of
+    its convolutions are; one slow outlier, or a noisy machine, does not make it so). None when no
+    case could be compared."""
     known = [r for r in ratios if r]
     if not known:
         return None
+    if sum(1 for r in known if r != 1.0) * 2 < len(known):
+        return 1.0
     return round(math.exp(sum(math.log(r) for r in known) / len(known)), 3)
 
 

@@ -51,6 +51,7 @@ class Case:
     fingerprint: str | None = None  # a digest of the rounded output (fingerprint.sha), for drift
     evidence: str | None = None  # evidence/<case>.txt beside the results, when the harness saved one
     params: dict[str, Any] = field(default_factory=dict)  # the case's catalog fields (prove compares them)
+    forward_runs: tuple[float, ...] = ()  # the repeated forward calls' ms (timing.forward_runs), for the spread
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -422,6 +423,7 @@ def check_line(record: Any) -> Case | str:
         _text(printed, "sha") if printed else None,  # fingerprint
         None,  # evidence: with_evidence() adds it
         record.get("params") or {},
+        _runs(timing) if timing else (),
     )
 
 
@@ -434,6 +436,16 @@ def warning_families(warned: list[Any]) -> tuple[str, ...]:
 def _number(table: object, key: str) -> float | None:
     value = table.get(key) if isinstance(table, dict) else None
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _runs(timing: object) -> tuple[float, ...]:
+    """timing.forward_runs: finite, non-negative numbers only (anything else: no runs)."""
+    runs = timing.get("forward_runs") if isinstance(timing, dict) else None
+    if not isinstance(runs, list) or not runs or len(runs) > 1000:
+        return ()
+    if not all(isinstance(r, int | float) and not isinstance(r, bool) and 0 <= r < float("inf") for r in runs):
+        return ()
+    return tuple(float(r) for r in runs)
 
 
 def _text(table: object, key: str) -> str | None:

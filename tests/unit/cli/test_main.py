@@ -56,7 +56,9 @@ def test_slower_stack_and_fingerprint_drift_are_called_out(tmp_path: Path, capsy
     from testkit import record, write_result
 
     def line(case: str, ms: float, sha: str) -> dict[str, Any]:
-        return record(case, timing={"forward_ms": ms, "backward_ms": None}, fingerprint={"sha": sha})
+        repeats = [ms * 0.99, ms, ms * 1.01]  # tight repeats: a difference beyond their noise
+        return record(case, timing={"forward_ms": ms, "forward_runs": repeats, "backward_ms": None},
+                      fingerprint={"sha": sha})
 
     write_result(tmp_path, "ctl", [line("a", 1.0, "x"), line("b", 2.0, "y")], cell={"control": True})
     write_result(tmp_path, "slow", [line("a", 3.0, "x"), line("b", 6.0, "z")], cell={})

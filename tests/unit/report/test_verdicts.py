@@ -1,10 +1,12 @@
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+import testkit
 from convmatrix.errors import BadInput
 from convmatrix.report import verdicts
 from convmatrix.results import Case, CellResult
@@ -85,9 +87,51 @@ def test_slowdown_only_between_passing_timed_cases() -> None:
     assert verdicts.slowdown(None, timed("pass", 5.0)) is None
 
 
-def test_typical_slowdown_is_a_geometric_mean() -> None:
+def test_typical_slowdown_is_a_geometric_mean_when_most_cases_differ_beyond_noise() -> None:
     assert verdicts.typical_slowdown([2.0, 8.0, None]) == 4.0
+    assert verdicts.typical_slowdown([2.0, 8.0, 1.0]) == 2.52  # two of three beyond noise
+    assert verdicts.typical_slowdown([8.0, 1.0, 1.0]) == 1.0  # one outlier does not make a stack slow
     assert verdicts.typical_slowdown([None]) is None
+
+
+def runs(*ms: float) -> Case:
+    return Case(case="c", outcome=Outcome.PASS, family=None, message=None, knobs={}, warnings=(),
+                forward_ms=sorted(ms)[len(ms) // 2], forward_runs=ms)
+
+
+def test_a_case_is_timed_against_the_control_only_beyond_the_noise_of_their_repeats() -> None:
+    assert verdicts.timed_ratio(runs(1.0, 1.1, 1.05), runs(3.0, 3.2, 3.1)) == 3.0  # tight, apart
+    assert verdicts.timed_ratio(runs(3.0, 3.2, 3.1), runs(1.0, 1.1, 1.05)) == 0.333
+    assert verdicts.timed_ratio(runs(1.0, 1.1, 1.05), runs(1.02, 1.2, 1.01)) == 1.0  # overlapping
+    # A stall in one run of either side (a busy machine) is noise, not a slower stack.
+    assert verdicts.timed_ratio(runs(0.05, 0.05, 0.05), runs(16.0, 4.0, 0.066)) == 1.0
+    assert verdicts.timed_ratio(runs(1.0), runs(9.0, 9.0, 9.0)) is None  # one timing says nothing
+    assert verdicts.timed_ratio(None, runs(1.0, 1.0, 1.0)) is None
+
+
+@pytest.mark.parametrize(("control", "candidate"), [("run1", "run2"), ("run2", "run1")])
+def test_two_runs_of_one_stack_are_not_slower_either_way(control: str, candidate: str) -> None:
+    """Recorded: the conv2d cases of one stack run twice on a busy 2-core CPU VM (the suite with 3
+    repeats). One timing per case gave ratios of 0.005-593 between the two runs; a rule on them
+    may call the stack slower, this one must not."""
+    def read(name: str) -> dict[str, Case]:
+        path = testkit.REPO / "tests" / "data" / "timings" / f"conv2d-cpu-{name}.jsonl"
+        cases = {}
+        for line in path.read_text().splitlines():
+            record = json.loads(line)
+            timing = record["timing"] or {}
+            if record["status"] == "passed" and timing.get("forward_runs"):
+                cases[record["case"]] = runs(*timing["forward_runs"])
+        return cases
+
+    before, after = read(control), read(candidate)
+    ratios = [verdicts.timed_ratio(before[name], after[name]) for name in before if name in after]
+    assert len([r for r in ratios if r]) >= 50
+    typical = verdicts.typical_slowdown(ratios)
+    assert typical is not None and typical < 1.5
+    # What one timing per case said: the spread the old rule took for a difference.
+    single = [after[n].forward_runs[0] / before[n].forward_runs[0] for n in before if n in after]
+    assert max(single) / min(single) > 100
 
 
 def test_fingerprint_changed() -> None:
