@@ -10,12 +10,17 @@ from __future__ import annotations
 import datetime
 import hashlib
 import os
+import re
 from typing import Any
 
 SCHEMA = 1
 
 # The case outcomes a results line may carry (suites/README.md: "What it writes into DIR").
 STATUSES = ("passed", "failed", "error", "skipped", "crashed", "timeout")
+# A case id, as the catalogue makes them (and user case files, prefixed by their file's stem):
+# what the harness puts in a file name (evidence/<case>.txt) and a node id, so no '/', no NUL,
+# no '..' at the start, no space, bounded.
+CASE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,159}", re.ASCII)
 
 NUMBER = (int, float)
 TEXT = (str,)
@@ -154,6 +159,9 @@ def result_problems(record: dict[str, Any]) -> list[str]:
     status = record.get("status")
     if isinstance(status, str) and status not in STATUSES:
         problems.append("field 'status': {!r} is not one of {}".format(status, ", ".join(STATUSES)))
+    case = record.get("case")
+    if isinstance(case, str) and not CASE_ID.fullmatch(case):
+        problems.append(f"field 'case': not a case id (letters, digits, '_.+-', at most 160): {_short(case)}")
     return problems
 
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from convmatrix.results import rundir
+
 
 @dataclass(frozen=True, kw_only=True)
 class Cut:
@@ -39,7 +41,9 @@ def read_tail(path: str, limit: int) -> Cut | None:
     """An evidence file's last `limit` characters, reading no more than about that much of it;
     None when it cannot be read (moved, deleted: the report still renders)."""
     try:
-        with Path(path).open("rb") as fh:
+        # Only a regular file in its cell directory (<cell>/evidence/<case>.txt): never a symlink,
+        # a FIFO (it would hang the report) or a device (/dev/zero would grow without bound).
+        with rundir.open_plain(Path(path), Path(path).parent.parent) as fh:
             size = fh.seek(0, 2)
             fh.seek(max(0, size - 4 * limit))  # UTF-8: at most 4 bytes a character
             data = fh.read().decode("utf-8", errors="replace")

@@ -145,7 +145,7 @@ def timed_ratio(control: Timed | None, case: Timed) -> float | None:
     """A case's time against the control's, beyond the noise of their repeats: the ratio of their
     fastest runs (noise only ever adds time) when it exceeds both sides' spreads multiplied
     (max/min of each side's runs), else 1.0 (no measurable difference). None when either side
-    has too few runs to say: one timing is noise (two runs of one stack gave 0.11-99.7×)."""
+    has too few runs to say: one timing is noise (two runs of one stack gave 0.11 to 99.7 times)."""
     if control is None or len(control.forward_runs) < MIN_RUNS or len(case.forward_runs) < MIN_RUNS:
         return None
     mine, theirs = case.forward_runs, control.forward_runs

@@ -262,7 +262,7 @@ def load_dir(directory: Path, errors: list[str]) -> CellResult | None:
     key, gpu = gpu_of(name, meta, env)
     before = len(errors)
     conflicts: list[str] = []
-    cases = with_evidence(read_cases(directory / rundir.RESULTS, errors, conflicts), directory, meta)
+    cases = with_evidence(read_cases(directory / rundir.RESULTS, errors, conflicts), directory, meta, errors)
     blocking = read_cases(directory / rundir.BLOCKING / rundir.RESULTS, errors)
     cause = read_record(directory / rundir.FIRST_CAUSE, errors, cause_problems)
     not_run = meta.get("not_run") or meta.get("unsupported")
@@ -348,8 +348,11 @@ def read_cases(path: Path, errors: list[str], conflicts: list[str] | None = None
     (the cell cannot be taken as it reads: which line is true?), never resolved in silence."""
     cases: dict[str, Case] = {}
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
+        text = rundir.read_plain(path, rundir.MAX_RESULTS).decode("utf-8", errors="replace")
     except FileNotFoundError:
+        return cases
+    except rundir.NotPlain as exc:
+        errors.append(str(exc))
         return cases
     except OSError as exc:
         errors.append(f"{path}: unreadable ({exc.strerror or exc})")
@@ -453,10 +456,24 @@ def _text(table: object, key: str) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def with_evidence(cases: dict[str, Case], directory: Path, meta: dict[str, Any]) -> dict[str, Case]:
-    """Point each case at the evidence file the harness saved for it (cell.json "evidence")."""
+def with_evidence(cases: dict[str, Case], directory: Path, meta: dict[str, Any],
+                  errors: list[str] | None = None) -> dict[str, Case]:
+    """Point each case at the evidence file the harness saved for it (cell.json "evidence"): only
+    `evidence/<case>.txt` inside the cell directory, as the harness names it; any other entry (an
+    absolute path, `../secret`, not a string) is named in errors and points nowhere."""
     saved = meta.get("evidence")
     if not isinstance(saved, dict):
         return cases
-    return {name: replace(case, evidence=str(directory / saved[name])) if name in saved else case
-            for name, case in cases.items()}
+    found = {}
+    for name, case in cases.items():
+        entry = saved.get(name)
+        if entry is None:
+            found[name] = case
+        elif entry == f"{rundir.EVIDENCE}/{name}.txt":
+            found[name] = replace(case, evidence=str(directory / entry))
+        else:
+            if errors is not None:
+                errors.append(f"{directory / rundir.CELL_JSON}: field 'evidence' [{name}]: {str(entry)[:80]!r} is not "
+                              f"{rundir.EVIDENCE}/{name}.txt; not read")
+            found[name] = case
+    return found

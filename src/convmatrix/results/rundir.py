@@ -20,17 +20,19 @@ Stdlib only: nox imports this in its own interpreter.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import importlib.util
 import json
 import os
 import re
 import shutil
+import stat
 import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, BinaryIO
 
 # The report files written beside a run's results (nox -s nightly, the fleet engines' merge):
 # format, file name.
@@ -149,23 +151,117 @@ def write_whole(path: Path, parts: Iterable[str]) -> None:
             tmp.unlink()
 
 
-def read_json(path: Path) -> dict[str, Any]:
-    """A JSON object, or {} when the file is missing or unreadable (for the harness's own
-    bookkeeping; the report reads with rundir.load_object, which names what is wrong)."""
+# What a results directory holds is written by the suite (and whatever a cell image runs), so it
+# is read as untrusted: each file a regular one inside its cell directory, opened without
+# following a symlink or blocking on a FIFO, and read with a bound.
+MAX_RECORD = 4 << 20  # cell.json, env.json, first_cause.json: a few KB when sound
+MAX_RESULTS = 256 << 20  # results.jsonl: 200 cases of <= 60 KB lines is 12 MB
+_READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+
+
+class NotPlain(OSError):
+    """A path in a results directory that is not a regular file inside it (said in one line)."""
+
+
+def inside(path: Path, base: Path) -> None:
+    """NotPlain unless path is under base with no symlink on the way (base itself is trusted)."""
     try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
+        relative = path.relative_to(base)
+    except ValueError:
+        raise NotPlain(f"{path}: outside {base}") from None
+    if ".." in relative.parts:
+        raise NotPlain(f"{path}: outside {base}")
+    here = base
+    for part in relative.parts[:-1]:
+        here = here / part
+        if here.is_symlink():
+            raise NotPlain(f"{path}: {here} is a symlink")
+
+
+def open_plain(path: Path, base: Path | None = None) -> BinaryIO:
+    """path for reading: a regular file (under base, when given), never a symlink, a FIFO or a device."""
+    if base is not None:
+        inside(path, base)
+    try:
+        fd = os.open(path, _READ)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise NotPlain(f"{path}: a symlink (not followed)") from None
+        raise
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        raise NotPlain(f"{path}: not a regular file")
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, "rb")
+
+
+def read_plain(path: Path, limit: int, base: Path | None = None) -> bytes:
+    """A regular file's bytes, at most limit of them (NotPlain past it: nothing of it is used)."""
+    with open_plain(path, base) as handle:
+        data = handle.read(limit + 1)
+    if len(data) > limit:
+        raise NotPlain(f"{path}: larger than {limit:,} bytes; not read")
+    return data
+
+
+def write_plain(path: Path, data: bytes, base: Path) -> None:
+    """path's new bytes, as a regular file under base: written to a fresh temporary file beside
+    it and renamed over whatever is there (a rename replaces a symlink or a FIFO, never follows it)."""
+    parent = path.parent
+    if parent != base and parent.parent == base and (parent.is_symlink() or (parent.exists() and not parent.is_dir())):
+        parent.unlink()  # the suite's, in the harness's own directory: made a real directory below
+    inside(path, base)
+    parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o644)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.replace(tmp, path)
+    finally:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+
+
+def copy_plain(source: Path, target: Path, limit: int = MAX_RESULTS) -> None:
+    """The regular files and directories under source into target, none bigger than limit:
+    symlinks, FIFOs, devices and sockets are dropped (never followed), as are setuid/setgid bits."""
+    target.mkdir(parents=True, exist_ok=True)
+    for entry in os.scandir(source):
+        if entry.is_symlink():
+            continue
+        if entry.is_dir(follow_symlinks=False):
+            copy_plain(Path(entry.path), target / entry.name, limit)
+        elif entry.is_file(follow_symlinks=False) and entry.stat(follow_symlinks=False).st_size <= limit:
+            with contextlib.suppress(NotPlain):
+                write_plain(target / entry.name, read_plain(Path(entry.path), limit), target)
+
+
+def read_json(path: Path) -> dict[str, Any]:
+    """A JSON object, or {} when the file is missing or unreadable, not a regular file or too big
+    (for the harness's own bookkeeping; the report reads with rundir.load_object, which names what
+    is wrong)."""
+    try:
+        data = json.loads(read_plain(path, MAX_RECORD))
+    except (OSError, ValueError, RecursionError):
         return {}
     return data if isinstance(data, dict) else {}
 
 
-def load_object(path: Path, errors: list[str]) -> dict[str, Any] | None:
-    """A JSON object from path, None when there is no such file; what is wrong is added to
-    errors as one line (and {} given)."""
+def load_object(path: Path, errors: list[str], limit: int | None = None) -> dict[str, Any] | None:
+    """A JSON object from path (a regular file, at most limit bytes), None when there is no such
+    file; what is wrong is added to errors as one line (and {} given)."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(read_plain(path, limit or MAX_RECORD).decode("utf-8"))
     except FileNotFoundError:
         return None
+    except NotPlain as exc:
+        errors.append(str(exc))
+        return {}
+    except RecursionError:
+        errors.append(f"{path}: nested too deeply to be one of ours")
+        return {}
     except (OSError, UnicodeDecodeError) as exc:
         errors.append(f"{path}: unreadable ({exc.strerror if isinstance(exc, OSError) else exc})")
         return {}

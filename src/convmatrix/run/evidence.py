@@ -48,7 +48,8 @@ def failures(results_jsonl: Path) -> list[Failure]:
             record = json.loads(line)
         except ValueError:
             continue  # the report names corrupt lines; evidence just skips them
-        if isinstance(record, dict) and isinstance(record.get("case"), str):
+        if isinstance(record, dict) and isinstance(record.get("case"), str) and rundir.records.CASE_ID.fullmatch(
+                record["case"]):  # a case id that could name a path elsewhere is the report's to name, not a file
             latest[record["case"]] = Failure(case=record["case"], status=str(record.get("status")),
                                              message=str(record.get("message") or ""),
                                              nodeid=str(record.get("nodeid") or ""))
@@ -175,7 +176,9 @@ def write(results_dir: Path) -> dict[str, str]:
     """Save evidence/<case>.txt for each failing case found in log.txt; returns case -> file."""
     log = results_dir / rundir.LOG
     saved: dict[str, str] = {}
-    if not log.exists():
+    try:  # a log.txt the suite made a symlink or a FIFO is not read (it would read elsewhere, or hang)
+        rundir.open_plain(log, results_dir).close()
+    except OSError:
         return saved
     failing = failures(results_dir / rundir.RESULTS)
     found = occurrences(log, failing) if failing else {}
@@ -184,12 +187,11 @@ def write(results_dir: Path) -> dict[str, str]:
         if occurrence is None:
             continue
         path = results_dir / rundir.EVIDENCE / f"{failure.case}.txt"
-        path.parent.mkdir(exist_ok=True)
         family = families.classify(failure.message, status=failure.status)
         header = (f"# {failure.case}: {failure.status} ({family}); first occurrence at log.txt line "
                   f"{occurrence.line}, lines {occurrence.first}-{occurrence.first + len(occurrence.lines) - 1}\n")
         body = "".join(f"{occurrence.first + i:>7}{'>' if occurrence.first + i == occurrence.line else ' '} {text}\n"
                        for i, text in enumerate(occurrence.lines))
-        path.write_text(header + body, encoding="utf-8")
+        rundir.write_plain(path, (header + body).encode("utf-8"), results_dir)
         saved[failure.case] = str(path.relative_to(results_dir))
     return saved

@@ -83,7 +83,7 @@ def save(result_key: str, results_dir: Path) -> None:
     staging = final.with_name(f"{result_key}.saving")
     try:
         shutil.rmtree(staging, ignore_errors=True)
-        shutil.copytree(results_dir, staging)
+        rundir.copy_plain(results_dir, staging)  # regular files only: a symlink is never followed
         shutil.rmtree(final, ignore_errors=True)
         staging.rename(final)
     except OSError:
@@ -96,7 +96,7 @@ def restore(result_key: str, into: Path, *, host: str = "") -> bool:
     stored = store() / result_key
     if not rundir.is_complete(stored):
         return False
-    shutil.copytree(stored, into, dirs_exist_ok=True)
+    rundir.copy_plain(stored, into)
     meta = rundir.read_json(into / rundir.CELL_JSON)
     meta["reused"] = {"key": result_key, "started": meta.get("started"), "ended": meta.get("ended"),
                       "host": meta.get("host")}

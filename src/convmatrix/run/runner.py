@@ -220,7 +220,7 @@ def record_crashes(target: Target, exit_code: int, *, results_dir: Path | None =
     for marker in sorted(out.glob("running-*.json")):
         running = rundir.read_json(marker)
         case = running.get("case")
-        if isinstance(case, str) and case:
+        if isinstance(case, str) and rundir.records.CASE_ID.fullmatch(case):
             cases.append(case)
             status, message = judge(running, exit_code)
             rundir.append_result(out, rundir.records.crash_record(

@@ -839,7 +839,7 @@ def first_cause(log: Path) -> FirstCause | None:
     """A cell's log.txt to its first cause, as results.read holds it (None: no log, or no failure
     named in it). The harness stores it when the cell finishes; the cli asks for it only for a
     results directory that has none."""
-    if not log.is_file():
+    if log.is_symlink() or not log.is_file():  # a symlink would read elsewhere, a FIFO hang
         return None
     found = scan_path(str(log), context=0)
     if found["family"] is None:

@@ -174,7 +174,7 @@ def test_a_results_file_that_is_a_directory_is_bad_input(tmp_path: Path, capsys:
     (directory / "results.jsonl").unlink()
     (directory / "results.jsonl").mkdir()
     code, _, err = report(capsys, str(tmp_path))
-    assert code == 2 and f"{directory / 'results.jsonl'}: unreadable" in err
+    assert code == 2 and f"{directory / 'results.jsonl'}: not a regular file" in err
 
 
 def test_a_report_leaves_the_collector_on_and_its_objects_out_of_its_young_generations() -> None:

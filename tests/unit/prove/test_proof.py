@@ -171,11 +171,11 @@ def test_a_bad_pair_is_bad_input(text: str) -> None:
     assert str(err.value).startswith(f"--pair {text!r}: ")
 
 
-def test_markdown_is_one_table_per_pair_whatever_a_case_is_called(tmp_path: Path) -> None:
+def test_markdown_is_one_table_per_pair(tmp_path: Path) -> None:
     run = tmp_path / "r"
-    cell(run, CONTROL, {"x|y": None})
-    cell(run, STACK, {"x|y": SIG})
-    cell(run, f"{STACK}+pad8", {"x|y": None}, knobs="pad=8")
+    cell(run, CONTROL, {"x_y.z+1": None})
+    cell(run, STACK, {"x_y.z+1": SIG})
+    cell(run, f"{STACK}+pad8", {"x_y.z+1": None}, knobs="pad=8")
     from convmatrix import results
 
     loaded = results.load([run])
@@ -183,5 +183,17 @@ def test_markdown_is_one_table_per_pair_whatever_a_case_is_called(tmp_path: Path
                         pairing=prove.parse_pair("knobs=default:pad=8"))
     assert proof.verdict == prove.Verdict.PROVEN
     text = render_prove.render(proof, "markdown")
-    assert "| x\\|y | fail cudnn_not_supported | pass | fixed |" in text
+    assert "| x_y.z+1 | fail cudnn_not_supported | pass | fixed |" in text
     assert text.startswith("## Fix proof: PROVEN")
+
+
+def test_a_case_id_that_could_break_a_table_or_a_path_is_a_bad_line(tmp_path: Path) -> None:
+    """Issue 21, item 2: case ids are checked against the one pattern the suite makes."""
+    run = tmp_path / "r"
+    cell(run, CONTROL, {"x|y": None, "../../x": None, "ok": None})
+    from convmatrix import results
+
+    loaded = results.load([run])
+    assert len([e for e in loaded.errors if "field 'case': not a case id" in e]) == 2
+    (result,) = loaded.results
+    assert set(result.cases) == {"ok"}
