@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from convmatrix import matrix
-from convmatrix.engines import ShardPlan, check_run_args, check_shards, k8s, slurm
+from convmatrix.engines import ShardPlan, check_path, check_run_args, check_shards, check_text, k8s, slurm
 from convmatrix.errors import BadInput
 
 TAIL = "run options (as after `nox -s <lane> --`: --resume, --gpus, --rerun-blocking), then -- and suite options"
@@ -50,6 +50,8 @@ def common(p: argparse.ArgumentParser) -> None:
 
 
 def plan(args: argparse.Namespace, *, out: str, matrix_path: str) -> ShardPlan:
+    check_path("--out", out)
+    check_path("-m", matrix_path)
     loaded = matrix.load(args.matrix or matrix.default_matrix())  # a broken matrix fails here, not in every task
     check_shards(args.shards, len(loaded.cells))
     return ShardPlan(matrix=matrix_path, out=out, shards=args.shards, run_args=check_run_args(args.run_args))
@@ -60,13 +62,20 @@ def command(text: str | None, option: str = "--convmatrix") -> tuple[str, ...]:
         # The convmatrix running now, by its interpreter's path (a venv's python stays the venv's):
         # the tasks run on nodes that see the same filesystem, whatever their PATH holds.
         return (sys.executable, "-m", "convmatrix")
-    words = tuple(shlex.split(text))
+    check_text(option, text)
+    try:
+        words = tuple(shlex.split(text))
+    except ValueError as exc:  # an unclosed quote
+        raise BadInput(f"{option} {text!r}: {exc}") from None
     if not words:
         raise BadInput(f"{option}: empty command")
     return words
 
 
 def cmd_slurm(args: argparse.Namespace) -> int:
+    for option in ("partition", "gres", "time", "constraint", "job_name"):
+        check_text(f"--{option.replace('_', '-')}", getattr(args, option))
+    check_path("--out", str(args.out))
     matrix_path = str(Path(args.matrix or matrix.default_matrix()).resolve())
     job = slurm.SlurmJob(
         plan=plan(args, out=str(args.out.resolve()), matrix_path=matrix_path),
@@ -84,8 +93,13 @@ def cmd_slurm(args: argparse.Namespace) -> int:
 
 def cmd_k8s(args: argparse.Namespace) -> int:
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    mount = args.mount.rstrip("/") or "/"
-    out = args.out or f"{mount}/runs/{stamp}"
+    for option in ("image", "claim", "namespace"):
+        check_text(f"--{option}", getattr(args, option))
+    mount = check_path("--mount", args.mount).rstrip("/") or "/"
+    if not mount.startswith("/"):
+        raise BadInput(f"--mount {args.mount}: must be an absolute path")
+    # Normalised first: /results/../etc is /etc, which is not under the mount.
+    out = check_path("--out", args.out or f"{mount}/runs/{stamp}")
     if not out.startswith(f"{mount}/"):
         raise BadInput(f"--out {out}: must lie under the claim's mount {mount}, or the results are lost with the pod")
     if args.gpus < 0:

@@ -5,6 +5,8 @@ What they share is here: the shard plan and its checks."""
 
 from __future__ import annotations
 
+import posixpath
+import re
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -16,6 +18,24 @@ from convmatrix.run import options
 
 # Set by the engine for each task, so never taken from the user's run options.
 ENGINE_OPTIONS = ("--out", "--shard")
+# What no value that reaches a script or a manifest may hold: a line break (a new shell command
+# after `#SBATCH`, a new YAML key), a carriage return, any other C0 or C1 control or DEL, and the
+# Unicode line and paragraph separators. Everything else is quoted by the module that writes it.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def check_text(option: str, value: str | None) -> str | None:
+    """value, unless it holds a control character (BadInput, naming the option)."""
+    if value is not None and _CONTROL.search(value):
+        raise BadInput(f"{option} {value!r}: holds a control character (a line break would start a new "
+                       "command in the generated script)")
+    return value
+
+
+def check_path(option: str, value: str) -> str:
+    """A POSIX path for a script or manifest: no control character, normalised (`a/../b` is `b`)."""
+    check_text(option, value)
+    return posixpath.normpath(value) if value else value
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -38,6 +58,8 @@ def check_shards(shards: int, cells: int) -> None:
 def check_run_args(run_args: Sequence[str]) -> tuple[str, ...]:
     """The run options after `--` (same as nox's), checked now rather than in every task;
     --out and --shard belong to the engine."""
+    for arg in run_args:
+        check_text("run options:", arg)
     head = list(run_args)[: list(run_args).index("--")] if "--" in run_args else list(run_args)
     for name in ENGINE_OPTIONS:
         if any(arg == name or arg.startswith(f"{name}=") for arg in head):
