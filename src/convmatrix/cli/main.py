@@ -14,6 +14,7 @@ from convmatrix.cli import build, fleet, prove, report, triage
 from convmatrix.cli import matrix as matrix_cmd
 from convmatrix.cli import run as run_cmd
 from convmatrix.errors import ConvmatrixError
+from convmatrix.escape import one_line
 
 # In the order `convmatrix --help` lists them.
 SUBCOMMANDS = (matrix_cmd, build, report, run_cmd, triage)
@@ -61,4 +62,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 def say_err(line: str) -> None:
     """One line on stderr, which may be gone (nox, killed with us, read our output)."""
     with contextlib.suppress(OSError, ValueError):
-        print(f"convmatrix: {line}", file=sys.stderr, flush=True)
+        # A cell id, a directory name or a message from a run may hold anything: no escape sequence
+        # reaches the terminal (escape.one_line, as the text report does).
+        print(f"convmatrix: {one_line(line)}", file=sys.stderr, flush=True)

@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 from convmatrix.errors import BadInput
+from convmatrix.escape import one_line
 from convmatrix.triage import scan
 
 
@@ -43,7 +44,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def render_text(r: dict[str, Any], name: str) -> str:
+    """The triage in words for a terminal: every text from the log through escape.one_line (a log
+    may hold escape sequences, a title-setting OSC, a terminal reset)."""
     out: list[str] = []
+    name = one_line(name)
     if r["family"] is None:
         out.append(f"{name}: no known failure signature found")
         return "\n".join(out) + "\n"
@@ -51,15 +55,15 @@ def render_text(r: dict[str, Any], name: str) -> str:
         f"{key} {r[key]}" for key in ("rank", "node", "device") if r[key] is not None
     ) or "rank unknown"
     verdict = "fatal" if r["fatal"] else "not fatal (warning only: the run survived it)"
-    out.append(f"{name}: {r['family']} at line {r['line']} ({where}), {verdict}")
-    out.append(f"  {r['text']}")
+    out.append(f"{name}: {r['family']} at line {r['line']} ({one_line(where)}), {verdict}")
+    out.append(f"  {one_line(r['text'])}")
     if r["first_warning"]:
         w = r["first_warning"]
         out.append(f"first related warning: line {w['line']} ({w['family']})")
-        out.append(f"  {w['text']}")
+        out.append(f"  {one_line(w['text'])}")
     if r["context_before"]:
         out.append(f"context ({len(r['context_before'])} lines before line {r['line']}):")
-        out.extend(f"  | {line}" for line in r["context_before"])
+        out.extend(f"  | {one_line(line)}" for line in r["context_before"])
     others = [f for f in r["families"] if f["family"] != r["family"]]
     if others:
         out.append("other families seen:")
@@ -70,7 +74,7 @@ def render_text(r: dict[str, Any], name: str) -> str:
         total = len(r["collateral"]) + r["collateral_omitted"]
         out.append(f"collateral ({total} lines after the cause, consequences of it):")
         out.extend(
-            f"  line {c['line']}" + (f" rank {c['rank']}" if c["rank"] is not None else "") + f": {c['text']}"
+            f"  line {c['line']}" + (f" rank {c['rank']}" if c["rank"] is not None else "") + f": {one_line(c['text'])}"
             for c in r["collateral"]
         )
         if r["collateral_omitted"]:

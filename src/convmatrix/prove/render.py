@@ -77,14 +77,15 @@ def text(proof: Proof) -> str:
     out = [f"convmatrix prove: {one_line(header(proof))}", "", HEADLINES[proof.verdict]]
     out += [f"- {one_line(r)}" for r in proof.reasons]
     for generation, pairs in by_generation(proof.pairs).items():
-        out += ["", generation]
+        out += ["", one_line(generation)]
         for pair in pairs:
-            out.append(f"  {pair_title(pair)}")
+            out.append(f"  {one_line(pair_title(pair))}")
             out += [f"    ! {one_line(p)}" for p in pair.problems]
             if pair.lines:
                 from tabulate import tabulate  # here: it imports importlib.metadata (slow start-up)
 
-                table = tabulate([cells_of(line) for line in pair.lines], headers=HEADERS, tablefmt="simple",
+                table = tabulate([[one_line(c) for c in cells_of(line)] for line in pair.lines], headers=HEADERS,
+                                 tablefmt="simple",
                                  disable_numparse=True)
                 out += [f"    {row}" for row in table.splitlines()]
     out += ["", *(one_line(line) for line in control_lines(proof) + unpaired_line(proof))]

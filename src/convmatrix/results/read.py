@@ -115,6 +115,9 @@ def load(paths: Iterable[str | Path], expect_gpus: Sequence[str] = ()) -> Loaded
     found: list[CellResult] = []
     for raw in paths:
         path = Path(raw)
+        if "\x00" in str(path):
+            loaded.errors.append(f"{str(path)!r}: not a path (it holds a NUL)")
+            continue
         dirs = result_dirs(path)
         if path.is_dir() and not is_result_dir(path):
             loaded.run_dirs.append(path)
