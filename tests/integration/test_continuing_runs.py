@@ -41,14 +41,14 @@ def continuing(tmp: Path, cases: tuple[str, ...], faults: dict[str, Any], monkey
     monkeypatch.setenv("PYTHONPATH", f"{PLUGINS}:{tmp}")
     monkeypatch.setenv("CONVMATRIX_FAULTS", str(spec))
     target = runner.Target(cell=Cell(lane="host"), gpu=None, out=tmp / "run")
-    runner.write_cell_json(target, python=sys.executable, control=False, extra={})
+    meta = runner.write_cell_json(target, python=sys.executable, control=False, extra={})
     select = tuple(f"suites/test_conv.py::test_conv[{case}]" for case in cases)
     # The user's --case-timeout comes after the harness's own, and wins.
     run = SuiteRun(target=target, args=("-p", "convmatrix_faults", "--case-timeout", str(TIMEOUT), *extra),
                    select=select)
     said: list[str] = []
     code = orchestrate.run_continuing(lane or Counted(), Prepared(python=sys.executable), run, said.append)
-    runner.finish(target, code)
+    runner.finish(target, code, meta)
     return target, said, code
 
 

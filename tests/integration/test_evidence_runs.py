@@ -31,10 +31,10 @@ def faulty_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[runner.
     monkeypatch.setenv("PYTHONPATH", str(PLUGINS))
     monkeypatch.setenv("CONVMATRIX_FAULTS", str(spec))
     target = runner.Target(cell=Cell(lane="host"), gpu=None, out=tmp_path / "run")
-    runner.write_cell_json(target, python=sys.executable, control=False, extra={})
+    meta = runner.write_cell_json(target, python=sys.executable, control=False, extra={})
     args = ["-p", "convmatrix_faults", "-k", "conv1d-fp32-k3-p1 or conv2d-fp32-k3-p1"]
     code = runner.run_local(sys.executable, target, args)
-    runner.finish(target, code)
+    runner.finish(target, code, meta)
     return target, args
 
 
@@ -60,9 +60,9 @@ def test_four_identical_real_failures_get_four_windows_each_its_own(tmp_path: Pa
     monkeypatch.setenv("PYTHONPATH", str(PLUGINS))
     monkeypatch.setenv("CONVMATRIX_FAULTS", str(spec))
     target = runner.Target(cell=Cell(lane="host"), gpu=None, out=tmp_path / "run")
-    runner.write_cell_json(target, python=sys.executable, control=False, extra={})
+    meta = runner.write_cell_json(target, python=sys.executable, control=False, extra={})
     code = runner.run_local(sys.executable, target, ["-p", "convmatrix_faults", "-k", " or ".join(cases)])
-    runner.finish(target, code)
+    runner.finish(target, code, meta)
     saved = json.loads((target.results_dir / "cell.json").read_text())["evidence"]
     assert sorted(saved) == sorted(cases)
     log = (target.results_dir / "log.txt").read_text().splitlines()

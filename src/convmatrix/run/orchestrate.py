@@ -326,12 +326,12 @@ def run_target(lane: Lane, prepared: Prepared, matrix: Matrix, target: runner.Ta
 
 def run_suite(lane: Lane, prepared: Prepared, matrix: Matrix, staged: runner.Target, opts: options.RunOptions,
               log: Log, *, env: dict[str, str]) -> None:
-    runner.write_cell_json(staged, python=prepared.python, control=staged.cell == matrix.control,
+    meta = runner.write_cell_json(staged, python=prepared.python, control=staged.cell == matrix.control,
                            extra={"matrix": str(matrix.path), **prepared.record})
     try:
         code = run_continuing(lane, prepared, SuiteRun(target=staged, args=suite_args(staged.cell, opts), env=env),
                               log)
-        for line in runner.finish(staged, code):
+        for line in runner.finish(staged, code, meta):
             log(line)
         if opts.rerun_blocking:
             rerun_blocking(lane, prepared, staged, opts, log, env=env)
@@ -340,7 +340,7 @@ def run_suite(lane: Lane, prepared: Prepared, matrix: Matrix, staged: runner.Tar
         # naming the signal, and cell.json records the run as ended by it (exit -signal: not
         # complete, so the report shows it INVALID and --resume runs it again). The partial
         # directory stays beside whatever result the cell had before.
-        runner.finish(staged, -exc.signum)
+        runner.finish(staged, -exc.signum, meta)
         exc.recorded_in = staged.results_dir
         exc.cell = staged.cell.id
         raise
@@ -406,7 +406,7 @@ def record_setup_failure(target: runner.Target, reason: str, matrix: Matrix) -> 
     """A cell that never reached the suite still gets a results directory, so the report shows
     it (INVALID, with the reason); it replaces whatever an earlier attempt left, as any rerun does."""
     with runner.fresh(target) as staged:
-        runner.write_cell_json(staged, python="", control=target.cell == matrix.control,
-                               extra={"matrix": str(matrix.path), "error": reason})
+        meta = runner.write_cell_json(staged, python="", control=target.cell == matrix.control,
+                                      extra={"matrix": str(matrix.path), "error": reason})
         (staged.results_dir / rundir.LOG).write_text(f"convmatrix: {reason}\n")
-        runner.finish(staged, 255)
+        runner.finish(staged, 255, meta)

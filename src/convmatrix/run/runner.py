@@ -58,27 +58,29 @@ def fresh(target: Target) -> Iterator[Target]:
         yield replace(target, staging=staging)
 
 
-def write_cell_json(target: Target, *, python: str, control: bool, extra: dict[str, object]) -> None:
+def write_cell_json(target: Target, *, python: str, control: bool, extra: dict[str, object]) -> dict[str, object]:
+    """cell.json as the run starts; returns what it holds, which the harness keeps in memory and
+    completes in finish(): what the harness knows (the cell, its request, control, host) is
+    never taken back from a file the suite could have rewritten."""
     target.results_dir.mkdir(parents=True, exist_ok=True)
     gpu = target.gpu
-    rundir.write_json(
-        target.results_dir / rundir.CELL_JSON,
-        {
-            "schema": rundir.CELL_SCHEMA,
-            "cell": target.cell.id,
-            "lane": target.cell.lane,
-            "requested": target.cell.values(),
-            "knobs": target.cell.knobs or "default",  # the cell's knob set (knobs.py), as the matrix names it
-            "expected": target.cell.expected(),
-            "control": control,
-            "gpu_key": target.key,
-            "host": target.host,
-            "gpu": {"index": gpu.index, "name": gpu.name, "capability": gpu.capability} if gpu else None,
-            "python": python,
-            "started": rundir.records.now(),
-            **extra,
-        },
-    )
+    meta: dict[str, object] = {
+        "schema": rundir.CELL_SCHEMA,
+        "cell": target.cell.id,
+        "lane": target.cell.lane,
+        "requested": target.cell.values(),
+        "knobs": target.cell.knobs or "default",  # the cell's knob set (knobs.py), as the matrix names it
+        "expected": target.cell.expected(),
+        "control": control,
+        "gpu_key": target.key,
+        "host": target.host,
+        "gpu": {"index": gpu.index, "name": gpu.name, "capability": gpu.capability} if gpu else None,
+        "python": python,
+        "started": rundir.records.now(),
+        **extra,
+    }
+    rundir.write_json(target.results_dir / rundir.CELL_JSON, meta)
+    return meta
 
 
 def suite_command(
@@ -163,8 +165,9 @@ def failing_nodeids(results_dir: Path) -> tuple[str, ...]:
     return tuple(f.nodeid for f in evidence.failures(results_dir / rundir.RESULTS) if f.nodeid)
 
 
-def finish(target: Target, exit_code: int) -> list[str]:
-    """Account for an abnormal end and check the stack; returns the lines worth telling the user."""
+def finish(target: Target, exit_code: int, meta: dict[str, object]) -> list[str]:
+    """Account for an abnormal end and check the stack; returns the lines worth telling the user.
+    meta is what write_cell_json wrote (kept in memory: the suite may have rewritten the file)."""
     lines = []
     crashed = record_crashes(target, exit_code)
     if crashed:
@@ -173,8 +176,9 @@ def finish(target: Target, exit_code: int) -> list[str]:
     if not env:
         log = target.final_dir / rundir.LOG
         lines.append(f"{target.cell.id}: the suite wrote no env.json ({describe_exit(exit_code)}); see {log}")
-    meta = rundir.read_json(target.results_dir / rundir.CELL_JSON)
-    mismatch = stackcheck.mismatches(meta.get("expected", {}), env) if env else []
+    meta = dict(meta)
+    expected = meta.get("expected")
+    mismatch = stackcheck.mismatches(expected if isinstance(expected, dict) else {}, env) if env else []
     lines += [f"{target.cell.id}: STACK MISMATCH {m}" for m in mismatch]
     if env:
         meta["observed"] = stackcheck.observed(env)

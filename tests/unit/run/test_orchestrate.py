@@ -302,3 +302,24 @@ def test_sigterm_before_the_suite_ran_says_so_in_one_line(run_command: RunComman
     code, err = run_command(InterruptedLane("prepare"))
     assert code == 143
     assert err.endswith(": interrupted by SIGTERM before its suite ran\n") and err.count("\n") == 1
+
+
+class ForgingLane(FakeLane):
+    """A suite that rewrites its cell.json: another cell id, the control flag, another host."""
+
+    def run(self, prepared: Prepared, run: SuiteRun, log: Log) -> int:
+        code = super().run(prepared, run, log)
+        rundir.write_json(run.out / rundir.CELL_JSON, {"schema": 1, "cell": "forged", "control": True,
+                                                       "host": "elsewhere", "requested": {"torch": "9.9.9"}})
+        return code
+
+
+def test_what_the_harness_knows_is_never_taken_back_from_a_file_the_suite_wrote(setup: Setup) -> None:
+    """Issue 21, item 6: a forged cell id or control flag survived into the report."""
+    matrix, go, _, out = setup
+    go(ForgingLane())
+    for cell in matrix.cells:
+        written = meta(ran(out, cell.id))
+        assert written["cell"] == cell.id and written["host"] == HOST
+        assert written["control"] is (cell == matrix.control) and written["requested"] == cell.values()
+        assert written["exit_code"] == 0 and written["ended"]
