@@ -204,7 +204,9 @@ def containers_of(results_dir: Path, cell: str | None = CONTAINER) -> list[str]:
     for container in listed:
         mounts = subprocess.run([docker_cli(), "inspect", "--format", "{{range .Mounts}}{{.Source}} {{end}}", container],
                                 capture_output=True, text=True, check=False).stdout.split()
-        if str(results_dir.resolve()) in mounts:
+        # The container writes a scratch directory beside the results (the lane copies its files back).
+        scratch = str(results_dir.resolve().parent / f".{results_dir.name}.scratch-")
+        if str(results_dir.resolve()) in mounts or any(m.startswith(scratch) for m in mounts):
             mine.append(container)
     return mine
 
@@ -248,8 +250,15 @@ def start_lane(tmp_path: Path, wheelhouse: Path, started: Started, *,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     started.append((lane, results))
     deadline = time.monotonic() + 1800  # the image is built first where it is missing
-    marker = results / "running-main.json"  # the suite runs in-process (runner.suite_command)
-    while not (marker.exists() and HANGS in marker.read_text()):
+    def marker_says_it_hangs() -> bool:
+        # The suite runs in-process (runner.suite_command) and writes into its scratch directory.
+        for marker in results.parent.glob(f".{results.name}.scratch-*/running-main.json"):
+            with contextlib.suppress(OSError):
+                if HANGS in marker.read_text():
+                    return True
+        return False
+
+    while not marker_says_it_hangs():
         assert lane.poll() is None, lane.communicate()
         assert time.monotonic() < deadline, "the hanging case never started"
         time.sleep(0.2)
@@ -337,3 +346,57 @@ def test_exit_status_and_oom_are_read_although_the_engine_removes_the_container(
     assert containers_of(tmp_path / "results", cell=None) == []
     text = log.read_text()
     assert "to the log\n" in text and "child=137\n" in text
+
+
+# --- hardened cell containers (issue 21, item 1) -------------------------------------------------
+
+HOSTILE_STEP = ("id -u; grep -E '^(CapEff|NoNewPrivs)' /proc/self/status; touch /planted || echo rootfs read-only; "
+                "cp /bin/sh /results/rootsh; chmod 4755 /results/rootsh; cp /bin/sh /results/results.jsonl; "
+                "chmod 4755 /results/results.jsonl; ln -s /etc/shadow /results/env.json; echo done")
+
+
+def test_a_cell_container_cannot_plant_a_root_shell(base: str, tmp_path: Path) -> None:
+    """A suite step that copied a shell into /results with the setuid bit left a root shell on the
+    host. Now: not root, no capability, no new privileges, a read-only root, and only the suite's
+    own files leave its scratch directory, as plain files without setuid bits."""
+    from convmatrix.run.lanes import container
+
+    out = tmp_path / "run" / "c@cpu@h"
+    out.mkdir(parents=True)
+    (tmp_path / "suite").mkdir()
+    with container.scratch(out) as place:
+        spec = containers.RunSpec(image=base, command=["sh", "-c", HOSTILE_STEP], results_dir=place,
+                                  suite_dir=tmp_path / "suite", gpu_index=None, environment={})
+        with containers.client() as engine:
+            outcome = containers.run(engine, spec, out / "log.txt")
+    log = (out / "log.txt").read_text()
+    assert outcome.exit_code == 0 and "done" in log, log
+    uid = "65534" if os.getuid() == 0 else str(os.getuid())
+    assert f"\n{uid}\n" in log and "CapEff:\t0000000000000000" in log and "NoNewPrivs:\t1" in log, log
+    assert "rootfs read-only" in log
+    assert sorted(p.name for p in out.iterdir()) == ["log.txt", "results.jsonl"]
+    assert not (out / "results.jsonl").stat().st_mode & 0o7000  # no setuid, setgid or sticky bit
+    assert not [p for p in out.rglob("*") if p.is_symlink()]
+
+
+def test_every_limit_applies_under_this_engine(base: str, tmp_path: Path) -> None:
+    """docker inspect of a created cell container: what run_kwargs asks for is what the engine set."""
+    (tmp_path / "results").mkdir()
+    (tmp_path / "suite").mkdir()
+    spec = containers.RunSpec(image=base, command=["true"], results_dir=tmp_path / "results",
+                              suite_dir=tmp_path / "suite", gpu_index=None, environment={})
+    kwargs = {k: v for k, v in containers.run_kwargs(spec).items() if k != "auto_remove"}
+    with containers.client() as engine:
+        created = engine.containers.create(**kwargs)
+        try:
+            done = subprocess.run([docker_cli(), "inspect", created.id], capture_output=True, text=True, check=True)
+        finally:
+            created.remove(force=True)
+    (info,) = json.loads(done.stdout)
+    host = info["HostConfig"]
+    assert host["CapDrop"] == ["ALL"] and "no-new-privileges" in host["SecurityOpt"]
+    assert host["ReadonlyRootfs"] is True and host["PidsLimit"] == containers.PIDS_LIMIT
+    assert set(host["Tmpfs"]) == {"/tmp"} and host["NetworkMode"] == "none" and host["Privileged"] is False
+    assert info["Config"]["User"] == ("65534:65534" if os.getuid() == 0 else f"{os.getuid()}:{os.getgid()}")
+    binds = sorted(host["Binds"])
+    assert binds == sorted([f"{tmp_path / 'suite'}:/suite:ro", f"{(tmp_path / 'results').resolve()}:/results:rw"])

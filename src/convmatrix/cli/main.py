@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import sys
+import threading
 from collections.abc import Callable, Sequence
 
 from convmatrix import interrupts
@@ -45,10 +47,21 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
     return args
 
 
+# The commands that only read and write files: SIGTERM and Ctrl-C end them through Interrupted,
+# so that a half-written -o is removed and one line says so (`run` handles its own).
+READERS = ("report", "triage", "prove", "matrix")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse(sys.argv[1:] if argv is None else argv)
     try:
-        code: int = COMMANDS[args.command](args)
+        # Signal handlers can be set in the main thread only (an embedding program may call us
+        # from another: then the signals stay its own).
+        if args.command in READERS and threading.current_thread() is threading.main_thread():
+            with interrupts.interruptible():
+                code: int = COMMANDS[args.command](args)
+        else:
+            code = COMMANDS[args.command](args)
         return code
     except ConvmatrixError as exc:
         for line in exc.lines():
@@ -57,6 +70,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except interrupts.Interrupted as exc:
         say_err(exc.line())
         return exc.exit_code
+    except KeyboardInterrupt:
+        say_err("interrupted (SIGINT)")
+        return 130
+    except BrokenPipeError:
+        # The reader went away (`convmatrix triage LOG | head -1`): what it wanted it has; say nothing.
+        with contextlib.suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 def say_err(line: str) -> None:

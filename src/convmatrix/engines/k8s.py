@@ -54,6 +54,25 @@ def volume(job: K8sJob) -> tuple[dict[str, Any], dict[str, Any]]:
             {"name": "results", "mountPath": job.mount})
 
 
+# The Pod Security Standards' `restricted` profile (kubernetes.io/docs/concepts/security/
+# pod-security-standards): not root, no privilege escalation, every capability dropped, the
+# RuntimeDefault seccomp profile, only PVC and emptyDir volumes; and a read-only root file system,
+# with an emptyDir /tmp as the one scratch place (HOME). fsGroup makes the claim writable for the uid.
+NONROOT = 65534
+POD_SECURITY = {"runAsNonRoot": True, "runAsUser": NONROOT, "runAsGroup": NONROOT, "fsGroup": NONROOT,
+                "seccompProfile": {"type": "RuntimeDefault"}}
+CONTAINER_SECURITY = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},
+                      "readOnlyRootFilesystem": True, "runAsNonRoot": True}
+TMP_VOLUME = {"name": "tmp", "emptyDir": {}}
+
+
+def hardened(container: dict[str, Any]) -> dict[str, Any]:
+    """A container of either Job as the restricted profile wants it, with /tmp to write."""
+    return {**container, "securityContext": dict(CONTAINER_SECURITY),
+            "volumeMounts": [*container.get("volumeMounts", []), {"name": "tmp", "mountPath": "/tmp"}],
+            "env": [*container.get("env", []), {"name": "HOME", "value": "/tmp"}]}
+
+
 def shard_command(job: K8sJob) -> str:
     plan = job.plan
     markers = shlex.quote(str(PurePosixPath(plan.out) / MARKERS))
@@ -86,7 +105,8 @@ def shards_job(job: K8sJob) -> dict[str, Any]:
             "completionMode": "Indexed", "completions": job.plan.shards, "parallelism": job.plan.shards,
             "backoffLimitPerIndex": 1,  # a shard that failed is retried once; the others go on
             "template": {"metadata": {"labels": metadata(job, "shards")["labels"]},
-                         "spec": {"restartPolicy": "Never", "containers": [container], "volumes": [vol]}},
+                         "spec": {"restartPolicy": "Never", "securityContext": dict(POD_SECURITY),
+                                  "containers": [hardened(container)], "volumes": [vol, dict(TMP_VOLUME)]}},
         },
     }
 
@@ -111,8 +131,9 @@ def merge_job(job: K8sJob) -> dict[str, Any]:
         "spec": {
             "backoffLimit": 0,  # its exit status is the verdict (1: a regression), not a fault to retry
             "template": {"metadata": {"labels": metadata(job, "merge")["labels"]},
-                         "spec": {"restartPolicy": "Never", "initContainers": [wait], "containers": [merge],
-                                  "volumes": [vol]}},
+                         "spec": {"restartPolicy": "Never", "securityContext": dict(POD_SECURITY),
+                                  "initContainers": [hardened(wait)], "containers": [hardened(merge)],
+                                  "volumes": [vol, dict(TMP_VOLUME)]}},
         },
     }
 

@@ -104,6 +104,8 @@ class _Parser:
         wheelhouse = raw.get("wheelhouse")
         if wheelhouse is not None and not isinstance(wheelhouse, str):
             raise self.fail("wheelhouse", "must be a path string")
+        if wheelhouse is not None and (not wheelhouse or not wheelhouse.isprintable()):
+            raise self.fail("wheelhouse", f"{wheelhouse!a} is not a path (empty, or a control character)")
         return Matrix(
             path=self.path,
             name=name,

@@ -218,7 +218,9 @@ def result_dirs(path: Path) -> list[Path]:
         return []
     if is_result_dir(path):
         return [path]
-    return sorted(p for p in path.iterdir() if p.is_dir() and is_result_dir(p) and not superseded(p))
+    # Hidden ones are the harness's own (.locks, a container's .scratch left by a SIGKILL): no results.
+    return sorted(p for p in path.iterdir()
+                  if not p.name.startswith(".") and p.is_dir() and is_result_dir(p) and not superseded(p))
 
 
 def superseded(path: Path) -> bool:
@@ -425,7 +427,7 @@ def check_line(record: Any) -> Case | str:
         message,
         record.get("knobs") or {},
         warning_families(warned) if warned else (),
-        _number(timing, "forward_ms") if timing else None,
+        _duration(timing) if timing else None,
         _text(printed, "sha") if printed else None,  # fingerprint
         None,  # evidence: with_evidence() adds it
         record.get("params") or {},
@@ -442,6 +444,12 @@ def warning_families(warned: list[Any]) -> tuple[str, ...]:
 def _number(table: object, key: str) -> float | None:
     value = table.get(key) if isinstance(table, dict) else None
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _duration(timing: object) -> float | None:
+    """timing.forward_ms when it is a finite duration (>= 0); anything else is no timing."""
+    value = _number(timing, "forward_ms")
+    return value if value is not None and 0 <= value < float("inf") else None
 
 
 def _runs(timing: object) -> tuple[float, ...]:

@@ -100,6 +100,7 @@ def replacing(final: Path) -> Iterator[Path]:
     """
     staging = staging_dir(final)
     with held_lock(final):
+        recover(final)
         shutil.rmtree(staging, ignore_errors=True)  # an earlier, interrupted attempt: start afresh
         staging.mkdir(parents=True)
         yield staging
@@ -120,6 +121,14 @@ def held_lock(final: Path) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def recover(final: Path) -> None:
+    """A harness killed between swap_in's two renames leaves the earlier result as `.old` and no
+    `final`: it is put back, so neither the report nor --resume loses it."""
+    old = final.with_name(final.name + ".old")
+    if not final.exists() and old.is_dir() and not old.is_symlink():
+        os.replace(old, final)
 
 
 def swap_in(staging: Path, final: Path) -> None:

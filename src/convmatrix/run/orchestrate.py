@@ -203,6 +203,8 @@ class Scheduler:
         todo = []
         too_old = stacks.driver_too_old(self.driver, cell.cuda) if cell.cuda else None
         for target in targets(cell, self.opts, self.specs):
+            with rundir.held_lock(target.final_dir):  # not while another writer is between its renames
+                rundir.recover(target.final_dir)
             if self.opts.resume and rundir.is_complete(target.final_dir):
                 self.log(f"{target.final_dir}: complete, kept (--resume)")
                 self.outcome.kept.append(cell.id)

@@ -29,6 +29,7 @@ before the cause, ``LOOKAHEAD`` after), and ``MAX_COLLATERAL``; the work is line
 
 from __future__ import annotations
 
+import codecs
 import heapq
 import os
 import re
@@ -828,11 +829,18 @@ def scan_path(path: str, context: int = DEFAULT_CONTEXT) -> dict[str, Any]:
             return _scan_gzip(handle, context, path)
         if path.endswith(".gz"):
             raise BadInput(f"{path}: not a gzip file")
+        if magic in _UTF16_BOMS:
+            # A log saved by a Windows tool (UTF-16, a BOM, CRLF): read as the text it is, re-encoded
+            # as UTF-8 a piece at a time, in constant memory like any other.
+            return scan(codecs.EncodedFile(handle, "utf-8", "utf-16"), context, name=path)
         if os.path.isfile(path):
             result = _scan_with_grep(path, context)
             if result is not None:
                 return result
         return scan(handle, context, name=path)
+
+
+_UTF16_BOMS = (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
 
 
 def first_cause(log: Path) -> FirstCause | None:

@@ -152,8 +152,8 @@ def test_k8s_shards_one_per_completion_index_with_a_gpu_and_results_on_the_claim
     pod = spec["template"]["spec"]
     (container,) = pod["containers"]
     assert container["resources"]["limits"] == {"nvidia.com/gpu": 2}
-    assert pod["volumes"] == [{"name": "results", "persistentVolumeClaim": {"claimName": "convmatrix-results"}}]
-    assert container["volumeMounts"] == [{"name": "results", "mountPath": "/results"}]
+    assert pod["volumes"][0] == {"name": "results", "persistentVolumeClaim": {"claimName": "convmatrix-results"}}
+    assert container["volumeMounts"][0] == {"name": "results", "mountPath": "/results"}
     script = container["command"][2]
     assert 'convmatrix run -m matrix/nightly.toml --out /results/runs/n1 --shard "$shard/3"' in script
     assert "shard=$((JOB_COMPLETION_INDEX + 1))" in script
@@ -170,7 +170,7 @@ def test_k8s_shards_are_keyed_by_the_node_they_ran_on(capsys: pytest.CaptureFixt
 
     shards, _ = k8s_docs(capsys)
     (container,) = shards["spec"]["template"]["spec"]["containers"]
-    assert container["env"] == [{"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}]
+    assert container["env"][0] == {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}
     (line,) = [x for x in container["command"][2].splitlines() if "CONVMATRIX_HOST" in x]
     done = subprocess.run(["/bin/sh", "-c", f'{line}; printf %s "$CONVMATRIX_HOST"'], env={"NODE_NAME": node},
                           capture_output=True, text=True, check=True)
@@ -190,3 +190,48 @@ def test_k8s_yaml_round_trips_to_the_manifests() -> None:
 def test_k8s_bad_input(capsys: pytest.CaptureFixture[str], args: list[str], says: str) -> None:
     code, out, err = cli(capsys, "k8s", "-m", MATRIX, "--shards", "2", "--image", "i", "--claim", "c", *args)
     assert code == 2 and out == "" and says in err, err
+
+
+def pods(capsys: pytest.CaptureFixture[str]) -> list[dict[str, Any]]:
+    return [doc["spec"]["template"]["spec"] for doc in k8s_docs(capsys)]
+
+
+# Issue 21, item 1: the manifests meet the Pod Security Standards' `restricted` profile
+# (https://kubernetes.io/docs/concepts/security/pod-security-standards/#restricted), rule by rule;
+# the schema validator checks none of these.
+def test_restricted_profile_running_as_non_root(capsys: pytest.CaptureFixture[str]) -> None:
+    for pod in pods(capsys):
+        assert pod["securityContext"]["runAsNonRoot"] is True and pod["securityContext"]["runAsUser"] != 0
+        for container in [*pod.get("initContainers", []), *pod["containers"]]:
+            assert container["securityContext"].get("runAsUser", 1) != 0
+
+
+def test_restricted_profile_no_privilege_escalation(capsys: pytest.CaptureFixture[str]) -> None:
+    for pod in pods(capsys):
+        for container in [*pod.get("initContainers", []), *pod["containers"]]:
+            assert container["securityContext"]["allowPrivilegeEscalation"] is False
+            assert not container["securityContext"].get("privileged", False)
+
+
+def test_restricted_profile_capabilities_dropped(capsys: pytest.CaptureFixture[str]) -> None:
+    for pod in pods(capsys):
+        for container in [*pod.get("initContainers", []), *pod["containers"]]:
+            assert container["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+
+
+def test_restricted_profile_seccomp(capsys: pytest.CaptureFixture[str]) -> None:
+    for pod in pods(capsys):
+        assert pod["securityContext"]["seccompProfile"]["type"] in ("RuntimeDefault", "Localhost")
+
+
+def test_restricted_profile_volume_types_and_a_read_only_root(capsys: pytest.CaptureFixture[str]) -> None:
+    allowed = {"configMap", "csi", "downwardAPI", "emptyDir", "ephemeral", "persistentVolumeClaim", "projected",
+               "secret"}
+    for pod in pods(capsys):
+        for volume in pod["volumes"]:
+            assert set(volume) - {"name"} <= allowed
+        for container in [*pod.get("initContainers", []), *pod["containers"]]:
+            assert container["securityContext"]["readOnlyRootFilesystem"] is True
+            assert {"name": "tmp", "mountPath": "/tmp"} in container["volumeMounts"]
+        assert not pod.get("hostNetwork") and not pod.get("hostPID") and not pod.get("hostIPC")
+

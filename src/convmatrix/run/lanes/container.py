@@ -9,11 +9,13 @@ every lane, and only the engine calls differ.
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import os
 import shutil
 import subprocess
-from collections.abc import Sequence
+import tempfile
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,6 +23,7 @@ from typing import Any
 from convmatrix.errors import BadInput
 from convmatrix.matrix.cells import Cell
 from convmatrix.matrix.parse import Matrix
+from convmatrix.results import rundir
 from convmatrix.run import runner
 from convmatrix.run.lanes import Log, Prepared, SuiteRun, containers, images
 
@@ -38,15 +41,19 @@ class Container:
         return Prepared(python=CELL_PYTHON, record=image, lock=image["image_id"])
 
     def run(self, prepared: Prepared, run: SuiteRun, log: Log) -> int:
+        run.out.mkdir(parents=True, exist_ok=True)
+        with scratch(run.out) as writable:
+            return self.run_in(prepared, run, log, writable)
+
+    def run_in(self, prepared: Prepared, run: SuiteRun, log: Log, writable: Path) -> int:
         image = prepared.record
         target = run.target
-        run.out.mkdir(parents=True, exist_ok=True)
         spec = containers.RunSpec(
             image=image["image_id"] or image["image"],
             command=runner.suite_command(target, "python", run.args, select=run.select,
                                          results_dir=Path(containers.RESULTS_MOUNT),
                                          suite_root=Path(containers.SUITE_MOUNT)),
-            results_dir=run.out,
+            results_dir=writable,
             suite_dir=runner.SUITE_DIR,
             gpu_index=target.gpu.index if target.gpu and runner.wants_gpu(target, run.args) else None,
             environment={"CONVMATRIX_LANE": "container", "CONVMATRIX_IMAGE_ID": image["image_id"], **run.env},
@@ -56,6 +63,39 @@ class Container:
         if outcome.oom_killed:
             log(f"{target.cell.id}: the container was killed for lack of memory (OOM)")
         return outcome.exit_code
+
+
+# What the suite writes into its results directory, and all that is copied out of the scratch
+# directory the container gets instead (as plain files, bounded): its record of the stack, its
+# lines, and the markers of the cases in flight (which a crash leaves for the harness).
+SUITE_FILES = (rundir.ENV_JSON, rundir.RESULTS)
+MARKERS = "running-*.json"
+
+
+@contextlib.contextmanager
+def scratch(out: Path) -> Iterator[Path]:
+    """The only directory a cell container may write: fresh, owned by the container's uid, holding
+    the suite's own files from out (a --continue-run reads them); afterwards the plain files the
+    suite writes are copied back into out (however the run ended: nothing recorded is lost) and
+    the rest is dropped: no setuid binary, device, FIFO or link reaches the cell directory."""
+    place = Path(tempfile.mkdtemp(prefix=f".{out.name}.scratch-", dir=out.parent))
+    uid, gid = containers.cell_user()
+    try:
+        for name in SUITE_FILES:
+            with contextlib.suppress(OSError):
+                rundir.write_plain(place / name, rundir.read_plain(out / name, rundir.MAX_RESULTS, out), place)
+        for path in [place, *place.iterdir()]:
+            if os.getuid() == 0:
+                os.chown(path, uid, gid)
+        yield place
+    finally:
+        for path in [*(place / name for name in SUITE_FILES), *sorted(place.glob(MARKERS))]:
+            with contextlib.suppress(OSError):  # absent, or not a plain file: nothing to keep
+                rundir.write_plain(out / path.name, rundir.read_plain(path, rundir.MAX_RESULTS, place), out)
+        for stale in set(p.name for p in out.glob(MARKERS)) - set(p.name for p in place.glob(MARKERS)):
+            with contextlib.suppress(OSError):
+                (out / stale).unlink()  # a marker the suite removed when its case ended
+        shutil.rmtree(place, ignore_errors=True)
 
 
 def docker_problem() -> str | None:

@@ -1,8 +1,12 @@
 """Every Docker engine call of the container lane (the SDK), except the BuildKit build itself.
 
-Containers run least-privileged: as the invoking uid:gid, no network, no --privileged, the suite
-mounted read-only and only the cell's results directory writable; the container is always
-removed, and all it printed lands in log.txt even when it dies.
+Containers run least-privileged: never as root (the invoking uid:gid, or nobody's when the harness
+is root), every capability dropped, no-new-privileges, a read-only root file system with a tmpfs
+/tmp, a pids limit, a memory limit when $CONVMATRIX_CONTAINER_MEMORY asks for one (a default
+would turn large cases into false regressions), no network, GPUs only through the engine's device
+request, the suite mounted read-only and a scratch directory the only writable mount (the lane
+copies the plain files it expects out of it); the container is always removed, and all it
+printed lands in log.txt even when it dies.
 
 How a run ends, and why the engine removes the container (auto_remove): whoever ends it, the
 engine removes the container as soon as it exits, even when this process is gone (SIGKILLed:
@@ -40,6 +44,14 @@ from convmatrix.run.lanes.images import LABEL_HASH, Plan
 SUITE_MOUNT = "/suite"
 RESULTS_MOUNT = "/results"
 SHM_SIZE = "2g"  # xdist workers and DataLoader-style code share tensors through /dev/shm
+NOBODY = (65534, 65534)  # the uid:gid a cell runs as when the harness is root
+PIDS_LIMIT = 16384  # threads count: torch starts one per core (and xdist a process per worker)
+TMPFS = {"/tmp": "rw,nosuid,nodev,size=4g"}  # HOME and the working directory: the only scratch besides /results
+
+
+def cell_user() -> tuple[int, int]:
+    """The uid:gid a cell container runs as: the harness's own, except that root's is nobody's."""
+    return NOBODY if os.getuid() == 0 else (os.getuid(), os.getgid())
 EVENT_WAIT = 30.0  # seconds: for the engine's `die` after the output ended, and for `destroy`
 
 
@@ -125,13 +137,21 @@ def run_kwargs(spec: RunSpec) -> dict[str, Any]:
         [DeviceRequest(device_ids=[str(spec.gpu_index)], capabilities=[["gpu"]])]
         if spec.gpu_index is not None else []
     )
+    uid, gid = cell_user()
+    memory = os.environ.get("CONVMATRIX_CONTAINER_MEMORY")
     return {
         "image": spec.image,
         "command": spec.command,
         "auto_remove": True,  # the engine removes it once it exits, even when we are gone
-        "user": f"{os.getuid()}:{os.getgid()}",
+        "user": f"{uid}:{gid}",
         "network_mode": "none",
         "privileged": False,
+        "cap_drop": ["ALL"],
+        "security_opt": ["no-new-privileges"],
+        "read_only": True,
+        "tmpfs": dict(TMPFS),
+        "pids_limit": PIDS_LIMIT,
+        **({"mem_limit": memory, "memswap_limit": memory} if memory else {}),
         "shm_size": SHM_SIZE,
         "working_dir": "/tmp",
         "environment": {"HOME": "/tmp", "PYTHONDONTWRITEBYTECODE": "1", **spec.environment},

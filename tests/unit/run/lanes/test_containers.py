@@ -35,9 +35,14 @@ def test_cpu_run_requests_no_device(tmp_path: Path) -> None:
     assert containers.run_kwargs(spec(tmp_path, None))["device_requests"] == []
 
 
-def test_least_privilege(tmp_path: Path) -> None:
+def test_least_privilege(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(os, "getuid", lambda: 1000)
+    monkeypatch.setattr(os, "getgid", lambda: 1000)
     kwargs = containers.run_kwargs(spec(tmp_path, 0))
-    assert kwargs["user"] == f"{os.getuid()}:{os.getgid()}"
+    assert kwargs["user"] == "1000:1000"
+    assert kwargs["cap_drop"] == ["ALL"] and kwargs["security_opt"] == ["no-new-privileges"]
+    assert kwargs["read_only"] is True and set(kwargs["tmpfs"]) == {"/tmp"} and "nosuid" in kwargs["tmpfs"]["/tmp"]
+    assert kwargs["pids_limit"] == containers.PIDS_LIMIT and "mem_limit" not in kwargs
     assert kwargs["network_mode"] == "none"
     assert kwargs["privileged"] is False
     assert kwargs["volumes"][str(tmp_path / "suites")] == {"bind": "/suite", "mode": "ro"}
@@ -46,6 +51,18 @@ def test_least_privilege(tmp_path: Path) -> None:
     assert kwargs["shm_size"] == containers.SHM_SIZE
     assert kwargs["environment"]["CONVMATRIX_LANE"] == "container"
     assert kwargs["environment"]["HOME"] == "/tmp"
+
+
+def test_a_root_harness_runs_its_cells_as_nobody_and_a_memory_limit_only_when_asked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 21, item 1: the harness's own uid (root on a runner) let a cell plant a setuid shell."""
+    monkeypatch.setattr(os, "getuid", lambda: 0)
+    monkeypatch.setattr(os, "getgid", lambda: 0)
+    monkeypatch.setenv("CONVMATRIX_CONTAINER_MEMORY", "64g")
+    kwargs = containers.run_kwargs(spec(tmp_path, None))
+    assert kwargs["user"] == "65534:65534"
+    assert (kwargs["mem_limit"], kwargs["memswap_limit"]) == ("64g", "64g")
 
 
 def test_unreachable_engine_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -201,3 +218,39 @@ def test_an_interrupt_kills_the_container_and_says_so(tmp_path: Path) -> None:
     assert "kill" in engine.calls and "remove(force=True)" not in engine.calls  # the engine removed it
     log = (tmp_path / "log.txt").read_text()
     assert log.endswith("first line\n\nconvmatrix: interrupted by SIGTERM: the container was killed\n")
+
+
+def test_only_the_suites_plain_files_leave_the_scratch_directory(tmp_path: Path) -> None:
+    """What a container writes lands in a scratch directory; the suite's own files are copied
+    back as plain files, everything else (a setuid shell, a symlink, a FIFO, other files) stays
+    behind and goes with the scratch."""
+    from convmatrix.run.lanes import container
+
+    out = tmp_path / "run" / "c@cpu@h"
+    out.mkdir(parents=True)
+    (out / "results.jsonl").write_text('{"case": "earlier"}\n')  # a --continue-run reads it
+    (tmp_path / "host-file").write_text("host")
+    with container.scratch(out) as place:
+        assert (place / "results.jsonl").read_text() == '{"case": "earlier"}\n'
+        with (place / "results.jsonl").open("a") as fh:
+            fh.write('{"case": "later"}\n')
+        (place / "env.json").write_text("{}")
+        (place / "running-main.json").write_text('{"case": "x"}')
+        (place / "rootsh").write_bytes(b"\x7fELF")
+        (place / "rootsh").chmod(0o4755)
+        (place / "log.txt").symlink_to(tmp_path / "host-file")
+        os.mkfifo(place / "pipe")
+    assert sorted(p.name for p in out.iterdir()) == ["env.json", "results.jsonl", "running-main.json"]
+    assert (out / "results.jsonl").read_text().splitlines()[-1] == '{"case": "later"}'
+    assert not [p for p in (tmp_path / "run").iterdir() if "scratch" in p.name]
+
+
+def test_a_scratch_file_the_suite_made_a_symlink_is_not_copied(tmp_path: Path) -> None:
+    from convmatrix.run.lanes import container
+
+    out = tmp_path / "c"
+    out.mkdir()
+    (tmp_path / "secret").write_text("secret")
+    with container.scratch(out) as place:
+        (place / "results.jsonl").symlink_to(tmp_path / "secret")
+    assert not (out / "results.jsonl").exists()
