@@ -7,6 +7,7 @@ Stdlib only: nox imports this in its own interpreter.
 from __future__ import annotations
 
 import contextlib
+import os
 import subprocess
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -39,6 +40,45 @@ def quiet(on: bool = True) -> Iterator[None]:
         yield
     finally:
         terminal.echo = before
+
+
+LINE_LIMIT = 64 << 10  # a line a child prints is cut past this (a 400 MB line took the harness to 2 GB)
+
+
+class LineCutter:
+    """Bytes as a child prints them, to whole lines of at most LINE_LIMIT bytes: a longer line is
+    cut there, and a mark says how much of it was dropped. Holds at most one line's bound."""
+
+    def __init__(self, write: Callable[[bytes], None], limit: int = LINE_LIMIT) -> None:
+        self.emit, self.limit = write, limit
+        self.held = b""
+        self.dropped = 0  # bytes of the current line past the bound
+
+    def feed(self, data: bytes) -> None:
+        while data:
+            end = data.find(b"\n")
+            piece, data = (data, b"") if end < 0 else (data[:end + 1], data[end + 1:])
+            room = self.limit - len(self.held)
+            if self.dropped or len(piece.rstrip(b"\n")) > room:
+                kept = piece[:max(room, 0)] if not self.dropped else b""
+                self.held += kept
+                self.dropped += len(piece.rstrip(b"\n")) - len(kept)
+            else:
+                self.held += piece
+            if piece.endswith(b"\n"):
+                self.flush_line()
+
+    def flush_line(self) -> None:
+        line = self.held.rstrip(b"\n")
+        if self.dropped:
+            line += f" … [convmatrix: {self.dropped:,} more bytes of this line cut]".encode()
+        if line or self.held:
+            self.emit(line + b"\n")
+        self.held, self.dropped = b"", 0
+
+    def close(self) -> None:
+        if self.held or self.dropped:
+            self.flush_line()
 
 
 class Tee:
@@ -101,8 +141,11 @@ def stream(command: Sequence[str], *, log_path: Path | None = None, env: Mapping
                 proc.stdin.write(stdin)
                 proc.stdin.close()
             assert proc.stdout is not None
-            for line in iter(proc.stdout.readline, b""):
-                out.write(line)
+            cutter = LineCutter(out.write)
+            pipe = proc.stdout.fileno()
+            for chunk in iter(lambda: os.read(pipe, 1 << 16), b""):  # what is there, as it comes: no line held whole
+                cutter.feed(chunk)
+            cutter.close()
             code = proc.wait()
         interrupts.raise_if_stopped()
         return code

@@ -18,6 +18,7 @@ from convmatrix.results import families, rundir, sections
 
 BEFORE = 100  # lines kept before the first occurrence: the triage procedure asks for at least 100
 AFTER = 20
+LINE = 4096  # characters kept of each line of a window: an evidence file stays ~0.5 MB at most
 FAILING = ("failed", "error", "crashed", "timeout")
 
 
@@ -68,7 +69,7 @@ def find(log_lines: Iterable[str], wanted: list[str]) -> Occurrence | None:
     window: deque[str] = deque(maxlen=BEFORE)
     hit: Occurrence | None = None
     for number, line in enumerate(log_lines, 1):
-        line = line.rstrip("\n")
+        line = bounded(line.rstrip("\n"))
         if hit is not None:
             hit.lines.append(line)
             if len(hit.lines) >= hit.line - hit.first + 1 + AFTER:
@@ -125,7 +126,7 @@ def windows(log: Path, lines: dict[str, int]) -> dict[str, Occurrence]:
     last = max(wanted, default=0)
     with log.open(encoding="utf-8", errors="replace") as fh:
         for number, raw in enumerate(fh, 1):
-            line = raw.rstrip("\n")
+            line = bounded(raw.rstrip("\n"))
             for hit in open_:
                 hit.lines.append(line)
             open_ = [h for h in open_ if len(h.lines) < h.line - h.first + 1 + AFTER]
@@ -138,12 +139,16 @@ def windows(log: Path, lines: dict[str, int]) -> dict[str, Occurrence]:
     return made
 
 
+def bounded(line: str) -> str:
+    return line if len(line) <= LINE else f"{line[:LINE]} … [{len(line) - LINE:,} more characters]"
+
+
 def tail(log: Path) -> Occurrence | None:
     total = 0
     window: deque[str] = deque(maxlen=BEFORE + 1)
     with log.open(encoding="utf-8", errors="replace") as fh:
         for total, line in enumerate(fh, 1):  # noqa: B007  (total is the line count afterwards)
-            window.append(line.rstrip("\n"))
+            window.append(bounded(line.rstrip("\n")))
     lines = list(window)
     if not lines:
         return None

@@ -122,3 +122,11 @@ def test_a_case_that_died_points_at_the_end_of_its_own_session(tmp_path: Path) -
     (tmp_path / "results.jsonl").write_text(json.dumps(record("dies", "crashed", "the suite process died")) + "\n")
     saved = evidence.write(tmp_path)
     assert "first occurrence at log.txt line 5," in (tmp_path / saved["dies"]).read_text().splitlines()[0]
+
+
+def test_an_evidence_window_of_huge_lines_stays_bounded(tmp_path: Path) -> None:
+    """Issue 21, item 8: a 400 MB line made a 400 MB evidence file."""
+    (tmp_path / "log.txt").write_text("x" * 5_000_000 + "\n" + f"E   {NOT_SUPPORTED}" + "y" * 5_000_000 + "\n")
+    (tmp_path / "results.jsonl").write_text(json.dumps(record("c", "failed", NOT_SUPPORTED)) + "\n")
+    saved = evidence.write(tmp_path)
+    assert (tmp_path / saved["c"]).stat().st_size < 3 * evidence.LINE + 1000

@@ -36,7 +36,7 @@ import docker
 from docker.errors import APIError, DockerException, ImageNotFound, NotFound
 from docker.types import DeviceRequest
 
-from convmatrix import interrupts
+from convmatrix import interrupts, popen
 from convmatrix.errors import InfrastructureError
 from convmatrix.interrupts import Interrupted, signals_deferred
 from convmatrix.run.lanes.images import LABEL_HASH, Plan
@@ -335,12 +335,18 @@ def run(engine: Any, spec: RunSpec, log: Path) -> Outcome:
             # Run in a worker thread (concurrent cells), an interrupt reaches it as a kill from the
             # main thread: the output ends, and Interrupted is raised here, inside started(), which
             # records it and removes the container as it does for one raised in the main thread.
+            def keep(line: bytes) -> None:
+                out.write(line)
+                out.flush()
+
+            cutter = popen.LineCutter(keep)  # a 400 MB line is cut in log.txt, not held whole
             with interrupts.stoppable(lambda: kill(running.container)):
                 try:
                     for chunk in running.output:
-                        out.write(chunk)
-                        out.flush()
+                        cutter.feed(chunk)
+                    cutter.close()
                 except (DockerException, OSError) as exc:
+                    cutter.close()
                     interrupts.raise_if_stopped()
                     out.write(f"convmatrix: lost the container: {first_line(exc)}\n".encode())
                     raise EngineError(f"docker: lost the container of {spec.image}: {first_line(exc)}") from None
