@@ -34,6 +34,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, BinaryIO
 
+from convmatrix.errors import BadInput
+
 # The report files written beside a run's results (nox -s nightly, the fleet engines' merge):
 # format, file name.
 REPORT_FILES = (("json", "report.json"), ("markdown", "report.md"), ("html", "report.html"),
@@ -91,15 +93,19 @@ def is_staging(path: Path) -> bool:
     return path.name.endswith(PARTIAL)
 
 
+class Busy(BadInput):
+    """Another process is writing this result (another run into the same --out on this host)."""
+
+
 @contextlib.contextmanager
-def replacing(final: Path) -> Iterator[Path]:
+def replacing(final: Path, *, wait: bool = True, holder: str = "") -> Iterator[Path]:
     """A fresh directory to run into, swapped in for `final` when the block ends normally.
 
     An exception (an interrupt, a harness bug) leaves the partial directory for the report to
     show as interrupted, and whatever `final` held before stays as it was.
     """
     staging = staging_dir(final)
-    with held_lock(final):
+    with held_lock(final, wait=wait, holder=holder):
         recover(final)
         shutil.rmtree(staging, ignore_errors=True)  # an earlier, interrupted attempt: start afresh
         staging.mkdir(parents=True)
@@ -108,16 +114,27 @@ def replacing(final: Path) -> Iterator[Path]:
 
 
 @contextlib.contextmanager
-def held_lock(final: Path) -> Iterator[None]:
-    """One writer at a time per result directory: two shards of one run on one host both run the
-    control (every shard does), and the second waits for the first to finish with it, then
-    replaces it whole, instead of both writing one `.partial`. A lock file in <run>/.locks/,
-    released by the kernel when the process ends, however it ends."""
+def held_lock(final: Path, *, wait: bool = True, holder: str = "") -> Iterator[None]:
+    """One writer at a time per result directory, in a lock file in <run>/.locks/ that names its
+    holder (host and pid) and that the kernel releases when the process ends, however it ends.
+    wait: take turns (two shards of one run on one host both run the control: the second waits,
+    then replaces the first's result whole); else Busy, naming the holder (two runs into one
+    --out would otherwise both write one cell)."""
     locks = final.parent / LOCKS
     locks.mkdir(parents=True, exist_ok=True)
-    with open(locks / final.name, "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
+    with open(locks / final.name, "a+") as handle:
         try:
+            fcntl.flock(handle, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        except BlockingIOError:
+            handle.seek(0)
+            who = handle.read(200).strip() or "another process"
+            raise Busy(f"{final.name}: being written by {who} (another convmatrix run into the same --out); "
+                       "not run here") from None
+        try:
+            handle.seek(0)
+            handle.truncate()
+            handle.write(f"pid {os.getpid()} on {holder or 'this host'}\n")
+            handle.flush()
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)

@@ -13,6 +13,7 @@ by its own worker, before the one line is said.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -39,6 +40,7 @@ class Outcome:
     kept: list[str] = field(default_factory=list)  # complete and kept (--resume)
     skipped: list[str] = field(default_factory=list)  # cannot run here (not strict): why
     failed: list[str] = field(default_factory=list)  # could not run, recorded: why
+    busy: list[str] = field(default_factory=list)  # held by another run into the same --out: why
 
 
 def pool_specs(opts: options.RunOptions, log: Log) -> list[pool.Spec]:
@@ -118,6 +120,9 @@ def run(matrix: Matrix, cells: Sequence[Cell], opts: options.RunOptions, log: Lo
     write_plan(matrix, mine, opts, specs, selection or {})
     outcome = Outcome()
     Scheduler(matrix, opts, say, specs=specs, strict=strict, outcome=outcome).run(mine)
+    if outcome.busy:
+        more = f" (and {len(outcome.busy) - 1} more)" if len(outcome.busy) > 1 else ""
+        raise BadInput(f"{outcome.busy[0]}{more}")
     if outcome.failed:
         raise InfrastructureError(f"{len(outcome.failed)} cell(s) could not run here: {outcome.failed[0]}")
     return outcome
@@ -203,8 +208,8 @@ class Scheduler:
         todo = []
         too_old = stacks.driver_too_old(self.driver, cell.cuda) if cell.cuda else None
         for target in targets(cell, self.opts, self.specs):
-            with rundir.held_lock(target.final_dir):  # not while another writer is between its renames
-                rundir.recover(target.final_dir)
+            with contextlib.suppress(rundir.Busy), rundir.held_lock(target.final_dir, wait=False):
+                rundir.recover(target.final_dir)  # not while another writer is between its renames
             if self.opts.resume and rundir.is_complete(target.final_dir):
                 self.log(f"{target.final_dir}: complete, kept (--resume)")
                 self.outcome.kept.append(cell.id)
@@ -289,7 +294,10 @@ class Scheduler:
 
     def ended(self, ended: Ended) -> None:
         where = f"{ended.target.cell.id}@{ended.target.key}"
-        if ended.error is not None:
+        if isinstance(ended.error, rundir.Busy):
+            self.log(f"{where}: {ended.error}")
+            self.outcome.busy.append(str(ended.error))
+        elif ended.error is not None:
             self.log(f"{where}: {ended.error}")
             self.outcome.failed.append(f"{where}: {ended.error}")
         self.progress.finished(where, ended.slot, ended.seconds)
@@ -315,7 +323,7 @@ def run_target(lane: Lane, prepared: Prepared, matrix: Matrix, target: runner.Ta
                driver: str = "none") -> None:
     key = reuse.key(target, prepared.lock, driver=driver, suite_args=suite_args(target.cell, opts),
                     blocking=opts.rerun_blocking)
-    with runner.fresh(target) as staged:
+    with runner.fresh(target, wait=target.cell == matrix.control) as staged:
         if opts.reuse_results and key and reuse.restore(key, staged.results_dir, host=target.host):
             log(f"{target.cell.id}: reused the stored result of the same environment, suite, driver and GPU "
                 f"(--reuse-results)")
@@ -397,7 +405,7 @@ def record_not_run(target: runner.Target, reason: str, matrix: Matrix, *, field:
     field "unsupported", a driver older than the stack's CUDA needs): a results directory holding
     its cell.json with the reason, so every format shows it (NOT RUN, greyed when the matrix made
     it optional; UNSUPPORTED) instead of leaving it out."""
-    with runner.fresh(target) as staged:
+    with contextlib.suppress(rundir.Busy), runner.fresh(target) as staged:  # busy: its writer records it
         runner.write_cell_json(staged, python="", control=target.cell == matrix.control,
                                extra={"matrix": str(matrix.path), field: reason,
                                       "optional": target.cell.id in matrix.optional, "ended": rundir.records.now()})
@@ -407,7 +415,7 @@ def record_not_run(target: runner.Target, reason: str, matrix: Matrix, *, field:
 def record_setup_failure(target: runner.Target, reason: str, matrix: Matrix) -> None:
     """A cell that never reached the suite still gets a results directory, so the report shows
     it (INVALID, with the reason); it replaces whatever an earlier attempt left, as any rerun does."""
-    with runner.fresh(target) as staged:
+    with contextlib.suppress(rundir.Busy), runner.fresh(target) as staged:  # busy: its writer records it
         meta = runner.write_cell_json(staged, python="", control=target.cell == matrix.control,
                                       extra={"matrix": str(matrix.path), "error": reason})
         (staged.results_dir / rundir.LOG).write_text(f"convmatrix: {reason}\n")

@@ -51,10 +51,12 @@ class Target:
 
 
 @contextmanager
-def fresh(target: Target) -> Iterator[Target]:
+def fresh(target: Target, *, wait: bool = False) -> Iterator[Target]:
     """The target writing into a fresh directory that replaces its result when the block ends:
-    a rerun never appends to, or mixes with, an earlier one (rundir.replacing)."""
-    with rundir.replacing(target.final_dir) as staging:
+    a rerun never appends to, or mixes with, an earlier one (rundir.replacing). A result another
+    process on this host is writing is refused (rundir.Busy), unless wait (the control, which
+    every shard runs)."""
+    with rundir.replacing(target.final_dir, wait=wait, holder=target.host) as staging:
         yield replace(target, staging=staging)
 
 

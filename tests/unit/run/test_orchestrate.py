@@ -15,7 +15,7 @@ import pytest
 
 from convmatrix import gpus, interrupts
 from convmatrix.cli import main as cli
-from convmatrix.errors import InfrastructureError
+from convmatrix.errors import BadInput, InfrastructureError
 from convmatrix.matrix import Matrix, load
 from convmatrix.matrix.cells import Cell
 from convmatrix.results import plans, rundir
@@ -323,3 +323,16 @@ def test_what_the_harness_knows_is_never_taken_back_from_a_file_the_suite_wrote(
         assert written["cell"] == cell.id and written["host"] == HOST
         assert written["control"] is (cell == matrix.control) and written["requested"] == cell.values()
         assert written["exit_code"] == 0 and written["ended"]
+
+
+def test_a_cell_another_run_is_writing_is_refused_naming_the_holder(setup: Setup) -> None:
+    """Issue 21, item 5: two runs into one --out both exited 0 and left a broken cell."""
+    matrix, go, lines, out = setup
+    busy = next(c for c in matrix.cells if c != matrix.control)
+    lane = FakeLane()
+    with rundir.held_lock(ran(out, busy.id), holder="node-9"), pytest.raises(BadInput) as err:
+        go(lane)
+    assert err.value.exit_code == 2
+    assert f"{ran(out, busy.id).name}: being written by pid {os.getpid()} on node-9" in str(err.value)
+    assert busy not in [r.target.cell for r in lane.runs]  # refused, not written by two
+    assert rundir.is_complete(ran(out, str(matrix.control and matrix.control.id)))  # the others still ran
