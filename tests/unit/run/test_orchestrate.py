@@ -327,7 +327,7 @@ def test_what_the_harness_knows_is_never_taken_back_from_a_file_the_suite_wrote(
 
 def test_a_cell_another_run_is_writing_is_refused_naming_the_holder(setup: Setup) -> None:
     """Issue 21, item 5: two runs into one --out both exited 0 and left a broken cell."""
-    matrix, go, lines, out = setup
+    matrix, go, _lines, out = setup
     busy = next(c for c in matrix.cells if c != matrix.control)
     lane = FakeLane()
     with rundir.held_lock(ran(out, busy.id), holder="node-9"), pytest.raises(BadInput) as err:
