@@ -15,7 +15,7 @@ from convmatrix import interrupts
 from convmatrix.cli import build, fleet, prove, report, triage
 from convmatrix.cli import matrix as matrix_cmd
 from convmatrix.cli import run as run_cmd
-from convmatrix.errors import ConvmatrixError
+from convmatrix.errors import ConvmatrixError, InfrastructureError
 from convmatrix.escape import one_line
 
 # In the order `convmatrix --help` lists them.
@@ -78,6 +78,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         with contextlib.suppress(OSError):
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except OSError as exc:
+        # The machine, not the input: a full disk, a directory removed under us. One line, exit 4.
+        say_err(f"{str(exc.filename) + ': ' if exc.filename else ''}{exc.strerror or exc}")
+        return InfrastructureError.exit_code
 
 
 def say_err(line: str) -> None:

@@ -284,6 +284,8 @@ class Scheduler:
                 ended.interrupted = exc
             except ConvmatrixError as exc:
                 ended.error = exc
+            except OSError as exc:  # a full disk, a directory gone: this run's failure, not the harness's
+                ended.error = InfrastructureError(f"{exc.filename or placed.final_dir}: {exc.strerror or exc}")
             finally:
                 ended.seconds = time.monotonic() - started
                 with self.guard:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
@@ -336,3 +337,33 @@ def test_a_cell_another_run_is_writing_is_refused_naming_the_holder(setup: Setup
     assert f"{ran(out, busy.id).name}: being written by pid {os.getpid()} on node-9" in str(err.value)
     assert busy not in [r.target.cell for r in lane.runs]  # refused, not written by two
     assert rundir.is_complete(ran(out, str(matrix.control and matrix.control.id)))  # the others still ran
+
+
+class FullDiskLane(FakeLane):
+    """The disk fills while one cell runs."""
+
+    def __init__(self, full: str) -> None:
+        super().__init__()
+        self.full = full
+
+    def run(self, prepared: Prepared, run: SuiteRun, log: Log) -> int:
+        if run.target.cell.id == self.full:
+            raise OSError(errno.ENOSPC, "No space left on device", str(run.out / "results.jsonl"))
+        return super().run(prepared, run, log)
+
+
+def test_a_full_disk_during_a_run_is_one_line_and_the_other_cells_still_run(
+    setup: Setup, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 21, item 9: a full disk during a run was a traceback."""
+    matrix, go, _lines, out = setup
+    full = next(c for c in matrix.cells if c != matrix.control)
+    with pytest.raises(InfrastructureError, match="No space left on device") as err:
+        go(FullDiskLane(full.id))
+    assert err.value.exit_code == 4
+    assert all(rundir.is_complete(ran(out, c.id)) for c in matrix.cells if c != full)
+    # Where it happens outside a cell's run, the entry point says it in one line, exit 4.
+    monkeypatch.setitem(cli.COMMANDS, "report", lambda args: (_ for _ in ()).throw(
+        OSError(errno.ENOSPC, "No space left on device", "/r/report.json")))
+    assert cli.main(["report", str(out)]) == 4
+    assert capsys.readouterr().err == "convmatrix: /r/report.json: No space left on device\n"

@@ -717,3 +717,29 @@ def test_families_keep_each_line_s_own_rank(tmp_path: Path, monkeypatch: pytest.
     assert (r["rank"], r["rank_source"], r["node"]) == (3, "root_cause", "gpu-node-17")  # completed
     oom = [f for f in r["families"] if f["family"] == "cuda_oom"]
     assert oom == [{"family": "cuda_oom", "line": where["error"], "rank": None, "fatal": True, "text": lines[where["error"] - 1]}]
+
+
+def test_triage_stops_at_its_time_bound_and_says_where(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 21, item 8: a 5.5 MB gzip of 20 million matching lines kept triage busy past 300 s.
+    With the bound at nothing, it stops after its first block (of two: 9 MB of lines), reports what
+    it found and says so."""
+    lines = [f"[rank0]: step {i} loss 0.125 lr 3.0e-04 grad_norm 1.07 img/s 812.4\n" for i in range(150_000)]
+    lines.insert(10, "[rank0]: RuntimeError: cuDNN error: CUDNN_STATUS_NOT_SUPPORTED.\n")
+    path = tmp_path / "job.log.gz"
+    path.write_bytes(gzip.compress("".join(lines).encode()))
+    monkeypatch.setattr(scan, "TIME_BASE_S", 0.0)
+    monkeypatch.setattr(scan, "TIME_PER_MB_S", 0.0)
+    result = scan.scan_path(str(path), context=0)
+    assert result["family"] == "cudnn_not_supported" and result["line"] == 11
+    (said,) = [w for w in result["warnings"] if "time bound" in w]
+    assert said.startswith(f"{path}: stopped after ") and "the rest was not read" in said
+    stopped_at = int(said.split(" at line ")[1].split(":")[0])
+    assert 0 < stopped_at < len(lines)
+    assert cli.main(["triage", str(path)]) == 0
+    assert "time bound" in capsys.readouterr().err
+
+
+def test_the_time_bound_grows_with_the_input() -> None:
+    assert scan.time_bound(0) == scan.TIME_BASE_S
+    assert scan.time_bound(100_000_000) == scan.TIME_BASE_S + 100 * scan.TIME_PER_MB_S
