@@ -250,12 +250,14 @@ def write_plain(path: Path, data: bytes, base: Path) -> None:
             tmp.unlink()
 
 
-def copy_plain(source: Path, target: Path, limit: int = MAX_RESULTS) -> None:
-    """The regular files and directories under source into target, none bigger than limit:
-    symlinks, FIFOs, devices and sockets are dropped (never followed), as are setuid/setgid bits."""
+def copy_plain(source: Path, target: Path, limit: int = MAX_RESULTS, only: Iterable[str] | None = None) -> None:
+    """The regular files and directories under source into target (of source's top level, only
+    the names in `only` when given), none bigger than limit: symlinks, FIFOs, devices and sockets
+    are dropped (never followed), as are setuid/setgid bits."""
     target.mkdir(parents=True, exist_ok=True)
+    wanted = set(only) if only is not None else None
     for entry in os.scandir(source):
-        if entry.is_symlink():
+        if entry.is_symlink() or (wanted is not None and entry.name not in wanted):
             continue
         if entry.is_dir(follow_symlinks=False):
             copy_plain(Path(entry.path), target / entry.name, limit)

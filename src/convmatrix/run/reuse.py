@@ -76,6 +76,10 @@ def key(target: Target, lock: str, *, driver: str, suite_args: Sequence[str], bl
     return hashlib.sha256(json.dumps(facts, sort_keys=True).encode()).hexdigest()[:32]
 
 
+KEPT = (rundir.CELL_JSON, rundir.ENV_JSON, rundir.RESULTS, rundir.LOG, rundir.FIRST_CAUSE, rundir.EVIDENCE,
+        rundir.BLOCKING)
+
+
 def save(result_key: str, results_dir: Path) -> None:
     """Keep a complete result under its key (replacing an older one); best effort: a full disk
     costs the reuse, never the run."""
@@ -83,7 +87,9 @@ def save(result_key: str, results_dir: Path) -> None:
     staging = final.with_name(f"{result_key}.saving")
     try:
         shutil.rmtree(staging, ignore_errors=True)
-        rundir.copy_plain(results_dir, staging)  # regular files only: a symlink is never followed
+        # What a reuse shows, as regular files only (a symlink is never followed): nothing else a
+        # cell left there, however big, reaches the store.
+        rundir.copy_plain(results_dir, staging, only=KEPT)
         shutil.rmtree(final, ignore_errors=True)
         staging.rename(final)
     except OSError:

@@ -84,12 +84,13 @@ def test_the_results_store_keeps_regular_files_only(tmp_path: Path, monkeypatch:
     host_file.write_text("secret")
     (cell / "leak").symlink_to(host_file)
     os.mkfifo(cell / "pipe")
-    (cell / "setuid").write_text("#!/bin/sh\n")
-    (cell / "setuid").chmod(0o4755)
+    (cell / "log.txt").write_text("#!/bin/sh\n")
+    (cell / "log.txt").chmod(0o4755)
+    (cell / "huge.bin").write_bytes(b"x" * 1000)  # not what a reuse needs
     within(10, lambda: reuse.save("k", cell))
     stored = tmp_path / "store" / "k"
-    assert sorted(p.name for p in stored.iterdir()) == ["cell.json", "env.json", "results.jsonl", "setuid"]
-    assert not (stored / "setuid").stat().st_mode & 0o6000  # no setuid bit survives the copy
+    assert sorted(p.name for p in stored.iterdir()) == ["cell.json", "env.json", "log.txt", "results.jsonl"]
+    assert not (stored / "log.txt").stat().st_mode & 0o6000  # no setuid bit survives the copy
 
 
 @pytest.mark.parametrize("entry", ["/etc/passwd", "../../secret.txt", "evidence/../../../secret.txt", 5, None])

@@ -21,6 +21,7 @@ from pathlib import Path
 from convmatrix import popen
 from convmatrix.errors import BadInput, InfrastructureError
 from convmatrix.matrix.cells import Cell
+from convmatrix.matrix.values import slug
 from convmatrix.run.lanes import install
 
 IMAGES_DIR = Path(__file__).resolve().parents[4] / "images"
@@ -63,6 +64,9 @@ def build_args(cell: Cell, flavour: str, wheelhouse: Path | None) -> dict[str, s
         "TORCH_ARGS": " ".join(parts.torch),
         "SUITE_REQUIREMENTS": " ".join(parts.suite),
         "CUDNN_SPEC": parts.cudnn,
+        # One pip cache per torch install: not shared across every stack's builds.
+        "CACHE_ID": slug(f"py{cell.python}-torch{cell.torch}-{cell.cuda}-{flavour}"
+                         + (f"-{cell.base}" if cell.from_image() else "")),
     }
 
 

@@ -73,3 +73,14 @@ def test_build_command_passes_secrets_never_files_in_the_context(tmp_path: Path)
 def test_docker_cli_prefers_the_configured_client(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CONVMATRIX_DOCKER", "/opt/docker")
     assert images.docker_cli() == "/opt/docker"
+
+
+def test_each_torch_install_has_its_own_pip_cache_and_cudnn_overrides_share_it() -> None:
+    """Issue 21, item 1: one pip cache mount was shared by every cell build of every stack."""
+    bundled = images.build_args(cell(), "wheel", None)["CACHE_ID"]
+    assert images.build_args(cell(cudnn="9.5.1.17"), "wheel", None)["CACHE_ID"] == bundled  # one torch layer
+    assert images.build_args(cell(cuda="cu121"), "wheel", None)["CACHE_ID"] != bundled
+    dockerfile = (images.IMAGES_DIR / "Dockerfile").read_text()
+    mounts = [line for line in dockerfile.splitlines() if "--mount=type=cache" in line]
+    assert mounts and all("id=convmatrix-pip-${CACHE_ID}" in line for line in mounts)
+
