@@ -13,7 +13,8 @@ class ConvmatrixError(Exception):
     exit_code = 1
 
     def lines(self) -> list[str]:
-        return str(self).splitlines() or [type(self).__name__]
+        # "\n" only: a U+2028 or U+0085 inside a cell id must not start a line of its own.
+        return str(self).split("\n") if str(self) else [type(self).__name__]
 
 
 class NotGreen(ConvmatrixError):

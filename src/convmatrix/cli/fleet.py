@@ -76,6 +76,8 @@ def cmd_slurm(args: argparse.Namespace) -> int:
     for option in ("partition", "gres", "time", "constraint", "job_name"):
         check_text(f"--{option.replace('_', '-')}", getattr(args, option))
     check_path("--out", str(args.out))
+    # The tasks start in this directory (#SBATCH --chdir): its name reaches the script as well.
+    check_path("the working directory", str(Path.cwd()))
     matrix_path = str(Path(args.matrix or matrix.default_matrix()).resolve())
     job = slurm.SlurmJob(
         plan=plan(args, out=str(args.out.resolve()), matrix_path=matrix_path),

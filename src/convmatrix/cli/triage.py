@@ -35,7 +35,7 @@ def add_parser(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     result = scan.scan_path(args.logfile, _context(args))
     for warning in result["warnings"]:  # a damaged .gz: what came before the damage is reported
-        print(f"convmatrix: warning: {warning}", file=sys.stderr)
+        print(f"convmatrix: warning: {one_line(warning)}", file=sys.stderr)
     if args.format == "json":
         print(json.dumps(result, indent=2))
     else:

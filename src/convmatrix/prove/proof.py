@@ -151,7 +151,11 @@ def axis_values(result: CellResult) -> dict[str, str] | None:
     if not result.requested:
         return None
     found = {k: str(v) for k, v in result.requested.items() if k in values.AXES}
-    found["knobs"] = knobs.canonical(found.get("knobs", "")) or knobs.DEFAULT
+    try:
+        found["knobs"] = knobs.canonical(found.get("knobs", "")) or knobs.DEFAULT
+    except ValueError:
+        raise BadInput(f"{result.path / 'cell.json'}: field 'requested' knobs: {found.get('knobs', '')[:80]!r} is "
+                       "not a knob set") from None
     return found
 
 

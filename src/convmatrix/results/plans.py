@@ -21,6 +21,7 @@ from convmatrix.results import rundir
 PLANS = "plans"  # <run>/plans/: one file per runner and selection
 SCHEMA = 1
 MAX_BYTES = 64 << 20  # a plan of 100,000 cells on their GPUs is ~10 MB; past this it is not one of ours
+MAX_FLEET_GPUS = 256  # GPU generations one fleet expects: each is multiplied by every planned cell
 PLAN_FIELDS: dict[str, tuple[type, ...]] = {
     "schema": (int,), "host": (str,), "matrix": (str,), "written": (str,), "shard": (list, type(None)),
     "lanes": (list,), "cells": (list,), "fleet_gpus": (list,), "expected": (list,),
@@ -58,13 +59,12 @@ def plan_path(run_dir: Path, host: str, selection: dict[str, Any]) -> Path:
 def write(run_dir: Path, *, host: str, selection: dict[str, Any], fleet_gpus: Sequence[str],
           expected: Iterable[Expected]) -> Path:
     path = plan_path(run_dir, host, selection)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    rundir.write_json(path, {
+    rundir.write_plain(path, json.dumps({
         "schema": SCHEMA, "host": host, "written": rundir.records.now(), **selection,
         "fleet_gpus": list(fleet_gpus),
         "expected": [{"cell": e.cell, "gpu_key": e.gpu_key, "host": e.host, "optional": e.optional,
                       "lane": e.lane, "requested": e.requested or {}} for e in expected],
-    })
+    }).encode(), run_dir)  # a plain file under the run directory: a symlinked plans/ is replaced, not followed
     return path
 
 
@@ -75,16 +75,20 @@ def read(run_dir: Path, errors: list[str]) -> tuple[list[Expected], list[str]]:
     if not folder.is_dir() or folder.is_symlink():
         return [], []
     expected: list[Expected] = []
-    fleet: list[str] = []
+    fleet: dict[str, None] = {}  # in order, each once (a set would lose the order, a list cost n²)
     for path in sorted(folder.glob("*.json")):
         data = load(path, errors)
         if data is None:
             continue
-        fleet += [g for g in data["fleet_gpus"] if g not in fleet]
+        fleet.update(dict.fromkeys(data["fleet_gpus"]))
         expected += [Expected(cell=e["cell"], gpu_key=e["gpu_key"], host=e["host"], optional=e["optional"],
                               lane=e.get("lane", ""), requested=e.get("requested") or {}, source=str(path))
                      for e in data["expected"]]
-    return expected, fleet
+    if len(fleet) > MAX_FLEET_GPUS:
+        errors.append(f"{folder}: the plans expect {len(fleet)} GPU generations, more than {MAX_FLEET_GPUS}; "
+                      "none of them is expected")
+        return expected, []
+    return expected, list(fleet)
 
 
 def load(path: Path, errors: list[str]) -> dict[str, Any] | None:

@@ -123,7 +123,7 @@ def load(paths: Iterable[str | Path], expect_gpus: Sequence[str] = ()) -> Loaded
             loaded.run_dirs.append(path)
             expected, fleet = plans.read(path, loaded.errors)
             loaded.expected += expected
-            loaded.fleet_gpus += [g for g in fleet if g not in loaded.fleet_gpus]
+            loaded.fleet_gpus = list(dict.fromkeys([*loaded.fleet_gpus, *fleet]))
         if not dirs and not (path.is_dir() and (path / plans.PLANS).is_dir()):
             loaded.errors.append(f"{path}: no results here (expected a run directory or a cell results directory)")
         for directory in dirs:
@@ -131,7 +131,7 @@ def load(paths: Iterable[str | Path], expect_gpus: Sequence[str] = ()) -> Loaded
             if result is not None:
                 found.append(result)
     loaded.results = newest_per_cell(found, loaded.notes)
-    fleet = [*loaded.fleet_gpus, *(g for g in expect_gpus if g not in loaded.fleet_gpus)]
+    fleet = list(dict.fromkeys([*loaded.fleet_gpus, *expect_gpus]))[:plans.MAX_FLEET_GPUS]
     wanted = [*loaded.expected, *fleet_expected(loaded.expected, loaded.results, fleet, expect_gpus)]
     loaded.results += not_run(loaded.results, wanted, loaded.run_dirs)
     return loaded
@@ -219,8 +219,10 @@ def result_dirs(path: Path) -> list[Path]:
     if is_result_dir(path):
         return [path]
     # Hidden ones are the harness's own (.locks, a container's .scratch left by a SIGKILL): no results.
+    # A symlink is never followed to a cell directory: it would read what lies elsewhere.
     return sorted(p for p in path.iterdir()
-                  if not p.name.startswith(".") and p.is_dir() and is_result_dir(p) and not superseded(p))
+                  if not p.name.startswith(".") and not p.is_symlink() and p.is_dir() and is_result_dir(p)
+                  and not superseded(p))
 
 
 def superseded(path: Path) -> bool:
@@ -268,7 +270,7 @@ def load_dir(directory: Path, errors: list[str]) -> CellResult | None:
     before = len(errors)
     conflicts: list[str] = []
     cases = with_evidence(read_cases(directory / rundir.RESULTS, errors, conflicts), directory, meta, errors)
-    blocking = read_cases(directory / rundir.BLOCKING / rundir.RESULTS, errors)
+    blocking = read_cases(directory / rundir.BLOCKING / rundir.RESULTS, errors, base=directory)
     cause = read_record(directory / rundir.FIRST_CAUSE, errors, cause_problems)
     not_run = meta.get("not_run") or meta.get("unsupported")
     # A cell recorded as not run here never meant to complete: its reason is its verdict's.
@@ -348,12 +350,13 @@ def completion_problems(meta: dict[str, Any], env: dict[str, Any]) -> list[str]:
     return problems
 
 
-def read_cases(path: Path, errors: list[str], conflicts: list[str] | None = None) -> dict[str, Case]:
+def read_cases(path: Path, errors: list[str], conflicts: list[str] | None = None,
+               base: Path | None = None) -> dict[str, Case]:
     """Each case's last line. A case recorded again with another outcome is named in conflicts
     (the cell cannot be taken as it reads: which line is true?), never resolved in silence."""
     cases: dict[str, Case] = {}
     try:
-        text = rundir.read_plain(path, rundir.MAX_RESULTS).decode("utf-8", errors="replace")
+        text = rundir.read_plain(path, rundir.MAX_RESULTS, base).decode("utf-8", errors="replace")
     except FileNotFoundError:
         return cases
     except rundir.NotPlain as exc:
@@ -443,7 +446,12 @@ def warning_families(warned: list[Any]) -> tuple[str, ...]:
 
 def _number(table: object, key: str) -> float | None:
     value = table.get(key) if isinstance(table, dict) else None
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return None
+    try:
+        return float(value)
+    except OverflowError:  # an integer too large for a float (10**309): no number we can use
+        return None
 
 
 def _duration(timing: object) -> float | None:
@@ -457,9 +465,11 @@ def _runs(timing: object) -> tuple[float, ...]:
     runs = timing.get("forward_runs") if isinstance(timing, dict) else None
     if not isinstance(runs, list) or not runs or len(runs) > 1000:
         return ()
-    if not all(isinstance(r, int | float) and not isinstance(r, bool) and 0 <= r < float("inf") for r in runs):
+    try:
+        made = tuple(float(r) for r in runs if isinstance(r, int | float) and not isinstance(r, bool))
+    except OverflowError:  # an integer too large for a float (10**400)
         return ()
-    return tuple(float(r) for r in runs)
+    return made if len(made) == len(runs) and all(0 <= r < float("inf") for r in made) else ()
 
 
 def _text(table: object, key: str) -> str | None:

@@ -121,8 +121,11 @@ def held_lock(final: Path, *, wait: bool = True, holder: str = "") -> Iterator[N
     then replaces the first's result whole); else Busy, naming the holder (two runs into one
     --out would otherwise both write one cell)."""
     locks = final.parent / LOCKS
+    if locks.is_symlink() or (locks.exists() and not locks.is_dir()):
+        locks.unlink()  # the harness's own directory: a link there is never followed
     locks.mkdir(parents=True, exist_ok=True)
-    with open(locks / final.name, "a+") as handle:
+    fd = os.open(locks / final.name, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o644)
+    with os.fdopen(fd, "r+") as handle:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
         except BlockingIOError:
