@@ -109,6 +109,6 @@ def test_symlinked_plans_and_locks_in_a_run_directory_are_replaced_not_followed(
     assert [p.name for p in target.iterdir()] == ["victim"] and (run / plans.PLANS).is_dir()
     (run / rundir.LOCKS).mkdir()
     (run / rundir.LOCKS / "c@cpu@h").symlink_to(victim)
-    with pytest.raises(OSError, match="symbolic links|Too many levels"), rundir.held_lock(run / "c@cpu@h"):
+    with pytest.raises(OSError, match=r"symbolic links|Too many levels"), rundir.held_lock(run / "c@cpu@h"):
         pass
     assert victim.read_text() == "keep me"
