@@ -9,6 +9,8 @@
         blocking/                        the CUDA_LAUNCH_BLOCKING=1 re-run, the same layout
         first_cause.json                 triage's first cause in log.txt
     <run>/<cell-id>@<gpu-key>@<host>.partial/  a run in progress: swapped in whole when it ends
+    <run>/plans/<host>-<digest>.json    what each run meant to run (results/plans.py)
+    <run>/.locks/<result name>          held while a run writes that result (held_lock)
 
 A rerun never appends to an earlier result: it writes a fresh `.partial` directory and swaps it
 in when the harness has finished it, so a directory holds exactly one run, and a run killed

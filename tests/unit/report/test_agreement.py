@@ -158,3 +158,9 @@ def test_a_driver_too_old_seen_at_run_time_is_unsupported_not_a_regression(
     text = capsys.readouterr().out
     assert "UNSUPPORTED (driver 470.82.01 < 525.60.13 for cu124)" in text
     assert "UNSUPPORTED on this runner: 1 cell(s)" in text.splitlines()[2]
+    for fmt in ("markdown", "html"):  # every format says the same
+        path = tmp_path / f"r.{fmt}"
+        assert main(["report", str(run), "--format", fmt, "-o", str(path)]) == 0
+        said = path.read_text()
+        assert "UNSUPPORTED (driver 470.82.01 &lt; 525.60.13 for cu124)" in said
+        assert said.index("UNSUPPORTED on this runner") < said.index("cand")
