@@ -593,6 +593,8 @@ def _blocks(stream: Readable, name: str) -> Iterator[tuple[bytes, int]]:
 # it busy past 300 s. Past the bound it stops, says where, and reports what it found so far.
 TIME_BASE_S = 60.0
 TIME_PER_MB_S = 2.0
+UNSIZED_MAX_S = 600.0  # an input of unknown size (stdin, a pipe, a device): its bound grows with
+# what was read, up to this (/dev/zero would otherwise be read forever)
 
 
 def time_bound(size: int) -> float:
@@ -622,7 +624,7 @@ def _scan_stream(stream: Readable, context: int, name: str,
         lines.advance(cut, keep=max(context, LOOKBACK) if scanner.cause is None else LOOKBACK)
         read += cut
         took = time.monotonic() - started
-        bound = time_bound(size if size is not None else read)
+        bound = time_bound(size) if size is not None else min(time_bound(read), UNSIZED_MAX_S)
         if took > bound:
             return scanner, lines.first - 1, (
                 f"{name}: stopped after {took:.0f} s at line {lines.first - 1}: triage's time bound for this input "

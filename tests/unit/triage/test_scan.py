@@ -743,3 +743,16 @@ def test_triage_stops_at_its_time_bound_and_says_where(tmp_path: Path, monkeypat
 def test_the_time_bound_grows_with_the_input() -> None:
     assert scan.time_bound(0) == scan.TIME_BASE_S
     assert scan.time_bound(100_000_000) == scan.TIME_BASE_S + 100 * scan.TIME_PER_MB_S
+
+
+def test_an_input_of_unknown_size_is_bounded_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stream whose size nothing tells (stdin, /dev/zero) stops at UNSIZED_MAX_S."""
+    monkeypatch.setattr(scan, "UNSIZED_MAX_S", 0.0)
+
+    class Endless:
+        def read(self, size: int = -1) -> bytes:
+            return b"[rank0]: step 1 loss 0.1\n" * max(1, (size if size > 0 else 1 << 16) // 26)
+
+    result = scan.scan(Endless(), context=0, name="<stdin>")
+    assert any("time bound" in w for w in result["warnings"])
+
