@@ -177,15 +177,16 @@ def occurrences(log: Path, failing: list[Failure]) -> dict[str, Occurrence]:
     return found
 
 
-def write(results_dir: Path) -> dict[str, str]:
-    """Save evidence/<case>.txt for each failing case found in log.txt; returns case -> file."""
+def write(results_dir: Path, failing: list[Failure] | None = None) -> dict[str, str]:
+    """Save evidence/<case>.txt for each failing case found in log.txt; returns case -> file.
+    failing: the cell's failures when the caller has read them already (failures())."""
     log = results_dir / rundir.LOG
     saved: dict[str, str] = {}
     try:  # a log.txt the suite made a symlink or a FIFO is not read (it would read elsewhere, or hang)
         rundir.open_plain(log, results_dir).close()
     except OSError:
         return saved
-    failing = failures(results_dir / rundir.RESULTS)
+    failing = failures(results_dir / rundir.RESULTS) if failing is None else failing
     found = occurrences(log, failing) if failing else {}
     for failure in failing:
         occurrence = found.get(failure.case)

@@ -186,18 +186,20 @@ def finish(target: Target, exit_code: int, meta: dict[str, object]) -> list[str]
         meta["observed"] = stackcheck.observed(env)
         if target.cell.from_image():
             lines.append(f"{target.cell.id}: the stack of {target.cell.base}: {stackcheck.describe(env)}")
-    meta.update(exit_code=exit_code, ended=rundir.records.now(), evidence=evidence.write(target.results_dir))
-    write_first_cause(target.results_dir)
+    failing = evidence.failures(target.results_dir / rundir.RESULTS)  # read once, for both below
+    meta.update(exit_code=exit_code, ended=rundir.records.now(), evidence=evidence.write(target.results_dir, failing))
+    write_first_cause(target.results_dir, bool(failing))
     rundir.write_json(target.results_dir / rundir.CELL_JSON, meta)
     return lines
 
 
-def write_first_cause(results_dir: Path) -> None:
+def write_first_cause(results_dir: Path, failed: bool | None = None) -> None:
     """first_cause.json: triage's first cause in log.txt when a case failed (family null when
     nothing failed or the log names nothing), so that the report reads it and scans no log. A
-    log triage cannot read leaves no file: the report's cli then tries, and says what is wrong."""
+    log triage cannot read leaves no file: the report's cli then tries, and says what is wrong.
+    failed: whether a case failed, when the caller knows (else results.jsonl is read for it)."""
     cause = None
-    if evidence.failures(results_dir / rundir.RESULTS):
+    if failed if failed is not None else evidence.failures(results_dir / rundir.RESULTS):
         try:
             cause = scan.first_cause(results_dir / rundir.LOG)
         except (BadInput, OSError):
