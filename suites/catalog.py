@@ -30,8 +30,23 @@ DTYPES = ("float32", "float16", "bfloat16")
 AUTOCAST_DTYPES = (None, "float16", "bfloat16")
 # The memory format a case asks for, and the spatial rank it needs (None: any).
 MEMORY_FORMATS = {"contiguous": None, "channels_last": 2, "channels_last_3d": 3}
-# Non-contiguous input layouts: same values, other strides.
-LAYOUTS = (None, "permuted", "sliced", "transposed")
+# Non-contiguous input layouts: same values, other strides. nhwc_strided: the input a model makes
+# with x.permute(0, 3, 1, 2) of a channels-last (N, H, W, C) tensor, its weight left NCHW (a
+# channels_last memory format would put the weight in channels_last too).
+LAYOUTS = (None, "permuted", "sliced", "transposed", "nhwc_strided")
+# What a case differentiates: nothing, input and weight (`backward`), one of them (the dgrad and
+# wgrad paths alone), or the gradient of grad_input again (a gradient penalty: WGAN-GP, R1).
+DIRECTIONS = ("forward", "backward", "backward_input", "backward_weight", "double_backward")
+# The gradients each direction checks against the reference.
+DIRECTION_GRADS = {
+    "forward": (),
+    "backward": ("grad_input", "grad_weight"),
+    "backward_input": ("grad_input",),
+    "backward_weight": ("grad_weight",),
+    "double_backward": ("grad_input", "grad_weight", "double_grad_weight"),
+}
+_DIRECTION_ID = {"backward": "bwd", "backward_input": "bwd_input", "backward_weight": "bwd_weight",
+                 "double_backward": "double_bwd"}
 # Trigger families: the known ways a convolution reaches a cuDNN failure. A trigger case names
 # its family and the public reports it comes from (sources).
 TRIGGERS = {
@@ -78,6 +93,14 @@ def _is_default(value: Size, default: int) -> bool:
     return all(v == default for v in value)
 
 
+class CaseError(ValueError):
+    """A case that cannot be; `problems` lists what is wrong, a phrase each."""
+
+    def __init__(self, message: str, problems: list[str]) -> None:
+        super().__init__(message)
+        self.problems = problems
+
+
 @dataclass(frozen=True)
 class Case:
     op: str
@@ -106,52 +129,82 @@ class Case:
     workload: str | None = None  # a WORKLOADS name
     sources: tuple[str, ...] = ()  # public reports and PRs (URLs) the case comes from
     tag: str | None = None  # a readable suffix telling apart cases whose other id parts agree
+    bias: bool = True
+    # None: "backward" when backward is set, else "forward"; another direction sets backward.
+    direction: str | None = None
+    prefix: str | None = None  # a user case file's stem: its cases' ids start with it
 
     def __post_init__(self) -> None:
+        if self.direction not in (None, "forward") and not self.backward:
+            object.__setattr__(self, "backward", True)  # frozen: normalised once, at construction
         problems = self._problems()
         if problems:
-            raise ValueError(f"bad case {self!r}: {'; '.join(problems)}")
+            raise CaseError(f"bad case {self!r}: {'; '.join(problems)}", problems)
 
     def _problems(self) -> list[str]:
         problems = []
         if self.op not in SPATIAL_DIMS:
-            problems.append("unknown op " + self.op)
+            problems.append("op: unknown op " + self.op)
             return problems
         if self.dtype not in DTYPES:
-            problems.append("unknown dtype " + self.dtype)
+            problems.append("dtype: unknown dtype " + self.dtype)
         if self.autocast not in AUTOCAST_DTYPES:
-            problems.append(f"unknown autocast dtype {self.autocast}")
+            problems.append(f"autocast: unknown autocast dtype {self.autocast}")
         if self.autocast is not None and self.dtype != "float32":
-            problems.append("autocast cases take float32 inputs")
+            problems.append("autocast: autocast cases take float32 inputs (dtype)")
         if self.memory_format not in MEMORY_FORMATS:
-            problems.append("unknown memory format " + self.memory_format)
+            problems.append("memory_format: unknown memory format " + self.memory_format)
         elif MEMORY_FORMATS[self.memory_format] not in (None, self.spatial_dims):
-            problems.append(self.memory_format + " needs another spatial rank")
+            problems.append(f"memory_format: {self.memory_format} needs another spatial rank")
         if self.layout not in LAYOUTS:
-            problems.append(f"unknown layout {self.layout}")
+            problems.append(f"layout: unknown layout {self.layout}")
         if self.layout is not None and self.memory_format != "contiguous":
-            problems.append("a layout tweak applies to contiguous inputs only")
+            problems.append("layout: a layout tweak applies to contiguous inputs only (memory_format)")
+        if self.direction is not None and self.direction not in DIRECTIONS:
+            problems.append(f"direction: unknown direction {self.direction}")
+        elif self.direction == "forward" and self.backward:
+            problems.append("direction: a forward case has no backward")
+        if self.prefix is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}", self.prefix):
+            problems.append("prefix: up to 64 letters, digits, '_', '.', '+' and '-'")
         if self.layout == "transposed" and (self.n < 2 or self.c_in < 2):
-            problems.append("a transposed layout needs n >= 2 and c_in >= 2")
+            problems.append("layout: a transposed layout needs a batch and channels of 2 or more")
         if self.trigger is not None and self.trigger not in TRIGGERS:
-            problems.append(f"unknown trigger family {self.trigger}")
+            problems.append(f"trigger: unknown trigger family {self.trigger}")
         if self.trigger is not None and not self.sources:
-            problems.append("a trigger case names its public sources")
+            problems.append("sources: a trigger case names its public sources")
         if self.workload is not None and self.workload not in WORKLOADS:
-            problems.append(f"unknown workload {self.workload}")
+            problems.append(f"workload: unknown workload {self.workload}")
         if not all(url.startswith("https://") for url in self.sources):
-            problems.append("sources are https URLs")
+            problems.append("sources: sources are https URLs")
         if not _is_default(self.output_padding, 0) and not self.transposed:
-            problems.append("output_padding applies to transposed ops only")
+            problems.append("output_padding: applies to transposed ops only")
+        elif self.transposed and any(op >= max(s, d) for op, s, d in zip(
+                self.expand(self.output_padding), self.expand(self.stride), self.expand(self.dilation))
+                if isinstance(self.output_padding, int) or len(self.output_padding) == self.spatial_dims):
+            problems.append("output_padding: must be smaller than stride or dilation")
         if self.tag is not None and not re.fullmatch(r"[a-z0-9_]+", self.tag):
-            problems.append("a tag is lower-case letters, digits and underscores")
+            problems.append("tag: lower-case letters, digits and underscores")
         if self.c_in % self.groups or self.c_out % self.groups:
-            problems.append("channels must divide by groups")
+            problems.append(f"groups: {self.groups} does not divide the channels ({self.c_in} in, {self.c_out} out)")
         for name in ("size", "kernel", "stride", "padding", "dilation", "output_padding"):
             value = getattr(self, name)
             if not isinstance(value, int) and len(value) != self.spatial_dims:
-                problems.append(name + " has the wrong rank")
+                problems.append(f"{name}: has the wrong rank for {self.op}")
+                return problems
+        if any(extent < 1 for extent in self.output_size()):
+            problems.append(f"kernel: the output would be empty ({_fmt(self.output_size())}): the kernel, dilation "
+                            "and padding do not fit the input")
         return problems
+
+    @property
+    def kind(self) -> str:
+        """The direction: forward, backward, backward_input, backward_weight, double_backward."""
+        return self.direction or ("backward" if self.backward else "forward")
+
+    @property
+    def grads(self) -> tuple[str, ...]:
+        """The gradients the case computes and checks (DIRECTION_GRADS)."""
+        return DIRECTION_GRADS[self.kind]
 
     @property
     def needs_gpu(self) -> bool:
@@ -215,7 +268,8 @@ class Case:
         `dilated`, `over2g` (`-k 2g`), a trigger family (`-k int32`, `-k tall_wide`) or a
         workload (`-k vae`, `-k whisper`, `-k unet`, `-k patch`, `-k stylegan`, `-k video`).
         """
-        parts = [self.op, _SHORT_DTYPE[self.dtype]]
+        parts = [self.prefix] if self.prefix else []
+        parts += [self.op, _SHORT_DTYPE[self.dtype]]
         if self.autocast:
             parts.append("autocast_" + _SHORT_DTYPE[self.autocast])
         parts.append("k" + _fmt(self.kernel))
@@ -231,8 +285,10 @@ class Case:
             parts.append(self.memory_format)
         if self.layout:
             parts.append(self.layout)
-        if self.backward:
-            parts.append("bwd")
+        if not self.bias:
+            parts.append("nobias")
+        if self.kind != "forward":
+            parts.append(_DIRECTION_ID[self.kind])
         for name, switch in (("bench", self.benchmark), ("det", self.deterministic),
                              ("tf32", self.tf32)):
             if switch is not None:

@@ -51,11 +51,12 @@ def _load_beside(stem: str) -> Any:
 records = _load_beside("records")
 isolation = _load_beside("isolation")
 options = _load_beside("options")
+casefile = _load_beside("casefile")
 SUITE_INI = os.path.join(SUITE_DIR, "pytest.ini")
 NUMERIC_KEY = "convmatrix_numeric"
 FACTS_KEY = "convmatrix_facts"
 # Facts a test hands the recorder (record_facts), written as top-level keys of its results line.
-FACT_FIELDS = ("timing", "fingerprint", "need_mb", "scaled", "trigger", "sources")
+FACT_FIELDS = ("timing", "fingerprint", "need_mb", "scaled", "shapes", "trigger", "sources")
 # A results line is written with one write() on an O_APPEND fd so that xdist workers never
 # interleave; keep it well under 64 KiB by bounding the free-text fields.
 LINE_LIMIT = 60000
@@ -94,8 +95,25 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
     isolation.prepare(config)
 
 
+class UserCases:
+    """The cases of the run's --cases files, which test_conv.py parametrizes with beside the
+    catalog's (found as the plugin "convmatrix_cases")."""
+
+    def __init__(self, paths: list[str]) -> None:
+        import catalog  # suites/ is on sys.path once this conftest is loaded, as for test_conv.py
+
+        try:
+            self.cases = casefile.load(paths, catalog.Case, taken=[case.id for case in catalog.CASES])
+        except casefile.CaseFileError as exc:
+            # pytest prints a usage error's message after "ERROR: ": one line a problem.
+            raise pytest.UsageError("\n".join(exc.lines)) from None
+        self.files = [{"path": path, "stem": casefile.stem_of(path)} for path in paths]
+
+
 def pytest_configure(config: pytest.Config) -> None:
     _adopt_suite_ini(config)
+    # Before anything is written: a bad case file is a usage error, like a bad option.
+    config.pluginmanager.register(UserCases(config.getoption("cases") or []), "convmatrix_cases")
     settings = _settings(config)
     config.stash[SETTINGS] = settings
     torch.backends.cudnn.benchmark = settings.knobs["cudnn_benchmark"]

@@ -20,7 +20,7 @@ class Option:
     help: str
     default: Any = None
     choices: tuple[str, ...] | None = None
-    kind: str = "text"  # text, int, float, flag
+    kind: str = "text"  # text, int, float, flag, append (repeatable, a list)
     metavar: str | None = None
     group: str = "suite"  # suite (conftest.py) or isolation (isolation.py)
     extra: dict[str, Any] = field(default_factory=dict)
@@ -36,6 +36,8 @@ OPTIONS: tuple[Option, ...] = (
            default="off", choices=("on", "off")),
     Option("--pad-channels", "remedy knob: zero-pad channel counts up to a multiple of N (8: the tensor-core "
            "remedy)", default=0, kind="int", metavar="N"),
+    Option("--cases", "a case file of your own convolutions ([[case]] tables, TOML or JSON; suites/casefile.py), "
+           "run beside the catalog; repeat for more files", kind="append", metavar="FILE"),
     Option("--continue-run", "add to the results of a run that ended early (convmatrix passes it when it runs "
            "the rest of a cell after a crash): skip the cases that have a line, keep its env.json",
            default=False, kind="flag"),
@@ -64,6 +66,8 @@ def addoptions(group: Any, which: str) -> None:
         kwargs: dict[str, Any] = {"default": option.default, "help": option.help}
         if option.kind == "flag":
             kwargs["action"] = "store_true"
+        elif option.kind == "append":
+            kwargs["action"] = "append"
         elif option.kind in _TYPES:
             kwargs["type"] = _TYPES[option.kind]
         if option.choices:

@@ -57,7 +57,7 @@ MISSING_CPU_KERNEL = re.compile(r"not implemented for '(?:Half|BFloat16)'")
 
 Tensors = Dict[str, torch.Tensor]
 Index = Tuple[Any, ...]
-GRADIENTS = ("grad_input", "grad_weight")
+GRADIENTS = ("grad_input", "grad_weight", "double_grad_weight")
 
 
 @dataclass(frozen=True)
@@ -92,7 +92,14 @@ def _param(case: Case) -> object:
     return pytest.param(case, id=case.id, marks=marks)
 
 
-@pytest.mark.parametrize("case", [_param(case) for case in CASES])
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """The catalog's cases, then those of the run's --cases files (conftest.UserCases)."""
+    if "case" in metafunc.fixturenames:
+        user = metafunc.config.pluginmanager.get_plugin("convmatrix_cases")
+        cases = (*CASES, *(user.cases if user is not None else ()))
+        metafunc.parametrize("case", [_param(case) for case in cases])
+
+
 def test_conv(case: Case, device: str, request: pytest.FixtureRequest,
               record_numeric: Callable[[dict[str, float]], None],
               record_facts: Callable[..., None]) -> None:
@@ -107,15 +114,17 @@ def test_conv(case: Case, device: str, request: pytest.FixtureRequest,
             pytest.skip(f"the case needs {sizing.need_mb(case)} MiB, the GPU has "
                         f"{free // sizing.MIB} MiB free")
     run = sizing.scaled(case) if device == "cpu" else case
-    record_facts(scaled=run is not case)
+    # The shapes the device ran: a scaled case's differ from its params (a repro builds these).
+    record_facts(scaled=run is not case,
+                 shapes={name: list(shape) for name, shape in sizing.shapes(run).items()})
     remedy = Remedy(request.config.getoption("channels_last") == "on",
                     request.config.getoption("pad_channels"))
     generator = torch.Generator().manual_seed(zlib.crc32(case.id.encode("utf-8")))
     with forced_settings(case):
         inputs = make_inputs(run, generator, device)
-        expected, grad_out = reference(run, inputs, generator, sizing.sliced(case), device)
+        expected, drawn = reference(run, inputs, generator, sizing.sliced(case), device)
         try:
-            got, timing, computed = run_on_device(run, inputs, grad_out, device, remedy)
+            got, timing, computed = run_on_device(run, inputs, drawn, device, remedy)
         except RuntimeError as exc:
             if device == "cpu" and MISSING_CPU_KERNEL.search(str(exc)):
                 pytest.skip(f"this torch has no CPU kernel for the case's dtype: {exc}")
@@ -165,9 +174,12 @@ def make_inputs(case: Case, generator: torch.Generator, device: str = "cpu") -> 
     for tensors too big to build there, which are built on the device."""
     found = sizing.shapes(case)
     dtype = TORCH_DTYPES[case.dtype]
-    return {name: seeded(found[name], generator, dtype, device if sizing.numel(found[name]) > TILE_LIMIT
+    made = {name: seeded(found[name], generator, dtype, device if sizing.numel(found[name]) > TILE_LIMIT
                          else "cpu")
             for name in ("input", "weight", "bias")}
+    if not case.bias:  # the device gets None; the reference adds zeros, which cost no error
+        made["bias"] = torch.zeros_like(made["bias"])
+    return made
 
 
 def convolve(fn: Callable[..., torch.Tensor], case: Case, x: torch.Tensor, weight: torch.Tensor,
@@ -180,10 +192,19 @@ def convolve(fn: Callable[..., torch.Tensor], case: Case, x: torch.Tensor, weigh
               groups=case.groups if groups is None else groups, **extra)
 
 
+@dataclass(frozen=True)
+class Drawn:
+    """What the device run back-propagates: the output's gradient (backward cases) and the
+    vector v whose product with grad_input a double backward differentiates again."""
+
+    grad_output: torch.Tensor | None = None
+    vector: torch.Tensor | None = None
+
+
 def reference(case: Case, inputs: Tensors, generator: torch.Generator, sliced: bool,
-              device: str) -> tuple[dict[str, Expected], torch.Tensor | None]:
+              device: str) -> tuple[dict[str, Expected], Drawn]:
     """float64 results from the inputs as the device computes with them (autocast rounds),
-    and the gradient of the output that the device run back-propagates."""
+    and what the device run back-propagates."""
     if sliced:
         return sliced_reference(case, inputs, generator, device)
     compute = TORCH_DTYPES[case.compute_dtype]
@@ -197,13 +218,16 @@ def reference(case: Case, inputs: Tensors, generator: torch.Generator, sliced: b
     found = sizing.shapes(case)
     grad_weight_terms = case.n * max(sizing.numel(found["input"][2:]),
                                      sizing.numel(found["output"][2:]))
-    expected = expectations(exact, size, dict.fromkeys(("output", *GRADIENTS), ()),
+    expected = expectations(case, exact, size, dict.fromkeys(("output", *GRADIENTS), ()),
                             {"output": reduction_size(case, "output") + 1,  # + the bias
                              "grad_input": reduction_size(case, "grad_input"),
-                             "grad_weight": grad_weight_terms})
+                             "grad_weight": grad_weight_terms,
+                             # wgrad again, of v (input-shaped) against grad_output
+                             "double_grad_weight": grad_weight_terms})
     if exact.grad_output is None:
-        return expected, None
-    return expected, exact.grad_output.to(compute)
+        return expected, Drawn()
+    return expected, Drawn(exact.grad_output.to(compute),
+                           None if exact.double_vector is None else exact.double_vector.to(compute))
 
 
 def reference_sums(case: Case, forward: tolerance.Forward, x: torch.Tensor, weight: torch.Tensor,
@@ -216,20 +240,21 @@ def reference_sums(case: Case, forward: tolerance.Forward, x: torch.Tensor, weig
     def draw(shape: torch.Size) -> torch.Tensor:
         return torch.randn(shape, generator=generator).to(compute).double()
 
-    exact = tolerance.evaluate(forward, x, weight, bias, draw if case.backward else None)
-    return exact, tolerance.magnitudes(forward, x, weight, bias, exact.grad_output)
+    exact = tolerance.evaluate(forward, x, weight, bias, draw if case.backward else None,
+                               draw if case.kind == "double_backward" else None)
+    return exact, tolerance.magnitudes(forward, x, weight, bias, exact.grad_output, exact.double_vector)
 
 
-def expectations(exact: tolerance.Sums, size: tolerance.Sums, index: dict[str, Index],
+def expectations(case: Case, exact: tolerance.Sums, size: tolerance.Sums, index: dict[str, Index],
                  terms: dict[str, int]) -> dict[str, Expected]:
-    """What each compared tensor must match: output, and the gradients when there are any."""
-    names = ("output",) if exact.grad_output is None else ("output", *GRADIENTS)
+    """What each compared tensor must match: output, and the gradients the case's direction
+    computes (catalog.DIRECTION_GRADS)."""
     return {name: Expected(getattr(exact, name), index[name], getattr(size, name), terms[name])
-            for name in names}
+            for name in ("output", *case.grads)}
 
 
 def sliced_reference(case: Case, inputs: Tensors, generator: torch.Generator,
-                     device: str) -> tuple[dict[str, Expected], torch.Tensor | None]:
+                     device: str) -> tuple[dict[str, Expected], Drawn]:
     """The reference on a block of output positions of the last batch entry (and the last
     output channels when groups == 1), from the input window those positions read."""
     compute = TORCH_DTYPES[case.compute_dtype]
@@ -280,17 +305,23 @@ def sliced_reference(case: Case, inputs: Tensors, generator: torch.Generator,
 
     exact, size = reference_sums(case, forward, x, weight, bias, generator)
     out_index = (slice(last, last + 1), co, *blocks)
-    expected = expectations(exact, size,
+    expected = expectations(case, exact, size,
                             {"output": out_index, "grad_input": window_index,
-                             "grad_weight": weight_index},
+                             "grad_weight": weight_index, "double_grad_weight": weight_index},
                             {"output": reduction_size(case, "output") + 1,  # + the bias
                              "grad_input": reduction_size(case, "grad_input"),
-                             "grad_weight": sizing.numel(want)})
+                             "grad_weight": sizing.numel(want),
+                             # v lives on the window only; grad_output on the block
+                             "double_grad_weight": sizing.numel(want)})
     if exact.grad_output is None:
-        return expected, None
+        return expected, Drawn()
     grad_out = torch.zeros(sizing.shapes(case)["output"], dtype=compute, device=device)
     grad_out[out_index] = exact.grad_output.to(compute).to(device)
-    return expected, grad_out
+    vector = None
+    if exact.double_vector is not None:  # zero outside the window, as grad_output is outside the block
+        vector = torch.zeros(sizing.shapes(case)["input"], dtype=compute, device=device)
+        vector[window_index] = exact.double_vector.to(compute).to(device)
+    return expected, Drawn(grad_out, vector)
 
 
 # --- the device run -----------------------------------------------------------------------------
@@ -345,11 +376,14 @@ def memory_format_for(case: Case, remedy: Remedy, rank: int) -> torch.memory_for
     return None  # conv1d inputs stay as they are
 
 
-def run_on_device(case: Case, inputs: Tensors, grad_out: torch.Tensor | None, device: str,
+def run_on_device(case: Case, inputs: Tensors, drawn: Drawn, device: str,
                   remedy: Remedy) -> tuple[Tensors, dict[str, Any], dict[str, Any]]:
-    x_leaf = inputs["input"].to(device).detach().requires_grad_(case.backward)
-    w_leaf = inputs["weight"].to(device).detach().requires_grad_(case.backward)
-    bias = inputs["bias"].to(device)
+    grad_out = drawn.grad_output
+    # backward_input and backward_weight differentiate one leaf, so that cuDNN runs dgrad or
+    # wgrad alone; a double backward needs both (grad_input, then its gradient to the weight).
+    x_leaf = inputs["input"].to(device).detach().requires_grad_(case.backward and case.kind != "backward_weight")
+    w_leaf = inputs["weight"].to(device).detach().requires_grad_(case.backward and case.kind != "backward_input")
+    bias: torch.Tensor | None = inputs["bias"].to(device) if case.bias else None
     plan = pad_plan(case, remedy.pad_channels)
     x, weight = x_leaf, w_leaf
     groups = case.groups
@@ -362,7 +396,8 @@ def run_on_device(case: Case, inputs: Tensors, grad_out: torch.Tensor | None, de
         else:
             weight = pad_dim(pad_dim(weight, 0, case.groups, out_g, groups, new_out), 1, 1, in_g,
                              1, new_in)
-        bias = pad_dim(bias, 0, case.groups, out_g, groups, new_out)
+        if bias is not None:
+            bias = pad_dim(bias, 0, case.groups, out_g, groups, new_out)
     input_format = memory_format_for(case, remedy, x.dim())
     x = place_input(case, x, input_format)
     fmt = memory_format_for(case, remedy, weight.dim())
@@ -374,27 +409,39 @@ def run_on_device(case: Case, inputs: Tensors, grad_out: torch.Tensor | None, de
         with autocast(case, device):
             return convolve(fn, case, x, weight, bias, groups=groups)
 
-    def backward(out: torch.Tensor) -> None:
+    def backward(out: torch.Tensor) -> Tensors:
         assert grad_out is not None
         grad = grad_out.to(device=device, dtype=out.dtype)
         if plan is not None:  # the padded output channels get zero gradient
             grad = pad_dim(grad, 1, case.groups, plan[2], plan[0], plan[4])
-        out.backward(grad)  # type: ignore[no-untyped-call]  # torch leaves it untyped
+        if case.kind == "double_backward":
+            assert drawn.vector is not None
+            # As a gradient penalty does: grad_input kept differentiable, then <grad_input, v>
+            # differentiated again to the weight (convolution_backward's own backward).
+            grad_input, grad_weight = torch.autograd.grad(out, (x_leaf, w_leaf), grad, create_graph=True)
+            vector = drawn.vector.to(device=device, dtype=grad_input.dtype)
+            (double,) = torch.autograd.grad(grad_input, (w_leaf,), vector)
+            return {"grad_input": grad_input.detach(), "grad_weight": grad_weight.detach(),
+                    "double_grad_weight": double}
+        leaves = [leaf for leaf in (x_leaf, w_leaf) if leaf.requires_grad]
+        found = torch.autograd.grad(out, leaves, grad)
+        names = [name for name, leaf in (("grad_input", x_leaf), ("grad_weight", w_leaf)) if leaf.requires_grad]
+        return dict(zip(names, found))
 
     if device == "cuda":  # a warm-up call, excluded from the timing (benchmark mode searches here)
         warm = forward()
         if grad_out is not None:
             backward(warm)
-            x_leaf.grad = w_leaf.grad = None
         del warm
         torch.cuda.synchronize()
     clock = Clock(device)
     with clock.measure("forward_ms"):
         out = forward()
     check_autocast(case, device, out)
+    grads: Tensors = {}
     if grad_out is not None:
         with clock.measure("backward_ms"):
-            backward(out)
+            grads = backward(out)
     if device == "cuda":
         # Kernel errors surface asynchronously: make them surface here, in the device run.
         torch.cuda.synchronize()
@@ -405,10 +452,7 @@ def run_on_device(case: Case, inputs: Tensors, grad_out: torch.Tensor | None, de
                 "memory_format": layout_name(x, input_format), "padded": plan is not None}
     if plan is not None:
         out = unpad_dim(out, 1, plan[0], plan[4], case.groups, plan[2])
-    got = {"output": out.detach()}
-    if grad_out is not None:
-        assert x_leaf.grad is not None and w_leaf.grad is not None  # backward() just filled them
-        got.update(grad_input=x_leaf.grad, grad_weight=w_leaf.grad)
+    got = {"output": out.detach(), **grads}
     return got, clock.timing(case.backward), computed
 
 
@@ -468,6 +512,8 @@ def place_input(case: Case, x: torch.Tensor, fmt: torch.memory_format | None) ->
         x = buffer[..., ::2]
     elif case.layout == "transposed":  # N and C swapped in memory
         x = x.transpose(0, 1).contiguous().transpose(0, 1)
+    elif case.layout == "nhwc_strided":  # channels last in memory, as x.permute(0, 3, 1, 2) leaves it
+        x = x.movedim(1, -1).contiguous().movedim(-1, 1)
     if fmt is not None:
         x = x.contiguous(memory_format=fmt)
     return x

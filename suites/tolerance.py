@@ -160,34 +160,48 @@ Forward = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
 
 @dataclass(frozen=True)
 class Sums:
-    """A conv evaluated in float64 and, given an output gradient, its two gradients."""
+    """A conv evaluated in float64 and, given an output gradient, its two gradients; given a
+    vector v too, the gradient of <grad_input, v> with respect to the weight (a double backward,
+    as a gradient penalty takes it)."""
 
     output: torch.Tensor
     grad_output: torch.Tensor | None = None
     grad_input: torch.Tensor | None = None
     grad_weight: torch.Tensor | None = None
+    double_vector: torch.Tensor | None = None
+    double_grad_weight: torch.Tensor | None = None
 
 
 def evaluate(forward: Forward, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor,
-             grad_for: Callable[[torch.Size], torch.Tensor] | None = None) -> Sums:
+             grad_for: Callable[[torch.Size], torch.Tensor] | None = None,
+             vector_for: Callable[[torch.Size], torch.Tensor] | None = None) -> Sums:
     """forward(x, weight, bias) and, when grad_for gives the output gradient (called with the
     output's shape, so that a seeded draw happens after the forward pass), the gradients of
-    input and weight."""
+    input and weight; when vector_for gives v too (called with the input's shape, after that),
+    the weight's gradient of <grad_input, v>."""
     backward = grad_for is not None
     x, weight = (t.detach().requires_grad_(backward) for t in (x, weight))
     out = forward(x, weight, bias)
     if grad_for is None:
         return Sums(out.detach())
     grad = grad_for(out.shape)
-    grad_input, grad_weight = torch.autograd.grad(out, (x, weight), grad)
-    return Sums(out.detach(), grad, grad_input, grad_weight)
+    double = vector_for is not None
+    grad_input, grad_weight = torch.autograd.grad(out, (x, weight), grad, create_graph=double)
+    if vector_for is None:
+        return Sums(out.detach(), grad, grad_input, grad_weight)
+    vector = vector_for(x.shape)
+    (double_grad_weight,) = torch.autograd.grad(grad_input, (weight,), vector)
+    return Sums(out.detach(), grad, grad_input.detach(), grad_weight.detach(), vector, double_grad_weight)
 
 
 def magnitudes(forward: Forward, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor,
-               grad_output: torch.Tensor | None = None) -> Sums:
+               grad_output: torch.Tensor | None = None, vector: torch.Tensor | None = None) -> Sums:
     """Per element, the sum of |terms|: the same ops on absolute values. Right for any op that
     is a sum of products of one input and one weight element (convolution, padding, slicing,
-    adding a bias), which every forward here is."""
+    adding a bias), which every forward here is, and for its gradients: each is again a sum of
+    products of two of x, weight, grad_output and v, with coefficients 0 or 1."""
     grad = grad_output.abs() if grad_output is not None else None
+    absolute = vector.abs() if vector is not None else None
     return evaluate(forward, x.abs(), weight.abs(), bias.abs(),
-                    None if grad is None else (lambda _shape: grad))
+                    None if grad is None else (lambda _shape: grad),
+                    None if absolute is None else (lambda _shape: absolute))

@@ -258,25 +258,34 @@ def suite(pytestconfig: pytest.Config) -> Any:
                  source="grouped transposed, no padding"),
     catalog.Case("conv1d", 2, 8, 24, 30, 14, stride=14, backward=True,
                  source="patch-embedding-like"),
+    catalog.Case("conv2d", 3, 6, 20, (11, 9), 3, stride=2, padding=2, dilation=2, direction="double_backward",
+                 source="a gradient penalty through a strided, dilated conv"),
+    catalog.Case("conv_transpose3d", 2, 4, 18, (4, 5, 3), 3, stride=2, padding=1, output_padding=1,
+                 direction="double_backward", source="a gradient penalty through a transposed 3d conv"),
 ], ids=lambda case: case.id)
 def test_sliced_reference_matches_the_full_one(suite: Any, case: catalog.Case) -> None:
     import torch
 
     inputs = suite.make_inputs(case, torch.Generator().manual_seed(1))
     full, _ = suite.reference(case, inputs, torch.Generator().manual_seed(2), False, "cpu")
-    part, grad_out = suite.sliced_reference(case, inputs, torch.Generator().manual_seed(2), "cpu")
+    part, drawn = suite.sliced_reference(case, inputs, torch.Generator().manual_seed(2), "cpu")
+    grad_out = drawn.grad_output
     assert torch.allclose(full["output"].ref[part["output"].index], part["output"].ref)
     assert part["output"].ref.numel() < full["output"].ref.numel()
     # The device run back-propagates grad_out, zero outside the block: the full reference
     # with that same gradient must agree with the slice's gradients.
     x, weight, bias = (inputs[name].double().requires_grad_() for name in ("input", "weight", "bias"))
     out = suite.convolve(getattr(torch, case.op), case, x, weight, bias)
-    out.backward(grad_out.double())
-    assert torch.allclose(x.grad[part["grad_input"].index], part["grad_input"].ref)
-    assert torch.allclose(weight.grad[part["grad_weight"].index], part["grad_weight"].ref)
-    outside = x.grad.clone()
+    grad_input, grad_weight = torch.autograd.grad(out, (x, weight), grad_out.double(), create_graph=True)
+    assert torch.allclose(grad_input[part["grad_input"].index], part["grad_input"].ref)
+    assert torch.allclose(grad_weight[part["grad_weight"].index], part["grad_weight"].ref)
+    outside = grad_input.detach().clone()
     outside[part["grad_input"].index] = 0
     assert float(outside.abs().max()) == 0.0  # nothing outside the window got a gradient
+    if case.kind == "double_backward":  # v is zero outside the window too: the same second gradient
+        (double,) = torch.autograd.grad(grad_input, (weight,), drawn.vector.double())
+        assert torch.allclose(double[part["double_grad_weight"].index], part["double_grad_weight"].ref)
+        assert float(part["double_grad_weight"].ref.abs().max()) > 0
 
 
 def test_fingerprint_is_stable_and_sees_drift(suite: Any) -> None:

@@ -42,6 +42,30 @@ base = "convmatrix/base:bookworm"
 """
 
 
+PROD_CASES = """
+[[case]]
+name = "vae_t"
+op = "conv_transpose3d"
+input = [1, 8, 4, 6, 6]
+out_channels = 4
+kernel = 3
+stride = 2
+output_padding = 1
+layout = "nhwc_strided"
+direction = "double_backward"
+sources = ["https://github.com/pytorch/pytorch/issues/4344"]
+
+[[case]]
+name = "nhwc"
+op = "conv2d"
+input = [2, 8, 12, 10]
+out_channels = 16
+kernel = 3
+dtype = "bfloat16"
+direction = "backward_weight"
+"""
+
+
 @pytest.fixture(scope="module")
 def base() -> str:
     return base_image.ensure()
@@ -63,7 +87,9 @@ def run(tmp_path_factory: pytest.TempPathFactory, wheelhouse: Path, base: str) -
     """Both lanes into one run directory, through the README's sessions."""
     tmp = tmp_path_factory.mktemp("lanes")
     matrix = tmp / "m.toml"
-    matrix.write_text(MATRIX.format(wheelhouse=wheelhouse))
+    # A user case file beside the catalog: the container lane mounts it read-only (issue 22).
+    (tmp / "prod.toml").write_text(PROD_CASES)
+    matrix.write_text(MATRIX.format(wheelhouse=wheelhouse).replace("[axes]", 'cases = ["prod.toml"]\n[axes]', 1))
     out = tmp / "run"
     for session in ("container", "baremetal"):
         done = nox(session, matrix, "--out", str(out))
@@ -83,6 +109,24 @@ def test_container_and_baremetal_cells_report_side_by_side(run: tuple[Path, Path
     meta = json.loads((ran(out, CONTAINER) / "cell.json").read_text())
     assert meta["image_id"].startswith("sha256:") and meta["image"].startswith("convmatrix/cell:")
     assert json.loads((ran(out, CONTAINER) / "env.json").read_text())["image_id"] == meta["image_id"]
+
+
+def test_a_case_file_runs_in_the_container_as_on_bare_metal(run: tuple[Path, Path]) -> None:
+    _, out = run
+    ran_cases = {}
+    for cell in (CONTAINER, BAREMETAL):
+        lines = [json.loads(line) for line in (ran(out, cell) / "results.jsonl").read_text().splitlines()]
+        ran_cases[cell] = {r["case"]: r for r in lines if r["case"].startswith("prod-")}
+        recorded = json.loads((ran(out, cell) / "cell.json").read_text())["cases"]
+        assert [(c["stem"], c["cases"]) for c in recorded] == [("prod", 2)]
+    assert set(ran_cases[CONTAINER]) == set(ran_cases[BAREMETAL]) == {
+        "prod-conv_transpose3d-fp32-k3-s2-op1-nhwc_strided-double_bwd-vae_t",
+        "prod-conv2d-bf16-k3-bwd_weight-nhwc"}
+    for record in ran_cases[CONTAINER].values():
+        assert record["status"] == "passed", record["message"]
+        assert record["params"]["prefix"] == "prod"
+    vae = ran_cases[CONTAINER]["prod-conv_transpose3d-fp32-k3-s2-op1-nhwc_strided-double_bwd-vae_t"]
+    assert vae["sources"] == ["https://github.com/pytorch/pytorch/issues/4344"]
 
 
 def test_no_container_is_left_behind(run: tuple[Path, Path]) -> None:

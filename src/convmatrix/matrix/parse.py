@@ -14,7 +14,9 @@ from convmatrix.matrix import knobs, values
 from convmatrix.matrix.cells import Cell
 from convmatrix.matrix.prune import impossible
 
-TOP_KEYS = {"name", "description", "wheelhouse", "axes", "include", "exclude", "control", "container", "fleet"}
+TOP_KEYS = {"name", "description", "wheelhouse", "cases", "axes", "include", "exclude", "control", "container",
+            "fleet"}
+MAX_CASE_FILES = 64
 FLEET_KEYS = {"gpus"}
 CONTAINER_KEYS = {"base", "flavour"}
 FLAVOURS = ("wheel", "system")
@@ -46,6 +48,9 @@ class Matrix:
     # Cells whose absence fails nothing ([[include]] optional = true): shown when not run, greyed.
     optional: frozenset[str] = frozenset()
     fleet_gpus: tuple[str, ...] = ()  # [fleet].gpus: the GPU generations a merged run must cover
+    # `cases`: user case files (suites/casefile.py) every cell runs beside the catalog, resolved
+    # against the matrix file's directory; their content is checked when a run starts.
+    cases: tuple[Path, ...] = ()
 
     def lane(self, lane: str) -> tuple[Cell, ...]:
         return tuple(c for c in self.cells if c.lane == lane)
@@ -116,7 +121,22 @@ class _Parser:
             control=control,
             optional=frozenset(optional - ({control.id} if control else set())),
             fleet_gpus=self.fleet(raw),
+            cases=self.cases(raw),
         )
+
+    def cases(self, raw: dict[str, Any]) -> tuple[Path, ...]:
+        listed = raw.get("cases", [])
+        if not isinstance(listed, list) or len(listed) > MAX_CASE_FILES:
+            raise self.fail("cases", f"expected a list of at most {MAX_CASE_FILES} case file paths")
+        found = []
+        for item in listed:
+            if not isinstance(item, str) or not item or not item.isprintable():
+                raise self.fail("cases", f"{item!a} is not a path (empty, not a string, or a control character)")
+            path = (self.path.parent / item).resolve()
+            if not path.is_file():
+                raise self.fail("cases", f"{item}: no such case file (paths are relative to the matrix file)")
+            found.append(path)
+        return tuple(found)
 
     def fleet(self, raw: dict[str, Any]) -> tuple[str, ...]:
         table = self.table(raw, "fleet")

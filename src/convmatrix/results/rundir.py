@@ -60,9 +60,10 @@ CELL_SCHEMA = 1
 PYTEST_EXIT_OK = (0, 1)  # all passed / some cases failed: both are a completed run
 
 
-def _load_suite(stem: str) -> ModuleType:
+def suite_module(stem: str) -> ModuleType:
     """suites/<stem>.py loaded by path (suites/ is no package): records.py, the schema the suite
-    writes by; options.py, the suite's own options, which a run's suite options are checked by."""
+    writes by; options.py, the suite's own options, which a run's suite options are checked by;
+    catalog.py and casefile.py, by which a run's case files are checked before any cell runs."""
     name = f"convmatrix_suite_{stem}"
     if name not in sys.modules:
         spec = importlib.util.spec_from_file_location(name, SUITE_DIR / f"{stem}.py")
@@ -73,8 +74,8 @@ def _load_suite(stem: str) -> ModuleType:
     return sys.modules[name]
 
 
-records = _load_suite("records")
-suite_options = _load_suite("options")
+records = suite_module("records")
+suite_options = suite_module("options")
 
 
 def result_name(cell_id: str, gpu_key: str, host: str) -> str:

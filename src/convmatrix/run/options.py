@@ -12,6 +12,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from convmatrix.errors import BadInput
 from convmatrix.matrix import values
@@ -36,6 +37,7 @@ class RunOptions:
     host: str = "localhost"  # the machine the run is on (--host, $CONVMATRIX_HOST, the hostname)
     expect_gpus: tuple[str, ...] = ()  # --expect-gpu: GPU keys this runner must cover (no GPU at all: exit 4)
     suite_args: tuple[str, ...]  # passed to pytest unchanged (after a second `--`)
+    case_files: tuple[dict[str, Any], ...] = ()  # the run's case files as cell.json records them (run/cases.py)
 
 
 def new_run_dir() -> Path:

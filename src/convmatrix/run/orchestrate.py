@@ -28,7 +28,7 @@ from convmatrix.matrix import knobs, stacks
 from convmatrix.matrix.cells import Cell
 from convmatrix.matrix.parse import Matrix
 from convmatrix.results import plans, rundir
-from convmatrix.run import ahead, lanes, options, pool, progress, reuse, runner
+from convmatrix.run import ahead, cases, lanes, options, pool, progress, reuse, runner
 from convmatrix.run.lanes import Lane, Log, Prepared, SuiteRun
 
 POLL_S = 0.2  # how often the main thread wakes while it waits (a signal is handled at once anyway)
@@ -102,6 +102,9 @@ def run(matrix: Matrix, cells: Sequence[Cell], opts: options.RunOptions, log: Lo
     run, with its reason. A cell whose set-up fails is always recorded, and the run goes on with
     the others before it fails (InfrastructureError, exit 4). selection: the narrowing options
     (--lane, --cell) the cells came from, which name the plan."""
+    # Case files are checked before anything is written (a bad field: exit 2, one line each).
+    opts, files = cases.with_files(opts, matrix.cases)
+    opts = replace(opts, case_files=tuple(f.record() for f in files))
     options.mark_latest(opts.out)
     every = [c.id for c in matrix.cells]
     control = matrix.control.id if matrix.control else None
@@ -339,7 +342,8 @@ def run_target(lane: Lane, prepared: Prepared, matrix: Matrix, target: runner.Ta
 def run_suite(lane: Lane, prepared: Prepared, matrix: Matrix, staged: runner.Target, opts: options.RunOptions,
               log: Log, *, env: dict[str, str]) -> None:
     meta = runner.write_cell_json(staged, python=prepared.python, control=staged.cell == matrix.control,
-                           extra={"matrix": str(matrix.path), **prepared.record})
+                           extra={"matrix": str(matrix.path), **prepared.record,
+                                  **({"cases": list(opts.case_files)} if opts.case_files else {})})
     try:
         code = run_continuing(lane, prepared, SuiteRun(target=staged, args=suite_args(staged.cell, opts), env=env),
                               log)

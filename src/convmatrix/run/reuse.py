@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from convmatrix.results import rundir
+from convmatrix.run import cases
 from convmatrix.run.runner import Target
 
 STORE = Path(".convmatrix") / "results"  # under the working directory unless $CONVMATRIX_RESULTS_STORE
@@ -72,7 +73,8 @@ def key(target: Target, lock: str, *, driver: str, suite_args: Sequence[str], bl
     if not lock:
         return None
     facts = {"cell": target.cell.id, "lock": lock, "suite": suite_version(), "driver": driver,
-             "gpu": target.key, "suite_args": list(suite_args), "rerun_blocking": blocking}
+             # a case file counts by its content: the same file under another run's path is the same
+             "gpu": target.key, "suite_args": cases.for_key(suite_args), "rerun_blocking": blocking}
     return hashlib.sha256(json.dumps(facts, sort_keys=True).encode()).hexdigest()[:32]
 
 

@@ -250,3 +250,23 @@ def test_a_bad_fleet_gpu_key_is_bad_input(write_matrix: Callable[[str], Path], g
 def test_an_unknown_fleet_key_is_bad_input(write_matrix: Callable[[str], Path]) -> None:
     with pytest.raises(BadInput, match=r"\[fleet\]: .*'nodes'"):
         matrix.load(write_matrix(BASE + "[fleet]\nnodes = 3\n"))
+
+
+def test_case_files_resolve_against_the_matrix_file(write_matrix: Callable[[str], Path]) -> None:
+    path = write_matrix(BASE.replace('name = "t"', 'name = "t"\ncases = ["cases/prod.toml"]'))
+    (path.parent / "cases").mkdir()
+    (path.parent / "cases" / "prod.toml").write_text("")
+    assert matrix.load(path).cases == ((path.parent / "cases" / "prod.toml").resolve(),)
+    assert matrix.load(write_matrix(BASE)).cases == ()
+
+
+@pytest.mark.parametrize(("value", "says"), [
+    ('["nowhere.toml"]', "nowhere.toml: no such case file (paths are relative to the matrix file)"),
+    ('"prod.toml"', "expected a list of at most 64 case file paths"),
+    ('["a\\u0007b"]', "is not a path"),
+    ("[1]", "is not a path"),
+])
+def test_a_bad_case_file_entry_names_the_field(write_matrix: Callable[[str], Path], value: str, says: str) -> None:
+    with pytest.raises(BadInput) as caught:
+        matrix.load(write_matrix(BASE.replace('name = "t"', f'name = "t"\ncases = {value}')))
+    assert ": cases: " in str(caught.value) and says in str(caught.value)

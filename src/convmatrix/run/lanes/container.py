@@ -24,7 +24,7 @@ from convmatrix.errors import BadInput
 from convmatrix.matrix.cells import Cell
 from convmatrix.matrix.parse import Matrix
 from convmatrix.results import rundir
-from convmatrix.run import runner
+from convmatrix.run import cases, runner
 from convmatrix.run.lanes import Log, Prepared, SuiteRun, containers, images
 
 CELL_PYTHON = "/opt/cell/bin/python"  # where images/Dockerfile puts the cell's venv
@@ -48,15 +48,19 @@ class Container:
     def run_in(self, prepared: Prepared, run: SuiteRun, log: Log, writable: Path) -> int:
         image = prepared.record
         target = run.target
+        # Each case file's folder is mounted read-only, at /cases/<n>, and the suite told so.
+        mounts = {folder: f"{containers.CASES_MOUNT}/{n}" for n, folder in enumerate(cases.folders(run.args))}
+        args = cases.remap(run.args, mounts)
         spec = containers.RunSpec(
             image=image["image_id"] or image["image"],
-            command=runner.suite_command(target, "python", run.args, select=run.select,
+            command=runner.suite_command(target, "python", args, select=run.select,
                                          results_dir=Path(containers.RESULTS_MOUNT),
                                          suite_root=Path(containers.SUITE_MOUNT)),
             results_dir=writable,
             suite_dir=runner.SUITE_DIR,
             gpu_index=target.gpu.index if target.gpu and runner.wants_gpu(target, run.args) else None,
             environment={"CONVMATRIX_LANE": "container", "CONVMATRIX_IMAGE_ID": image["image_id"], **run.env},
+            readonly=mounts,
         )
         with containers.client() as engine:
             outcome = containers.run(engine, spec, run.out / "log.txt")

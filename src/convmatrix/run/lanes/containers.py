@@ -28,7 +28,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -42,6 +42,7 @@ from convmatrix.interrupts import Interrupted, signals_deferred
 from convmatrix.run.lanes.images import LABEL_HASH, Plan
 
 SUITE_MOUNT = "/suite"
+CASES_MOUNT = "/cases"  # the run's case files: /cases/<n>/<stem>.json
 RESULTS_MOUNT = "/results"
 SHM_SIZE = "2g"  # xdist workers and DataLoader-style code share tensors through /dev/shm
 NOBODY = (65534, 65534)  # the uid:gid a cell runs as when the harness is root
@@ -128,6 +129,7 @@ class RunSpec:
     suite_dir: Path
     gpu_index: int | None  # None: no GPU requested (a CPU runner)
     environment: dict[str, str]
+    readonly: dict[str, str] = field(default_factory=dict)  # more host folders -> where they are mounted, read-only
 
 
 def run_kwargs(spec: RunSpec) -> dict[str, Any]:
@@ -158,6 +160,7 @@ def run_kwargs(spec: RunSpec) -> dict[str, Any]:
         "volumes": {
             str(spec.suite_dir): {"bind": SUITE_MOUNT, "mode": "ro"},
             str(spec.results_dir.resolve()): {"bind": RESULTS_MOUNT, "mode": "rw"},
+            **{host: {"bind": inside, "mode": "ro"} for host, inside in spec.readonly.items()},
         },
         "device_requests": device_requests,
     }

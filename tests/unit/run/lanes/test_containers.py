@@ -254,3 +254,13 @@ def test_a_scratch_file_the_suite_made_a_symlink_is_not_copied(tmp_path: Path) -
     with container.scratch(out) as place:
         (place / "results.jsonl").symlink_to(tmp_path / "secret")
     assert not (out / "results.jsonl").exists()
+
+
+def test_case_files_are_mounted_read_only_beside_the_suite(tmp_path: Path) -> None:
+    folder = tmp_path / "run" / "cases" / "ab12"
+    given = containers.RunSpec(image="sha256:img", command=["python"], results_dir=tmp_path / "r",
+                               suite_dir=tmp_path / "suites", gpu_index=None, environment={},
+                               readonly={str(folder): f"{containers.CASES_MOUNT}/0"})
+    volumes = containers.run_kwargs(given)["volumes"]
+    assert volumes[str(folder)] == {"bind": "/cases/0", "mode": "ro"}
+    assert [v["mode"] for v in volumes.values()].count("rw") == 1  # the results scratch alone

@@ -1,0 +1,342 @@
+"""User case files: a team's own convolutions, as `[[case]]` tables, run beside the catalog.
+
+    pytest suites/ --cases cases/prod.toml [--cases more.json ...]
+
+A file is TOML (read where the interpreter has tomllib, Python 3.11+) or the same data as JSON
+(anywhere: the harness hands every lane JSON, so a base image on Python 3.10 runs them too):
+
+    [[case]]
+    name = "unet_up_1280"          # the case's tag: lower-case letters, digits, underscores
+    op = "conv2d"                  # conv1d/2d/3d, conv_transpose1d/2d/3d
+    input = [2, 1280, 32, 32]      # the whole input shape, batch and channels first
+    out_channels = 1280
+    kernel = 3                     # an int, or one per spatial dimension
+    padding = 1                    # stride, padding, dilation, output_padding likewise
+    dtype = "float16"              # float32, float16, bfloat16
+    memory_format = "channels_last"
+    direction = "backward"         # forward, backward, backward_input, backward_weight, double_backward
+    benchmark = true               # cudnn.benchmark while the case runs (absent: the run's)
+    sources = ["https://github.com/pytorch/pytorch/issues/..."]
+
+The other keys: groups, bias, autocast, layout (permuted, sliced, transposed, nhwc_strided),
+deterministic, allow_tf32, gpu_only, source (a sentence: why the case exists) and captured_from
+(where `convmatrix cases --from-log` found it). A case's id is made as the catalog's are,
+prefixed with the file's stem: `prod-conv2d-fp16-k3-p1-channels_last-bwd-bench_on-unet_up_1280`,
+so `-k prod` selects a file's cases and results compare across stacks.
+
+Every problem is one line naming the file, the case and the field; the suite stops with a usage
+error (exit 4) before any case runs, `convmatrix cases` and `convmatrix run` with exit 2. Like
+catalog.py this module imports neither torch nor pytest (the harness loads it by path), and it
+keeps to Python 3.8 syntax.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import math
+import os
+import re
+from typing import Any, Callable, Sequence
+
+MAX_FILE_BYTES = 4 << 20  # a case file is a few kB; a bigger one is a mistake, not data
+MAX_CASES = 10000  # per file
+MAX_EXTENT = 1 << 40  # any one dimension: beyond any GPU, and far from overflowing a float
+MAX_ELEMENTS = 1 << 44  # elements in one tensor
+MAX_SOURCES = 32
+MAX_TEXT = 2000  # characters of a free-text field
+TOP_LEVEL = ("case", "description")
+NAME = re.compile(r"[a-z0-9_]{1,64}\Z")
+STEM = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}\Z")
+URL = re.compile(r"https://[!-~]{1,2000}\Z")
+SPATIAL_DIMS = {"conv1d": 1, "conv2d": 2, "conv3d": 3,
+                "conv_transpose1d": 1, "conv_transpose2d": 2, "conv_transpose3d": 3}
+DTYPES = ("float32", "float16", "bfloat16")
+MEMORY_FORMATS = ("contiguous", "channels_last", "channels_last_3d")
+LAYOUTS = ("permuted", "sliced", "transposed", "nhwc_strided")
+DIRECTIONS = ("forward", "backward", "backward_input", "backward_weight", "double_backward")
+REQUIRED = ("name", "op", "input", "out_channels", "kernel")
+# key -> (what it takes, checker). Checkers return the value for the case, or raise Bad.
+KEYS = ("name", "op", "input", "out_channels", "kernel", "stride", "padding", "dilation", "groups",
+        "output_padding", "bias", "dtype", "autocast", "memory_format", "layout", "direction", "benchmark",
+        "deterministic", "allow_tf32", "sources", "source", "gpu_only", "captured_from")
+
+
+class CaseFileError(Exception):
+    """Problems with case files: one line each, "FILE: case N (NAME): FIELD: what is wrong"."""
+
+    def __init__(self, lines: Sequence[str]) -> None:
+        super().__init__("\n".join(lines))
+        self.lines = list(lines)
+
+
+class Bad(Exception):
+    """One field's problem (the caller adds the file and the case)."""
+
+
+def stem_of(path: str) -> str:
+    """The id prefix of a file's cases: its name without the last suffix (prod.toml -> prod)."""
+    return os.path.splitext(os.path.basename(path))[0]
+
+
+def read(path: str) -> dict[str, Any]:
+    """A case file's data: TOML by its .toml suffix, JSON otherwise (tried as JSON first when the
+    suffix says nothing), bounded in size."""
+    try:
+        with open(path, "rb") as handle:
+            raw = handle.read(MAX_FILE_BYTES + 1)
+    except OSError as exc:
+        raise CaseFileError([f"{path}: cannot read it ({exc.strerror or exc})"]) from None
+    if len(raw) > MAX_FILE_BYTES:
+        raise CaseFileError([f"{path}: over {MAX_FILE_BYTES >> 20} MiB; a case file is a few kB"])
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise CaseFileError([f"{path}: not UTF-8 text (byte {exc.start})"]) from None
+    if path.endswith(".toml"):
+        try:
+            import tomllib  # Python 3.11+; lazily, since the JSON path runs on older bases
+        except ImportError:
+            raise CaseFileError([f"{path}: this Python has no tomllib (3.11+): hand the suite the same "
+                                 "data as JSON (convmatrix does)"]) from None
+        try:
+            data: Any = tomllib.loads(text)
+        except (tomllib.TOMLDecodeError, RecursionError) as exc:
+            raise CaseFileError([f"{path}: not valid TOML: {exc}"]) from None
+    else:
+        try:
+            data = json.loads(text)
+        except (ValueError, RecursionError) as exc:
+            raise CaseFileError([f"{path}: not valid JSON: {exc}"]) from None
+    if not isinstance(data, dict):
+        raise CaseFileError([f"{path}: expected a table of [[case]] entries"])
+    return data
+
+
+def entries(path: str, data: dict[str, Any]) -> tuple[list[dict[str, Any]], list[str]]:
+    """The [[case]] tables of a file's data, and the problems of its top level."""
+    problems = []
+    for key in data:
+        if key not in TOP_LEVEL:
+            problems.append(f"{path}: {_printable(key)}: unknown top-level key{_hint(key, TOP_LEVEL)} "
+                            "(cases go in [[case]] tables)")
+    listed = data.get("case")
+    if not isinstance(listed, list) or not listed:
+        problems.append(f"{path}: case: no [[case]] tables")
+        return [], problems
+    if len(listed) > MAX_CASES:
+        problems.append(f"{path}: case: {len(listed)} cases, at most {MAX_CASES} a file")
+        return [], problems
+    return listed, problems
+
+
+def parse(path: str, case_class: Callable[..., Any], *, stem: str | None = None) -> list[Any]:
+    """The cases of one file, as `case_class` (catalog.Case) objects; CaseFileError naming every
+    problem. `stem` overrides the prefix (the harness hands a copy under another name)."""
+    prefix = stem_of(path) if stem is None else stem
+    if not STEM.match(prefix):
+        raise CaseFileError([f"{path}: the file's name gives its cases' id prefix {_printable(prefix)!r}: "
+                             "use up to 64 letters, digits, '_', '.', '+' and '-', starting with a letter "
+                             "or digit"])
+    listed, problems = entries(path, read(path))
+    made: list[Any] = []
+    by_id: dict[str, str] = {}
+    for number, entry in enumerate(listed, 1):
+        where = f"{path}: case {number}"
+        if not isinstance(entry, dict):
+            problems.append(f"{where}: expected a table")
+            continue
+        name = entry.get("name")
+        if isinstance(name, str) and NAME.match(name):
+            where += f" ({name})"
+        try:
+            fields = case_fields(entry, prefix)
+        except Bad as exc:
+            problems.append(f"{where}: {exc}")
+            continue
+        try:
+            case = case_class(**fields)
+        except ValueError as exc:
+            found = getattr(exc, "problems", None) or [str(exc)]
+            problems += [f"{where}: {problem}" for problem in found]
+            continue
+        if case.id in by_id:
+            problems.append(f"{where}: name: the same case as {by_id[case.id]} (id {case.id}): give each its "
+                            "own name")
+            continue
+        by_id[case.id] = f"case {number}"
+        made.append(case)
+    if problems:
+        raise CaseFileError(problems)
+    return made
+
+
+def load(paths: Sequence[str], case_class: Callable[..., Any], taken: Sequence[str] = ()) -> list[Any]:
+    """Every file's cases, in order; two files of one stem, or a case whose id another file or
+    the catalog (`taken`) already has, are problems too."""
+    problems: list[str] = []
+    made: list[Any] = []
+    stems: dict[str, str] = {}
+    seen = set(taken)
+    for path in paths:
+        stem = stem_of(path)
+        if stem in stems:
+            problems.append(f"{path}: the same name as {stems[stem]}: the ids of their cases would collide "
+                            "(rename one)")
+            continue
+        stems[stem] = path
+        try:
+            cases = parse(path, case_class)
+        except CaseFileError as exc:
+            problems += exc.lines
+            continue
+        for case in cases:
+            if case.id in seen:
+                problems.append(f"{path}: {case.tag}: id {case.id} is taken")
+            seen.add(case.id)
+        made += cases
+    if problems:
+        raise CaseFileError(problems)
+    return made
+
+
+# --- one entry ---------------------------------------------------------------------------------
+
+def case_fields(entry: dict[str, Any], prefix: str) -> dict[str, Any]:
+    """A [[case]] table as catalog.Case's keyword arguments; Bad names the first bad field."""
+    for key in entry:
+        if key not in KEYS:
+            raise Bad(f"{_printable(key)}: unknown key{_hint(key, KEYS)}")
+    for key in REQUIRED:
+        if key not in entry:
+            raise Bad(f"{key}: missing (required: {', '.join(REQUIRED)})")
+    name = entry["name"]
+    if not isinstance(name, str) or not NAME.match(name):
+        raise Bad(f"name: {_shown(name)}: use 1 to 64 lower-case letters, digits and underscores")
+    op = _choice(entry, "op", tuple(SPATIAL_DIMS), None)
+    dims = SPATIAL_DIMS[op]
+    shape = entry["input"]
+    if not isinstance(shape, list) or len(shape) != dims + 2:
+        raise Bad(f"input: {_shown(shape)}: {op} takes {dims + 2} numbers (batch, channels, "
+                  f"{dims} spatial)")
+    n, c_in, *size = [_int("input", value, 1) for value in shape]
+    fields: dict[str, Any] = {
+        "op": op, "n": n, "c_in": c_in, "c_out": _int("out_channels", entry["out_channels"], 1),
+        "size": size[0] if dims == 1 else tuple(size),
+        "kernel": _size(entry, "kernel", dims, 1, None),
+        "stride": _size(entry, "stride", dims, 1, 1),
+        "padding": _size(entry, "padding", dims, 0, 0),
+        "dilation": _size(entry, "dilation", dims, 1, 1),
+        "output_padding": _size(entry, "output_padding", dims, 0, 0),
+        "groups": _int("groups", entry.get("groups", 1), 1),
+        "bias": _bool(entry, "bias", True),
+        "dtype": _choice(entry, "dtype", DTYPES, "float32"),
+        "autocast": _autocast(entry),
+        "memory_format": _choice(entry, "memory_format", MEMORY_FORMATS, "contiguous"),
+        "layout": _layout(entry),
+        "direction": _choice(entry, "direction", DIRECTIONS, "forward"),
+        "benchmark": _bool(entry, "benchmark", None),
+        "deterministic": _bool(entry, "deterministic", None),
+        "tf32": _bool(entry, "allow_tf32", None),
+        "gpu_only": _bool(entry, "gpu_only", False),
+        "sources": _sources(entry),
+        "source": _text(entry, "source") or f"the {prefix} case file",
+        "tag": name,
+        "prefix": prefix,
+    }
+    _text(entry, "captured_from")
+    elements = n * c_in * math.prod(size)
+    if elements > MAX_ELEMENTS:
+        raise Bad(f"input: {elements} elements, over 2^44: no GPU holds it")
+    return fields
+
+
+def _int(field: str, value: Any, least: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise Bad(f"{field}: {_shown(value)}: expected a whole number")
+    if not least <= value <= MAX_EXTENT:
+        raise Bad(f"{field}: {value}: expected {least} to 2^40")
+    return value
+
+
+def _size(entry: dict[str, Any], field: str, dims: int, least: int, default: int | None) -> Any:
+    if field not in entry:
+        if default is None:
+            raise Bad(f"{field}: missing")
+        return default
+    value = entry[field]
+    if isinstance(value, list):
+        if len(value) != dims:
+            raise Bad(f"{field}: {_shown(value)}: expected one number or {dims} (one per spatial dimension)")
+        return tuple(_int(field, item, least) for item in value) if dims > 1 else _int(field, value[0], least)
+    return _int(field, value, least)
+
+
+def _bool(entry: dict[str, Any], field: str, default: bool | None) -> bool | None:
+    value = entry.get(field, default)
+    if value is not default and not isinstance(value, bool):
+        raise Bad(f"{field}: {_shown(value)}: expected true or false")
+    return value
+
+
+def _choice(entry: dict[str, Any], field: str, choices: tuple[str, ...], default: str | None) -> str:
+    value = entry.get(field, default)
+    if value not in choices or not isinstance(value, str):
+        raise Bad(f"{field}: {_shown(value)}: expected one of {', '.join(choices)}{_hint(value, choices)}")
+    return value
+
+
+def _autocast(entry: dict[str, Any]) -> str | None:
+    value = entry.get("autocast")
+    if value in (None, False, "none"):
+        return None
+    if value not in ("float16", "bfloat16"):
+        raise Bad(f"autocast: {_shown(value)}: expected float16, bfloat16 or none")
+    return str(value)
+
+
+def _layout(entry: dict[str, Any]) -> str | None:
+    value = entry.get("layout")
+    if value in (None, "contiguous"):
+        return None
+    if value not in LAYOUTS or not isinstance(value, str):
+        raise Bad(f"layout: {_shown(value)}: expected one of {', '.join(LAYOUTS)}{_hint(value, LAYOUTS)}")
+    return value
+
+
+def _sources(entry: dict[str, Any]) -> tuple[str, ...]:
+    value = entry.get("sources", [])
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or len(value) > MAX_SOURCES:
+        raise Bad(f"sources: expected a list of at most {MAX_SOURCES} https URLs")
+    for url in value:
+        if not isinstance(url, str) or not URL.match(url):
+            raise Bad(f"sources: {_shown(url)}: expected an https URL (printable ASCII, no spaces)")
+    return tuple(value)
+
+
+def _text(entry: dict[str, Any], field: str) -> str:
+    value = entry.get(field, "")
+    if not isinstance(value, str) or len(value) > MAX_TEXT:
+        raise Bad(f"{field}: expected a text of at most {MAX_TEXT} characters")
+    return " ".join(value.split())
+
+
+def _hint(value: Any, choices: Sequence[str]) -> str:
+    if not isinstance(value, str):
+        return ""
+    close = difflib.get_close_matches(value, list(choices), n=1, cutoff=0.75)
+    return f" (did you mean {close[0]}?)" if close else ""
+
+
+def _printable(value: Any) -> str:
+    """A value as one short line of printable text: a file is untrusted."""
+    text = value if isinstance(value, str) else repr(value)
+    text = "".join(ch if ch.isprintable() else f"\\x{ord(ch):02x}" if ord(ch) < 256 else f"\\u{ord(ch):04x}"
+                   for ch in text[:80])
+    return text + ("..." if len(str(value)) > 80 else "")
+
+
+def _shown(value: Any) -> str:
+    return _printable(json.dumps(value) if not isinstance(value, str) else repr(value))

@@ -1,0 +1,206 @@
+"""User case files (suites/casefile.py): the keys as named, TOML and JSON alike, ids made as the
+catalog's with the file's stem first, and one line per problem naming the file, case and field."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from catalogkit import catalog, sizing
+from testkit import load_suite_module
+
+casefile = load_suite_module("casefile")
+
+FULL = """
+[[case]]
+name = "unet_up_1280"
+op = "conv2d"
+input = [2, 1280, 32, 32]
+out_channels = 640
+kernel = 3
+stride = 1
+padding = [1, 1]
+dilation = 1
+groups = 1
+bias = false
+dtype = "float16"
+memory_format = "channels_last"
+direction = "backward"
+benchmark = true
+deterministic = false
+allow_tf32 = true
+sources = ["https://github.com/pytorch/pytorch/issues/1"]
+source = "SDXL up block"
+
+[[case]]
+name = "vae_t"
+op = "conv_transpose3d"
+input = [1, 8, 4, 6, 6]
+out_channels = 4
+kernel = [3, 3, 3]
+stride = 2
+output_padding = 1
+autocast = "bfloat16"
+layout = "nhwc_strided"
+direction = "double_backward"
+"""
+
+
+def write(tmp_path: Path, text: str, name: str = "prod.toml") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def problems(tmp_path: Path, text: str, name: str = "prod.toml") -> list[str]:
+    with pytest.raises(casefile.CaseFileError) as caught:
+        casefile.load([str(write(tmp_path, text, name))], catalog.Case)
+    lines: list[str] = caught.value.lines
+    return lines
+
+
+def test_every_named_key_reaches_the_case(tmp_path: Path) -> None:
+    unet, vae = casefile.load([str(write(tmp_path, FULL))], catalog.Case)
+    assert (unet.op, unet.n, unet.c_in, unet.c_out, unet.size, unet.kernel) == ("conv2d", 2, 1280, 640, (32, 32), 3)
+    assert (unet.padding, unet.bias, unet.dtype, unet.memory_format) == ((1, 1), False, "float16", "channels_last")
+    assert (unet.kind, unet.benchmark, unet.deterministic, unet.tf32) == ("backward", True, False, True)
+    assert unet.sources == ("https://github.com/pytorch/pytorch/issues/1",) and unet.source == "SDXL up block"
+    assert unet.id == "prod-conv2d-fp16-k3-p1x1-channels_last-nobias-bwd-bench_on-det_off-tf32_on-unet_up_1280"
+    assert (vae.op, vae.stride, vae.output_padding, vae.autocast, vae.layout) == (
+        "conv_transpose3d", 2, 1, "bfloat16", "nhwc_strided")
+    assert vae.kind == "double_backward" and vae.backward and vae.grads == (
+        "grad_input", "grad_weight", "double_grad_weight")
+    assert vae.id.startswith("prod-conv_transpose3d-fp32-autocast_bf16-") and vae.id.endswith("-double_bwd-vae_t")
+
+
+def test_ids_are_made_as_the_catalogs_with_the_stem_first(tmp_path: Path) -> None:
+    (case,) = casefile.load([str(write(tmp_path, FULL.split("[[case]]")[1].join(["[[case]]", ""]), "edge.toml"))],
+                            catalog.Case)
+    import dataclasses
+
+    as_catalog = dataclasses.replace(case, prefix=None)
+    assert case.id == f"edge-{as_catalog.id}"
+    assert case.params()["prefix"] == "edge"
+
+
+def test_json_is_the_same_data(tmp_path: Path) -> None:
+    import tomllib
+
+    data = tomllib.loads(FULL)
+    from_toml = casefile.load([str(write(tmp_path, FULL))], catalog.Case)
+    other = tmp_path / "json"
+    other.mkdir()
+    from_json = casefile.load([str(write(other, json.dumps(data), "prod.json"))], catalog.Case)
+    assert [c.id for c in from_json] == [c.id for c in from_toml]
+    assert [c.params() for c in from_json] == [c.params() for c in from_toml]
+
+
+def test_a_python_without_tomllib_is_told_to_hand_json(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "tomllib", None)  # an import of it now fails, as on Python 3.10
+    (line,) = problems(tmp_path, FULL)
+    assert "no tomllib" in line and "JSON" in line
+
+
+BASE = 'name = "a"\nop = "conv2d"\ninput = [1, 4, 8, 8]\nout_channels = 4\nkernel = 3\n'
+
+
+@pytest.mark.parametrize(("extra", "field", "says"), [
+    ('memory_format = "channel_last"\n', "memory_format", "did you mean channels_last?"),
+    ("benchmrk = true\n", "benchmrk", "did you mean benchmark?"),
+    ("groups = 3\n", "groups", "does not divide"),
+    ('dtype = "half"\n', "dtype", "expected one of float32, float16, bfloat16"),
+    ("stride = [1, 2, 3]\n", "stride", "one per spatial dimension"),
+    ("padding = -1\n", "padding", "expected 0 to"),
+    ("stride = true\n", "stride", "expected a whole number"),
+    ("bias = 1\n", "bias", "expected true or false"),
+    ('direction = "bwd"\n', "direction", "expected one of forward"),
+    ('layout = "nchw"\n', "layout", "expected one of permuted"),
+    ('autocast = "float64"\n', "autocast", "expected float16, bfloat16 or none"),
+    ('sources = ["http://example.com"]\n', "sources", "an https URL"),
+    ('sources = ["https://a b"]\n', "sources", "an https URL"),
+    ("output_padding = 1\n", "output_padding", "transposed ops only"),
+    ('memory_format = "channels_last_3d"\n', "memory_format", "another spatial rank"),
+    ('autocast = "float16"\ndtype = "float16"\n', "autocast", "float32 inputs"),
+    ("dilation = 9\n", "kernel", "the output would be empty"),
+])
+def test_a_bad_field_is_one_line_naming_file_case_and_field(tmp_path: Path, extra: str, field: str,
+                                                           says: str) -> None:
+    (line,) = problems(tmp_path, "[[case]]\n" + BASE + extra)
+    assert line.startswith(f"{tmp_path / 'prod.toml'}: case 1 (a): {field}: "), line
+    assert says in line and "\n" not in line
+
+
+@pytest.mark.parametrize(("text", "says"), [
+    ('[[case]]\nop = "conv2d"\n', "name: missing"),
+    ('[[case]]\nname = "Big Name"\nop = "conv2d"\ninput = [1, 1, 4, 4]\nout_channels = 1\nkernel = 1\n',
+     "name: 'Big Name': use 1 to 64 lower-case"),
+    ('[[case]]\nname = "a"\nop = "conv2d"\ninput = [1, 4, 8]\nout_channels = 4\nkernel = 3\n',
+     "input: [1, 4, 8]: conv2d takes 4 numbers"),
+    ('[[case]]\nname = "a"\nop = "conv4d"\ninput = [1, 4, 8]\nout_channels = 4\nkernel = 3\n', "op: 'conv4d'"),
+    ("[[case]]\n" + BASE.replace("[1, 4, 8, 8]", "[1, 4, 2000000000, 2000000000]"), "input: 1600000000"),
+    ("[[case]]\n" + BASE + "\n[[case]]\n" + BASE, "the same case as case 1"),
+])
+def test_whole_case_problems(tmp_path: Path, text: str, says: str) -> None:
+    lines = problems(tmp_path, text)
+    assert any(says in line for line in lines), lines
+
+
+@pytest.mark.parametrize(("text", "says"), [
+    ("", "no [[case]] tables"),
+    ("[case]\nname = 1\n", "no [[case]] tables"),
+    ("cases = []\n", "cases: unknown top-level key (did you mean case?)"),
+    ("[[case]\n", "not valid TOML"),
+])
+def test_file_problems(tmp_path: Path, text: str, says: str) -> None:
+    lines = problems(tmp_path, text)
+    assert any(says in line for line in lines), lines
+
+
+def test_every_problem_of_a_file_is_said_not_only_the_first(tmp_path: Path) -> None:
+    text = "\n".join("[[case]]\n" + BASE.replace('"a"', f'"{n}"') + "groups = 3\n" for n in ("a", "b", "c"))
+    lines = problems(tmp_path, text)
+    assert [line.split(": ")[1] for line in lines] == ["case 1 (a)", "case 2 (b)", "case 3 (c)"]
+
+
+def test_untrusted_text_stays_one_printable_line(tmp_path: Path) -> None:
+    text = '[[case]]\nname = "a"\n"\\u001b[31mevil\\u2028x" = 1\n'
+    (line,) = problems(tmp_path, text)
+    assert line.isprintable() and "\x1b" not in line and "\\x1b" in line
+
+
+def test_a_huge_file_is_refused_before_it_is_parsed(tmp_path: Path) -> None:
+    (line,) = problems(tmp_path, "# " + "x" * (casefile.MAX_FILE_BYTES + 10) + "\n")
+    assert "MiB" in line
+
+
+def test_two_files_of_one_stem_and_an_id_the_catalog_has_are_refused(tmp_path: Path) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    one = write(tmp_path / "a", "[[case]]\n" + BASE, "prod.toml")
+    two = write(tmp_path / "b", "[[case]]\n" + BASE, "prod.json")
+    with pytest.raises(casefile.CaseFileError) as caught:
+        casefile.load([str(one), str(two)], catalog.Case)
+    assert "the same name as" in caught.value.lines[0]
+    (case,) = casefile.load([str(one)], catalog.Case)
+    with pytest.raises(casefile.CaseFileError, match="is taken"):
+        casefile.load([str(one)], catalog.Case, taken=[case.id])
+
+
+def test_a_file_name_that_cannot_prefix_an_id_is_refused(tmp_path: Path) -> None:
+    (line,) = problems(tmp_path, "[[case]]\n" + BASE, name="-bad name.toml")
+    assert "id prefix" in line
+
+
+@pytest.mark.parametrize("direction", ["backward_input", "backward_weight", "double_backward"])
+def test_directions_size_and_scale_like_backward(tmp_path: Path, direction: str) -> None:
+    text = "[[case]]\n" + BASE.replace("[1, 4, 8, 8]", "[8, 512, 256, 256]").replace("= 4\n", "= 512\n")
+    forward, = casefile.load([str(write(tmp_path, text))], catalog.Case)
+    (case,) = casefile.load([str(write(tmp_path, text + f'direction = "{direction}"\n'))], catalog.Case)
+    assert case.backward and sizing.need_bytes(case) > sizing.need_bytes(forward)
+    small: Any = sizing.scaled(case)
+    assert small is not case and small.kind == direction and sizing.fits_cpu(small)
