@@ -19,7 +19,8 @@ A file is TOML (read where the interpreter has tomllib, Python 3.11+) or the sam
     sources = ["https://github.com/pytorch/pytorch/issues/..."]
 
 The other keys: groups, bias, autocast, layout (permuted, sliced, transposed, nhwc_strided),
-deterministic, allow_tf32, gpu_only, source (a sentence: why the case exists) and captured_from
+deterministic, allow_tf32, via (eager, compile: through torch.compile; cuda_graph: replayed from a
+captured CUDA graph, forward only, GPU only), gpu_only, source (a sentence: why the case exists) and captured_from
 (where `convmatrix cases --from-log` found it). A case's id is made as the catalog's are,
 prefixed with the file's stem: `prod-conv2d-fp16-k3-p1-channels_last-bwd-bench_on-unet_up_1280`,
 so `-k prod` selects a file's cases and results compare across stacks.
@@ -59,7 +60,8 @@ REQUIRED = ("name", "op", "input", "out_channels", "kernel")
 # key -> (what it takes, checker). Checkers return the value for the case, or raise Bad.
 KEYS = ("name", "op", "input", "out_channels", "kernel", "stride", "padding", "dilation", "groups",
         "output_padding", "bias", "dtype", "autocast", "memory_format", "layout", "direction", "benchmark",
-        "deterministic", "allow_tf32", "sources", "source", "gpu_only", "captured_from")
+        "deterministic", "allow_tf32", "via", "sources", "source", "gpu_only", "captured_from")
+VIAS = ("eager", "compile", "cuda_graph")
 
 
 class CaseFileError(Exception):
@@ -239,6 +241,7 @@ def case_fields(entry: dict[str, Any], prefix: str) -> dict[str, Any]:
         "deterministic": _bool(entry, "deterministic", None),
         "tf32": _bool(entry, "allow_tf32", None),
         "gpu_only": _bool(entry, "gpu_only", False),
+        "via": None if entry.get("via", "eager") == "eager" else _choice(entry, "via", VIAS, "eager"),
         "sources": _sources(entry),
         "source": _text(entry, "source") or f"the {prefix} case file",
         "tag": name,

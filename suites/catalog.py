@@ -45,6 +45,10 @@ DIRECTION_GRADS = {
     "backward_weight": ("grad_weight",),
     "double_backward": ("grad_input", "grad_weight", "double_grad_weight"),
 }
+# How the conv is called: eagerly (None), through torch.compile (inductor lowers a convolution to
+# an extern call of aten's, so cuDNN still runs it, after inductor chose the layouts), or replayed
+# from a captured CUDA graph (no cudnnFind during capture: the plan is chosen before).
+VIAS = (None, "compile", "cuda_graph")
 _DIRECTION_ID = {"backward": "bwd", "backward_input": "bwd_input", "backward_weight": "bwd_weight",
                  "double_backward": "double_bwd"}
 # Trigger families: the known ways a convolution reaches a cuDNN failure. A trigger case names
@@ -64,6 +68,13 @@ TRIGGERS = {
     "autocast": "fp16 and bf16 autocast",
     "tf32": "TF32 on and off (torch.backends.cudnn.allow_tf32)",
     "cudnn_benchmark": "cudnn.benchmark on and off: the algorithm picker paths",
+    "int32_other_ops": "past 2^31 elements in conv3d, conv1d and transposed convs",
+    "large_batch": "batches past 1024, and dgrad with batch > 65,535 and stride > 1",
+    "autocast_out_not_mult8": "fp16 autocast with an output channel count that is not a multiple of 8",
+    "dilated_grouped": "dilated grouped (not depthwise) convolutions",
+    "double_backward": "the gradient of a gradient through a conv (gradient penalties)",
+    "inductor": "the conv through torch.compile (inductor's extern call of aten's convolution)",
+    "graph_capture": "the conv replayed from a captured CUDA graph",
 }
 # Workloads: real layer shapes with random weights, marked `model`.
 WORKLOADS = {
@@ -133,6 +144,7 @@ class Case:
     # None: "backward" when backward is set, else "forward"; another direction sets backward.
     direction: str | None = None
     prefix: str | None = None  # a user case file's stem: its cases' ids start with it
+    via: str | None = None  # VIAS: None (eager), "compile", "cuda_graph"
 
     def __post_init__(self) -> None:
         if self.direction not in (None, "forward") and not self.backward:
@@ -166,6 +178,10 @@ class Case:
             problems.append("direction: a forward case has no backward")
         if self.prefix is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}", self.prefix):
             problems.append("prefix: up to 64 letters, digits, '_', '.', '+' and '-'")
+        if self.via not in VIAS:
+            problems.append(f"via: unknown way to call the conv {self.via}")
+        elif self.via == "cuda_graph" and self.backward:
+            problems.append("via: a cuda_graph case is forward only")
         if self.layout == "transposed" and (self.n < 2 or self.c_in < 2):
             problems.append("layout: a transposed layout needs a batch and channels of 2 or more")
         if self.trigger is not None and self.trigger not in TRIGGERS:
@@ -208,8 +224,19 @@ class Case:
 
     @property
     def needs_gpu(self) -> bool:
-        """TF32 and the sub-sm80 dtype cases mean nothing on a CPU."""
-        return self.gpu_only or self.tf32 is not None
+        """TF32, CUDA graphs and the sub-sm80 dtype cases mean nothing on a CPU."""
+        return self.gpu_only or self.tf32 is not None or self.via == "cuda_graph"
+
+    @property
+    def gpu_reason(self) -> str:
+        """Why a case that needs_gpu means nothing on a CPU (its skip reason there)."""
+        if self.via == "cuda_graph":
+            return "it replays a captured CUDA graph"
+        if self.benchmark and self.workload:
+            return "it forces cudnn.benchmark, which picks among cuDNN's algorithms (the CPU runs its twin)"
+        if self.tf32 is not None:
+            return "it sets TF32"
+        return "it is about cuDNN's dtype support by GPU"
 
     @property
     def depthwise(self) -> bool:
@@ -293,6 +320,10 @@ class Case:
                              ("tf32", self.tf32)):
             if switch is not None:
                 parts.append(f"{name}_{_ON_OFF[switch]}")
+        if self.via == "compile":
+            parts.append("compiled")
+        elif self.via == "cuda_graph":
+            parts.append("cuda_graph")
         if self.over_int32:
             parts.append("over2g")
         if self.trigger:
@@ -419,7 +450,8 @@ TRIGGER_CASES: tuple[Case, ...] = (
                    output_padding=1, dtype="float16", backward=True,
                    source="a large fp16 transposed 3D conv with backward")),
     *_trigger("non_contiguous",
-              (PT_ISSUE + "136812", "https://github.com/loeweX/Greedy_InfoMax/issues/3"),
+              (PT_ISSUE + "136812", "https://github.com/loeweX/Greedy_InfoMax/issues/3", PT_ISSUE + "29992",
+               PT_ISSUE + "3512"),
               Case("conv1d", 2, 64, 64, 32, 4, padding=3, groups=64, dtype="float16",
                    layout="permuted", backward=True,
                    source="depthwise causal conv1d on a permuted (B, L, D) input (pytorch#136812)"),
@@ -428,7 +460,18 @@ TRIGGER_CASES: tuple[Case, ...] = (
               Case("conv2d", 4, 8, 16, (16, 16), 3, stride=2, dtype="bfloat16", layout="transposed",
                    backward=True, source="bf16 input with N and C swapped in memory, with backward"),
               Case("conv3d", 2, 4, 8, (6, 6, 10), 3, padding=1, dtype="float16", layout="sliced",
-                   source="fp16 3D input sliced along its last dimension")),
+                   source="fp16 3D input sliced along its last dimension"),
+              Case("conv2d", 8, 64, 128, (32, 32), 1, dtype="float16", layout="nhwc_strided", backward=True,
+                   tag="bhwc_1x1", source="a BHWC activation permuted to BCHW without .contiguous(), into a "
+                                          "1x1 conv with an NCHW weight; its backward failed (pytorch#29992)"),
+              Case("conv2d", 16, 256, 256, (14, 14), 3, padding=1, dtype="bfloat16", layout="nhwc_strided",
+                   tag="bhwc_3x3", source="a bf16 (N, H, W, C) feature map permuted to NCHW for a 3x3 conv"),
+              Case("conv_transpose1d", 1, 1024, 1, 1, 1, layout="nhwc_strided", tag="pytorch3512",
+                   source="ConvTranspose1d(1024, 1, 1) on a (1, 1, 1024) tensor transposed to (1, 1024, 1) "
+                          "(pytorch#3512)"),
+              Case("conv_transpose2d", 4, 32, 16, (16, 16), 4, stride=2, padding=1, dtype="float16",
+                   layout="permuted", backward=True,
+                   source="a non-contiguous input to an fp16 transposed conv, with backward")),
     *_trigger("channels_last_odd", (PT_ISSUE + "34736", PT_ISSUE + "37725"),
               Case("conv2d", 8, 3, 64, (64, 64), 7, stride=2, padding=3, dtype="float16",
                    memory_format="channels_last", backward=True, tag="c3",
@@ -502,7 +545,7 @@ TRIGGER_CASES: tuple[Case, ...] = (
                    source="the same conv with TF32 off (pytorch#107514)"),
               Case("conv3d", 2, 16, 16, (8, 16, 16), 3, padding=1, backward=True, tf32=True,
                    source="a 3D conv with TF32 on (pytorch#54980)")),
-    *_trigger("cudnn_benchmark", (PT_ISSUE + "1664", PT_ISSUE + "31336"),
+    *_trigger("cudnn_benchmark", (PT_ISSUE + "1664", PT_ISSUE + "31336", PT_ISSUE + "34736", PT_ISSUE + "27115"),
               Case("conv_transpose3d", 1, 32, 1, (192, 256, 512), 3, stride=2, padding=1,
                    output_padding=1, benchmark=False,
                    source="ConvTranspose3d(32, 1, 3, 2, 1, 1) of pytorch#1664, heuristics"),
@@ -515,12 +558,126 @@ TRIGGER_CASES: tuple[Case, ...] = (
                    source="the same shape through cudnnFind (pytorch#31336)"),
               Case("conv2d", 8, 24, 40, (28, 28), 3, padding=1, dtype="float16",
                    memory_format="channels_last", benchmark=True,
-                   source="a small fp16 channels_last conv through cudnnFind")),
+                   source="a small fp16 channels_last conv through cudnnFind"),
+              # Odd channel counts in channels_last, through cudnnFind: the shapes of
+              # channels_last_odd, each with benchmark on.
+              Case("conv2d", 8, 3, 64, (64, 64), 7, stride=2, padding=3, dtype="float16",
+                   memory_format="channels_last", backward=True, benchmark=True, tag="c3",
+                   source="the fp16 channels_last stem on 3 channels of pytorch#34736, through cudnnFind"),
+              Case("conv2d", 4, 30, 30, (16, 16), 3, padding=1, groups=3, dtype="bfloat16",
+                   memory_format="channels_last", backward=True, benchmark=True, tag="c30",
+                   source="grouped bf16 channels_last with 10 channels per group, through cudnnFind"),
+              Case("conv2d", 1, 128, 512, (135, 135), 5, padding=2, benchmark=True, tag="rtx8000",
+                   source="Conv2d(128, 512, 5, padding=2) on 1x128x135x135 with benchmark on, which failed "
+                          "on a Quadro RTX 8000 (pytorch#27115)")),
+    *_trigger("int32_other_ops", (PT_ISSUE + "95024", PT_ISSUE + "132300", PT_ISSUE + "152816",
+                                  PT_ISSUE + "22496"),
+              Case("conv3d", 1, 64, 32, (362, 370, 251), 3, padding=1, dtype="float16", tag="n1",
+                   source="Conv3d(64, 32, 3, padding=1) in fp16 on 1x64x362x370x251, 2.15e9 input elements: "
+                          "no batch to split (pytorch#95024)"),
+              Case("conv3d", 8, 128, 128, (32, 256, 256), 3, padding=1, dtype="bfloat16", tag="split",
+                   source="a bf16 video conv3d of 2.1e9 elements per activation with a batch to split"),
+              Case("conv3d", 1, 128, 128, (24, 1008, 1792), 3, padding=1, dtype="bfloat16",
+                   memory_format="channels_last_3d", tag="out5g",
+                   source="conv3d to a 1x128x24x1008x1792 output, 5.5e9 elements (pytorch#132300)"),
+              Case("conv1d", 1, 512, 512, 4_300_000, 3, padding=1, dtype="float16", tag="n1",
+                   source="a conv1d over 4.3e6 steps of 512 channels, 2.2e9 elements, batch 1"),
+              Case("conv_transpose2d", 1, 64, 32, (4096, 4096), 4, stride=2, padding=1, dtype="float16",
+                   tag="out2g", source="a 2x upsampling transposed conv to a 32x8192x8192 output (2.1e9)"),
+              Case("conv_transpose3d", 1, 64, 64, (64, 256, 256), 4, stride=2, padding=1, dtype="float16",
+                   tag="out4g", source="a 2x transposed 3D upsampling to 64x128x512x512, 2.1e9 output elements"),
+              Case("conv2d", 1, 256, 256, (2900, 2900), 3, padding=1, groups=256, dtype="float16",
+                   backward=True, tag="depthwise_n1",
+                   source="a depthwise separable conv past 2^31 elements in one image (pytorch#152816)")),
+    *_trigger("large_batch", (PT_ISSUE + "1059", PT_ISSUE + "11065", PT_ISSUE + "4107",
+                              "https://docs.nvidia.com/deeplearning/cudnn/archives/cudnn-897/release-notes/index.html"),
+              Case("conv2d", 1025, 512, 1, (4, 4), 4, bias=False, tag="b1025",
+                   source="a DCGAN discriminator's last Conv2d(512, 1, 4, 1, 0, bias=False): batch 1024 ran, "
+                          "1025 failed with NOT_SUPPORTED (pytorch#1059)"),
+              Case("conv2d", 1024, 3, 64, (224, 224), 3, padding=1, bias=False, tag="b1024",
+                   source="Conv2d(3, 64, 3, padding=1, bias=False) on a 1024x3x224x224 batch (pytorch#11065)"),
+              Case("conv2d", 2048, 64, 64, (32, 32), 3, padding=1, dtype="float16",
+                   memory_format="channels_last", backward=True, tag="b2048",
+                   source="a batch of 2048 in fp16 channels_last, with backward"),
+              Case("conv2d", 70000, 8, 8, (16, 16), 3, stride=2, padding=1, dtype="float16",
+                   direction="backward_input", tag="dgrad_b70000",
+                   source="backward data with batch > 65,535 and stride 2: cuDNN 8.9.7's release notes list "
+                          "it as a NOT_SUPPORTED they fixed"),
+              Case("conv2d", 131072, 2, 2, (1537, 1), (3, 1), stride=(2, 1), groups=2,
+                   direction="backward_input", tag="b131072",
+                   source="Conv2d(2, 2, (3, 1), stride=(2, 1), groups=2) on 131072x2x1537x1 from pytorch#4107")),
+    *_trigger("autocast_out_not_mult8", (PT_ISSUE + "121834", PT_ISSUE + "126605"),
+              Case("conv2d", 1, 8, 1, (546, 392), 3, autocast="float16", tag="out1",
+                   source="Conv2d(8, 1, 3) under fp16 autocast on 1x8x546x392: torch 2.3.0's "
+                          "'Plan failed' warning (pytorch#121834)"),
+              Case("conv2d", 1, 8, 3, (546, 392), 3, autocast="float16", tag="out3",
+                   source="the same with 3 output channels, which pytorch#121834 says did not warn"),
+              Case("conv2d", 16, 64, 6, (80, 80), 3, padding=1, autocast="float16", backward=True,
+                   tag="out6_bwd", source="fp16 autocast training step into 6 output channels (a detection "
+                                          "head; the warning of pytorch#126605 came from backward)")),
+    *_trigger("dilated_grouped", ("https://github.com/chainer/chainer/issues/7187", PT_ISSUE + "6901",
+                                  PT_PULL + "7465"),
+              Case("conv2d", 4, 32, 32, (16, 16), 3, padding=2, dilation=2, groups=4, tag="g4_d2",
+                   source="32 channels in 4 groups, dilation 2: one of the combinations that failed "
+                          "with CUDNN_NOT_SUPPORTED in chainer#7187"),
+              Case("conv3d", 4, 32, 32, (16, 16, 16), 3, stride=2, padding=3, dilation=3, groups=8,
+                   dtype="float16", backward=True, tag="g8_d3",
+                   source="a strided fp16 3D conv in 8 groups with dilation 3, with backward"),
+              Case("conv2d", 2, 64, 64, (64, 64), 3, padding=4, dilation=4, groups=8, dtype="bfloat16",
+                   memory_format="channels_last", backward=True, tag="g8_d4",
+                   source="a bf16 channels_last ASPP-style branch: dilation 4, 8 groups")),
+    *_trigger("double_backward", (PT_ISSUE + "3064", PT_ISSUE + "3981", PT_ISSUE + "2659"),
+              Case("conv2d", 50, 1, 16, (28, 28), 5, padding=2, direction="double_backward", tag="mnist",
+                   source="Conv2d(1, 16, 5, 1, 2) on a batch of 50 MNIST images, grad of grad (pytorch#3064)"),
+              Case("conv2d", 16, 64, 128, (32, 32), 4, stride=2, padding=1, autocast="float16",
+                   direction="double_backward", tag="wgan_gp",
+                   source="a WGAN-GP critic's strided conv under fp16 autocast"),
+              Case("conv2d", 4, 128, 128, (64, 64), 3, padding=1, dtype="bfloat16", memory_format="channels_last",
+                   direction="double_backward", tag="r1",
+                   source="StyleGAN2's R1 penalty through a bf16 channels_last discriminator conv")),
+    *_trigger("inductor", (PT_ISSUE + "121834", PT_ISSUE + "113786", PT_ISSUE + "184013"),
+              Case("conv2d", 8, 64, 64, (56, 56), 3, padding=1, dtype="float16", memory_format="channels_last",
+                   backward=True, bias=False, via="compile",
+                   source="an fp16 channels_last conv with backward through torch.compile (pytorch#121834 saw "
+                          "'Plan failed' under max-autotune)"),
+              Case("conv3d", 1, 128, 128, (8, 64, 64), 3, padding=1, dtype="bfloat16", memory_format="channels_last_3d",
+                   bias=False, via="compile", source="a bf16 video conv3d in channels_last_3d through torch.compile"),
+              Case("conv_transpose2d", 2, 64, 32, (32, 32), 4, stride=2, padding=1, dtype="float16",
+                   bias=False, via="compile", source="an fp16 transposed upsampling conv through torch.compile")),
+    *_trigger("graph_capture", (PT_ISSUE + "96391", PT_ISSUE + "89546", "https://github.com/mstar-project/mstar/pull/55",
+                                "https://github.com/ml-explore/mlx/pull/2385"),
+              Case("conv3d", 1, 1, 1, (300, 300, 20), 3, padding=1, via="cuda_graph", tag="pytorch89546",
+                   source="Conv3d(1, 1, 3, padding=1) on 1x1x300x300x20 captured in a CUDA graph (pytorch#89546)"),
+              Case("conv2d", 8, 64, 64, (56, 56), 3, padding=1, dtype="float16", memory_format="channels_last",
+                   via="cuda_graph", source="an fp16 channels_last conv replayed from a CUDA graph"),
+              Case("conv2d", 8, 64, 64, (56, 56), 3, padding=1, dtype="bfloat16", benchmark=True,
+                   via="cuda_graph", source="a bf16 conv whose plan cudnnFind chose before capture")),
 )
 
 _F16 = "float16"
+_BF16 = "bfloat16"
+_CL3 = "channels_last_3d"
+_OTHER_HALF = {"float16": "bfloat16", "bfloat16": "float16"}
+
+
+def _variants(cases: tuple[Case, ...]) -> tuple[Case, ...]:
+    """Each workload case in both half types (fp16 beside bf16: mixed precision trains in either),
+    and each of those again with cudnn.benchmark forced on: the plain case runs with the run's
+    setting (off unless --cudnn-benchmark on), so a run sees both the GET (heuristics) and FIND
+    (benchmark) paths of cuDNN's algorithm choice. The benchmark twins are gpu_only: on a CPU
+    they would repeat their plain twin."""
+    out: list[Case] = []
+    for case in cases:
+        halves = [case]
+        if case.dtype in _OTHER_HALF:
+            halves.append(dataclasses.replace(case, dtype=_OTHER_HALF[case.dtype]))
+        for half in halves:
+            out += [half, dataclasses.replace(half, benchmark=True, gpu_only=True)]
+    return tuple(out)
+
+
 # Real layer shapes, random weights, nothing downloaded.
-WORKLOAD_CASES: tuple[Case, ...] = (
+_WORKLOAD_SHAPES: tuple[Case, ...] = (
     *_workload("sd_unet",
                Case("conv2d", 2, 4, 320, (64, 64), 3, padding=1, dtype=_F16, tag="sd15_conv_in",
                     source="SD 1.5 UNet conv_in, 512^2 image, CFG batch 2"),
@@ -558,7 +715,22 @@ WORKLOAD_CASES: tuple[Case, ...] = (
                     tag="svd_decoder_512", source="SVD-style 3D decoder conv, 14 frames"),
                Case("conv3d", 1, 128, 128, (14, 576, 1024), (3, 1, 1), padding=(1, 0, 0),
                     dtype=_F16, tag="svd_decoder_128",
-                    source="temporal decoder conv over 14 frames at 576x1024")),
+                    source="temporal decoder conv over 14 frames at 576x1024"),
+               # Video VAEs decode in bf16 with full 3x3x3 (causal) convs at production sizes, and
+               # channels_last_3d is what their training and compiled decoders run in.
+               Case("conv3d", 1, 512, 512, (13, 60, 90), 3, padding=1, dtype=_BF16, memory_format=_CL3,
+                    tag="cogvideox_dec_512",
+                    source="CogVideoX-style VAE decoder conv: 512 channels, 13 latent frames at 60x90"),
+               Case("conv3d", 1, 128, 128, (9, 720, 1280), 3, padding=1, dtype=_BF16, memory_format=_CL3,
+                    tag="dec_720p_128", source="a video VAE's last up block at 720p, 9 frames (1.06e9 "
+                                              "elements per activation)"),
+               Case("conv3d", 1, 256, 256, (17, 240, 416), 3, padding=1, dtype=_BF16, memory_format=_CL3,
+                    backward=True, tag="dec_train_256",
+                    source="a video VAE's 256-channel 3D conv at 480x832 / 2, with backward (VAE training)"),
+               Case("conv3d", 1, 16, 16, (124, 1282, 722), (1, 3, 3), padding=(0, 1, 1), dtype=_BF16,
+                    tag="pytorch163539", source="the bf16 conv3d whose results went wrong with the cuDNN "
+                                                "9.10.2 upgrade, 1x16x124x1282x722 (pytorch#163539)"),
+               sources=(PT_ISSUE + "163539", PT_ISSUE + "166643", "https://github.com/zai-org/CogVideo/issues/219")),
     *_workload("whisper_frontend",
                Case("conv1d", 1, 80, 384, 3000, 3, padding=1, dtype=_F16, tag="tiny_conv1",
                     source="Whisper tiny conv1: 80 mel bins to 384, 30 s of audio"),
@@ -583,8 +755,17 @@ WORKLOAD_CASES: tuple[Case, ...] = (
                     source="StyleGAN2 modulated upsampling conv, batch 4 as groups, 512 channels"),
                Case("conv_transpose2d", 1, 4 * 64, 4 * 32, (256, 256), 3, stride=2, groups=4,
                     dtype=_F16, tag="b4_64ch", source="StyleGAN2 upsampling at 512^2 output, fp16"),
-               sources=("https://github.com/rosinality/stylegan2-pytorch/issues/30",)),
+               Case("conv_transpose2d", 1, 4 * 32, 4 * 32, (512, 512), 3, stride=2, groups=4,
+                    dtype=_F16, tag="b4_32ch_1024",
+                    source="StyleGAN2 (config-f) upsampling to the 1024^2 output, batch 4 as groups"),
+               Case("conv2d", 1, 4 * 32, 4 * 32, (1024, 1024), 3, padding=1, groups=4, dtype=_F16,
+                    backward=True, tag="b4_32ch_conv_1024",
+                    source="StyleGAN2's modulated 3x3 conv at 1024^2, batch 4 as groups, with backward"),
+               sources=("https://github.com/rosinality/stylegan2-pytorch/issues/30",
+                        "https://github.com/rosinality/stylegan2-pytorch/issues/349")),
 )
+
+WORKLOAD_CASES: tuple[Case, ...] = _variants(_WORKLOAD_SHAPES)
 
 CASES: tuple[Case, ...] = BASE_CASES + TRIGGER_CASES + WORKLOAD_CASES
 

@@ -54,6 +54,8 @@ TILE_BLOCK = 1_000_003  # a prime, so the repetition does not line up with rows
 # and the control's do not overlap). Fewer on the CPU, where every call is slower.
 REPEATS = {"cuda": 5, "cpu": 3}
 MISSING_CPU_KERNEL = re.compile(r"not implemented for '(?:Half|BFloat16)'")
+# torch.compile's build failing for want of a compiler (inductor's C++ check; Triton's launcher).
+NO_TOOLCHAIN = re.compile(r"InvalidCxxCompiler|No working C\+\+ compiler|Failed to find C compiler")
 
 Tensors = Dict[str, torch.Tensor]
 Index = Tuple[Any, ...]
@@ -89,6 +91,8 @@ def _param(case: Case) -> object:
         marks.append(pytest.mark.model)
     if case.needs_gpu:
         marks.append(pytest.mark.gpu)
+    if case.via == "compile":
+        marks.append(pytest.mark.compiled)
     return pytest.param(case, id=case.id, marks=marks)
 
 
@@ -104,10 +108,15 @@ def test_conv(case: Case, device: str, request: pytest.FixtureRequest,
               record_numeric: Callable[[dict[str, float]], None],
               record_facts: Callable[..., None]) -> None:
     record_facts(need_mb=sizing.need_mb(case), trigger=case.trigger, sources=list(case.sources),
-                 scaled=False, timing=None, fingerprint=None)
+                 scaled=False, shapes=None, timing=None, fingerprint=None)
     if device == "cpu" and case.needs_gpu:
-        pytest.skip("the case needs CUDA: " + ("it sets TF32" if case.tf32 is not None
-                                               else "it is about cuDNN's dtype support by GPU"))
+        pytest.skip("the case needs CUDA: " + case.gpu_reason)
+    if device == "cpu" and case.via == "compile" and not asked_for_compiled(request.config):
+        # Inductor's CPU code is not cuDNN's path, and it differs by the CPU's ISA and toolchain
+        # (torch 2.13 trips its own stride check on a bf16 channels_last_3d conv where oneDNN
+        # lacks AVX-512): a default CPU run would judge the machine, not the stack.
+        pytest.skip("the case needs CUDA, or -m compiled on the CPU: inductor's CPU code depends on the "
+                    "CPU's ISA and a C++ toolchain, not on cuDNN")
     if device == "cuda":
         free, _total = torch.cuda.mem_get_info()
         if sizing.need_bytes(case) > free:
@@ -125,9 +134,15 @@ def test_conv(case: Case, device: str, request: pytest.FixtureRequest,
         expected, drawn = reference(run, inputs, generator, sizing.sliced(case), device)
         try:
             got, timing, computed = run_on_device(run, inputs, drawn, device, remedy)
-        except RuntimeError as exc:
+        except Exception as exc:
             if device == "cpu" and MISSING_CPU_KERNEL.search(str(exc)):
                 pytest.skip(f"this torch has no CPU kernel for the case's dtype: {exc}")
+            if case.via == "compile" and NO_TOOLCHAIN.search(f"{type(exc).__name__}: {exc}"):
+                # The environment, not cuDNN: inductor builds its kernels with a C/C++ compiler
+                # (Triton's launcher on CUDA too), which a slim or CUDA runtime image may lack.
+                first = str(exc).strip().splitlines()[:1]
+                pytest.skip(f"torch.compile cannot build kernels here (no working C/C++ compiler): "
+                            f"{first[0] if first else type(exc).__name__}")
             raise
     record_facts(timing=timing,
                  fingerprint=fingerprint(got["output"], precision(run, device), computed))
@@ -138,6 +153,12 @@ def test_conv(case: Case, device: str, request: pytest.FixtureRequest,
     if failing:
         # The prefix is how a classifier tells a wrong answer from a test bug.
         raise AssertionError(f"numeric mismatch: {'; '.join(failing)} ({precision(run, device)})")
+
+
+def asked_for_compiled(config: pytest.Config) -> bool:
+    """Whether the run selects compiled cases by marker (`-m compiled`, not `-m "not compiled"`)."""
+    expression = str(config.getoption("markexpr") or "")
+    return re.search(r"(?<!not )\bcompiled\b", expression) is not None
 
 
 @contextlib.contextmanager
@@ -403,11 +424,20 @@ def run_on_device(case: Case, inputs: Tensors, drawn: Drawn, device: str,
     fmt = memory_format_for(case, remedy, weight.dim())
     if fmt is not None:
         weight = weight.contiguous(memory_format=fmt)
-    fn = getattr(torch.nn.functional, case.op)
+    def call(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+        # Looked up at call time, so that a fault plugin's patch is what runs (or is compiled).
+        return convolve(getattr(torch.nn.functional, case.op), case, x, weight, bias, groups=groups)
 
-    def forward() -> torch.Tensor:
+    conv: Callable[[torch.Tensor, torch.Tensor, torch.Tensor | None], torch.Tensor] = call
+    if case.via == "compile":
+        # fullgraph: a graph break would run the conv eagerly and test nothing of inductor's.
+        conv = torch.compile(call, fullgraph=True, dynamic=False)
+
+    def eager() -> torch.Tensor:
         with autocast(case, device):
-            return convolve(fn, case, x, weight, bias, groups=groups)
+            return conv(x, weight, bias)
+
+    forward = captured(eager) if case.via == "cuda_graph" else eager
 
     def backward(out: torch.Tensor) -> Tensors:
         assert grad_out is not None
@@ -454,6 +484,26 @@ def run_on_device(case: Case, inputs: Tensors, drawn: Drawn, device: str,
         out = unpad_dim(out, 1, plan[0], plan[4], case.groups, plan[2])
     got = {"output": out.detach(), **grads}
     return got, clock.timing(case.backward), computed
+
+
+def captured(eager: Callable[[], torch.Tensor]) -> Callable[[], torch.Tensor]:
+    """The conv captured in a CUDA graph (after warm-up calls on a side stream, as capture needs),
+    and a call that replays it: cuDNN's plan is chosen before capture, and replay runs it again."""
+    stream = torch.cuda.Stream()  # type: ignore[no-untyped-call]  # torch leaves it untyped
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for _ in range(2):
+            eager()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        static = eager()
+
+    def replay() -> torch.Tensor:
+        graph.replay()
+        return static
+
+    return replay
 
 
 def layout_name(x: torch.Tensor, fmt: torch.memory_format | None) -> str:

@@ -22,6 +22,8 @@ TRIGGER_FAMILIES = {
     "int32_split_batch", "int32_no_split", "large_3d", "large_transposed_3d", "non_contiguous",
     "channels_last_odd", "half_pre_sm80", "dilation_deterministic", "tall_wide",
     "pointwise_extreme", "backward_input_weight", "autocast", "tf32", "cudnn_benchmark",
+    "int32_other_ops", "large_batch", "autocast_out_not_mult8", "dilated_grouped", "double_backward",
+    "inductor", "graph_capture",
 }
 
 
@@ -33,7 +35,7 @@ def past_int32(case: catalog.Case) -> bool:
 def load_test_conv(config: pytest.Config) -> ModuleType:
     """suites/test_conv.py as a module; its parametrize marks are the suite's own markers,
     which the project's strict-markers config must know before the import applies them."""
-    for marker in ("backward", "gpu", "large", "model"):
+    for marker in ("backward", "gpu", "large", "model", "compiled"):
         config.addinivalue_line("markers", f"{marker}: a marker of the conv suite")
     import test_conv
 

@@ -158,3 +158,17 @@ def test_a_bad_case_file_stops_the_harness_with_exit_2_before_any_cell(tmp_path:
     assert done.stderr.strip() == (f"convmatrix: {prod.resolve()}: case 4 (penalty): groups: 5 does not divide the "
                                    "channels (6 in, 12 out)")
     assert not out.exists()
+
+
+def test_a_log_with_a_repro_snippet_becomes_a_case_that_runs(tmp_path: Path) -> None:
+    """Issue 22: `convmatrix cases --from-log` on a real snippet (TodyNet#12), then the suite on it."""
+    log = REPO / "tests" / "data" / "logs" / "snippets" / "todynet12.log"
+    case_file = tmp_path / "todynet.toml"
+    done = subprocess.run([sys.executable, "-m", "convmatrix", "cases", "--from-log", str(log), "-o", str(case_file)],
+                          cwd=REPO, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    run = run_suite(tmp_path / "r", "--cases", str(case_file), "-k", "todynet")
+    assert run.returncode == 0, run.output[-3000:]
+    (record,) = run.records()
+    assert record["case"] == "todynet-conv2d-fp32-k1x3-p0x1-bwd-bench_on-captured_1"
+    assert record["status"] == "passed" and record["params"]["n"] == 16

@@ -37,8 +37,8 @@ def _patch(cell: Cell, release: stacks.Release, facts: stacks.Facts) -> str | No
 
 
 def _variant(cell: Cell, release: stacks.Release, facts: stacks.Facts) -> str | None:
-    if cell.cuda in (IMAGE, *release.variants):
-        return None
+    if cell.cuda in (IMAGE, *release.variants) or not release.variants_known:
+        return None  # an incomplete variant list prunes nothing
     published = ", ".join(release.variants)
     return f"torch {cell.torch} was never published for {cell.cuda} (published: {published})"
 
@@ -59,7 +59,7 @@ def _cudnn(cell: Cell, release: stacks.Release, facts: stacks.Facts) -> str | No
     reason = _override_package(cell, facts)
     if reason or cell.cudnn in ("bundled", IMAGE):
         return reason
-    pin = release.cudnn_pins[cell.cuda]
+    pin = release.cudnn_pins.get(cell.cuda, "")  # a variant of an incomplete list: its pin is unknown
     if not pin:
         return None
     want, have = stacks.version_key(pin)[:2], stacks.version_key(cell.cudnn)[:2]

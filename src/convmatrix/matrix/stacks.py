@@ -1,21 +1,39 @@
-"""The project's stack facts (stacks.toml beside this module): releases, variants, cuDNN pins, GPU generations."""
+"""The project's stack facts: releases, variants, cuDNN pins, GPU generations.
+
+Two files beside this module: stacks.toml, kept by hand (what no package index says: driver floors,
+GPU generations, the variants only download.pytorch.org knows, with their sources), and
+stacks_index.toml, written by `convmatrix stacks --refresh` from the package indexes
+(matrix/stacks_index.py). load() merges them: a fact the index read wins, the hand-kept one stands
+where the index said nothing. An empty string is an unknown fact, and nothing is pruned on one.
+"""
 
 from __future__ import annotations
 
+import datetime
 import functools
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
+from typing import Any
+
+HAND_KEPT = "stacks.toml"
+INDEX = "stacks_index.toml"
 
 
 @dataclass(frozen=True, kw_only=True)
 class Release:
     minor: str
     patches: tuple[str, ...]
-    python_min: str
+    python_min: str  # "" when the lowest supported Python is not known
     python_max: str  # "" when the highest supported Python is not known
-    pypi_default: str
+    pypi_default: str  # the variant plain PyPI `torch==X` is ("" = unknown)
     cudnn_pins: dict[str, str]  # variant -> cuDNN the wheel pins ("" = unknown)
+    # False when the list of variants is known to be incomplete: no cell is pruned as "never
+    # published for <variant>" then (an unknown fact prunes nothing).
+    variants_known: bool = True
+    # Where each fact came from: "patches", "python", "pypi_default" and each variant ->
+    # "hand-kept 2026-12-02" or "index 2026-12-04".
+    sources: dict[str, str] = field(default_factory=dict)
 
     @property
     def variants(self) -> tuple[str, ...]:
@@ -28,6 +46,11 @@ class Facts:
     cudnn_wheels: dict[str, tuple[str, ...]]
     generations: dict[str, str]
     driver_minimum: dict[str, str]  # CUDA major -> the lowest driver its wheels run on (Linux)
+    hand_kept: str = ""  # the date the hand-kept facts were compiled
+    generated: str = ""  # the date the index facts were read ("" = no index file)
+    indexes: tuple[str, ...] = ()  # the indexes they were read from
+    unread: tuple[str, ...] = ()  # the indexes asked but not read: what only they know is unknown
+    wheel_sources: dict[str, str] = field(default_factory=dict)  # cudnn package -> where its list came from
 
     def release(self, torch: str) -> Release | None:
         return self.releases.get(minor_of(torch))
@@ -70,23 +93,97 @@ def cudnn_int(version: str) -> int:
 
 @functools.cache
 def load() -> Facts:
-    raw = tomllib.loads(resources.files("convmatrix.matrix").joinpath("stacks.toml").read_text())
-    releases = {
-        r["minor"]: Release(
-            minor=r["minor"],
-            patches=tuple(r["patches"]),
-            python_min=r["python"][0],
-            python_max=r["python"][1],
-            pypi_default=r["pypi_default"],
-            cudnn_pins=dict(r["variants"]),
-        )
-        for r in raw["release"]
-    }
+    """The merged facts of the two files beside this module (the index file may be absent)."""
+    here = resources.files("convmatrix.matrix")
+    hand = tomllib.loads(here.joinpath(HAND_KEPT).read_text(encoding="utf-8"))
+    index_file = here.joinpath(INDEX)
+    index = tomllib.loads(index_file.read_text(encoding="utf-8")) if index_file.is_file() else None
+    return merge(hand, index)
+
+
+def merge(hand: dict[str, Any], index: dict[str, Any] | None) -> Facts:
+    """The hand-kept facts, with what the index read laid over them: patches, Python range, PyPI
+    default, variants and their pins, and the published cuDNN wheels, each where the index knew
+    it (a non-empty value). A release only the index knows is added; one it does not know stays."""
+    kept_on = f"hand-kept {_date(hand.get('compiled'))}".strip()
+    releases = {r["minor"]: _release(r, kept_on) for r in hand["release"]}
+    wheels = {k: tuple(v) for k, v in hand["cudnn_wheels"].items()}
+    wheel_sources = dict.fromkeys(wheels, kept_on)
+    generated = ""
+    if index is not None:
+        generated = _date(index.get("generated"))
+        read_on = f"index {generated}"
+        for package, versions in index.get("cudnn_wheels", {}).items():
+            if versions:
+                wheels[package] = tuple(versions)
+                wheel_sources[package] = read_on
+        for raw in index.get("release", []):
+            releases[raw["minor"]] = _overlay(releases.get(raw["minor"]), _release(raw, read_on))
+    ordered = dict(sorted(releases.items(), key=lambda kv: version_key(kv[0])))
     return Facts(
-        releases=releases,
-        cudnn_wheels={k: tuple(v) for k, v in raw["cudnn_wheels"].items()},
-        generations=dict(raw["generations"]),
-        driver_minimum=dict(raw["driver_minimum"]),
+        releases=ordered,
+        cudnn_wheels=wheels,
+        generations=dict(hand["generations"]),
+        driver_minimum=dict(hand["driver_minimum"]),
+        hand_kept=_date(hand.get("compiled")),
+        generated=generated,
+        indexes=tuple(index.get("indexes", ())) if index else (),
+        unread=tuple(index.get("unread", ())) if index else (),
+        wheel_sources=wheel_sources,
+    )
+
+
+def _date(value: object) -> str:
+    return value.isoformat() if isinstance(value, datetime.date) else str(value or "")
+
+
+def _release(raw: dict[str, Any], source: str) -> Release:
+    python = list(raw.get("python", ["", ""]))
+    pins = dict(raw.get("variants", {}))
+    sources = {"patches": source, "python": source, "pypi_default": source, **dict.fromkeys(pins, source)}
+    return Release(
+        minor=raw["minor"],
+        patches=tuple(raw.get("patches", ())),
+        python_min=python[0],
+        python_max=python[1],
+        pypi_default=raw.get("pypi_default", ""),
+        cudnn_pins=pins,
+        variants_known=bool(raw.get("variants_complete", True)),
+        sources=sources,
+    )
+
+
+def _overlay(kept: Release | None, read: Release) -> Release:
+    """read's known facts over kept's (kept None: the index's release as it is)."""
+    if kept is None:
+        return read
+    sources = dict(kept.sources)
+    pins = dict(kept.cudnn_pins)
+    for variant, pin in read.cudnn_pins.items():
+        if pin or variant not in pins:
+            pins[variant] = pin
+            sources[variant] = read.sources[variant]
+
+    def pick(name: str, mine: str, theirs: str) -> str:
+        if theirs:
+            sources[name] = read.sources[name]
+            return theirs
+        return mine
+
+    patches = read.patches or kept.patches
+    if read.patches:
+        sources["patches"] = read.sources["patches"]
+    python_min = pick("python", kept.python_min, read.python_min)
+    python_max = pick("python", kept.python_max, read.python_max)
+    return Release(
+        minor=kept.minor,
+        patches=patches,
+        python_min=python_min,
+        python_max=python_max,
+        pypi_default=pick("pypi_default", kept.pypi_default, read.pypi_default),
+        cudnn_pins=dict(sorted(pins.items(), key=lambda kv: version_key(kv[0][2:]))),
+        variants_known=kept.variants_known or read.variants_known,
+        sources=sources,
     )
 
 

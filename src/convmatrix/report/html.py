@@ -233,6 +233,9 @@ def case_body(cell: CellRow, case: CaseRow, opened: bool, budget: Budget, words:
                    f"{html_cell(case.blocking.family or '')} {html_cell(first[0] if first else '')}</p>")
     if cell.first_cause and case.outcome.failing:
         out.append(f'<p class="cause">{html_cell(first_cause(cell))}</p>')
+    if case.sources and case.outcome.failing:
+        links = " ".join(f'<a href="{html_cell(url)}" rel="noreferrer">{html_cell(url)}</a>' for url in case.sources)
+        out.append(f'<p class="upstream">reported upstream: {links}</p>')
     if case.evidence:
         out += evidence(case.evidence, opened, budget)
     return out

@@ -134,6 +134,7 @@ def case_json(case: CaseRow, baseline: bool) -> dict[str, Any]:
         "forward_ms": case.forward_ms,
         "slowdown": case.slowdown,
         "fingerprint_changed": case.fingerprint_changed,
+        "sources": list(case.sources),
     }
     if baseline:
         data.update(baseline_outcome=case.baseline_outcome, baseline_delta=case.baseline_delta)
@@ -145,7 +146,7 @@ def rerun_json(rerun: Rerun) -> dict[str, Any]:
 
 
 _CASE_KEYS = ("cell", "gpu", "case", "knobs", "outcome", "family", "message", "warnings", "control_outcome",
-              "delta", "evidence", "blocking", "forward_ms", "slowdown", "fingerprint_changed")
+              "delta", "evidence", "blocking", "forward_ms", "slowdown", "fingerprint_changed", "sources")
 _CASE_LINE = "{" + ", ".join(f"{json.dumps(key)}: %s" for key in _CASE_KEYS) + "}"
 _BASELINE_TAIL = ', "baseline_outcome": %s, "baseline_delta": %s}'
 
@@ -167,6 +168,7 @@ def case_line(case: CaseRow, baseline: bool) -> str:
         _encode(rerun_json(case.blocking)) if case.blocking else "null",
         _number(case.forward_ms), _number(case.slowdown),
         _CONSTANT[case.fingerprint_changed],
+        _encode(list(case.sources)) if case.sources else "[]",
     )
     if baseline:
         line = line[:-1] + _BASELINE_TAIL % (_CONSTANT[case.baseline_outcome], _CONSTANT[case.baseline_delta])

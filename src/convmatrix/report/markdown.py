@@ -119,6 +119,8 @@ def detail(case: CaseRow) -> list[str]:
     lines = [markdown_line(line) for line in message.text.splitlines() if line.strip()]
     if message.note:
         lines.append(f"*{markdown_cell(message.note)}*")
+    if case.sources and case.outcome.failing:
+        lines.append(markdown_line("reported upstream: " + " ".join(case.sources)))
     # Backslash at a line's end: a hard break, so the message keeps its lines in one paragraph.
     return [f"<details><summary>{html_cell(title)} ({html_cell(case.delta or '')})</summary>", "",
             " \\\n".join(lines), "", "</details>", ""]

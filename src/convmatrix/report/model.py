@@ -50,6 +50,7 @@ class CaseRow:
     baseline_outcome: Outcome | None = None  # with --baseline: the same case in the earlier run
     baseline_delta: Delta | None = None
     timed: float | None = None  # its time against the control's beyond their noise (verdicts.timed_ratio)
+    sources: tuple[str, ...] = ()  # public reports the case reproduces: "reported upstream" when it fails
 
     @property
     def where(self) -> str:
@@ -220,6 +221,7 @@ def case_rows(result: CellResult, control: CellResult | None, control_id: str | 
             None,  # baseline_outcome
             None,  # baseline_delta
             verdicts.timed_ratio(base, case),
+            case.sources,
         ))
     if judged and control is not None:
         # A set difference first: most cells ran every case, and sorting the control's cases

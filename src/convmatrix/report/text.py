@@ -13,7 +13,7 @@ from convmatrix.report import grid as report_grid
 from convmatrix.report import notes as report_notes
 from convmatrix.report.cases import listed
 from convmatrix.report.grid import Column, Grid, Row
-from convmatrix.report.model import CellRow, Report
+from convmatrix.report.model import CaseRow, CellRow, Report
 from convmatrix.results.outcomes import Verdict
 
 WIDTH = 120
@@ -178,4 +178,10 @@ def case_table(report: Report) -> list[str]:
     out.append(table)
     if len(cases) > MAX_CASES:
         out.append(f"… and {len(cases) - MAX_CASES} more (the html and json reports list them all)")
+    out += [f"{one_line(c.case)}: {upstream(c)}" for c in cases[:MAX_CASES] if c.sources and c.outcome.failing]
     return [*out, ""]
+
+
+def upstream(case: CaseRow) -> str:
+    """The one line a failing case that reproduces a public report gets, in every format."""
+    return "reported upstream: " + " ".join(case.sources)

@@ -52,6 +52,7 @@ class Case:
     evidence: str | None = None  # evidence/<case>.txt beside the results, when the harness saved one
     params: dict[str, Any] = field(default_factory=dict)  # the case's catalog fields (prove compares them)
     forward_runs: tuple[float, ...] = ()  # the repeated forward calls' ms (timing.forward_runs), for the spread
+    sources: tuple[str, ...] = ()  # the public reports the case reproduces (https URLs), shown when it fails
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -435,6 +436,7 @@ def check_line(record: Any) -> Case | str:
         None,  # evidence: with_evidence() adds it
         record.get("params") or {},
         _runs(timing) if timing else (),
+        _sources(record.get("sources")),
     )
 
 
@@ -470,6 +472,18 @@ def _runs(timing: object) -> tuple[float, ...]:
     except OverflowError:  # an integer too large for a float (10**400)
         return ()
     return made if len(made) == len(runs) and all(0 <= r < float("inf") for r in made) else ()
+
+
+SOURCE = re.compile(r"https://[!-~]{1,2000}", re.ASCII)  # printable ASCII, no space: nothing to escape out of
+MAX_SOURCES = 32
+
+
+def _sources(listed: object) -> tuple[str, ...]:
+    """A line's `sources`: the https URLs among at most MAX_SOURCES entries (a line is untrusted:
+    anything else is dropped, never shown)."""
+    if not isinstance(listed, list) or not listed:
+        return ()
+    return tuple(url for url in listed[:MAX_SOURCES] if isinstance(url, str) and SOURCE.fullmatch(url))
 
 
 def _text(table: object, key: str) -> str | None:

@@ -360,3 +360,26 @@ def test_visible_is_idempotent_and_keeps_printable_unicode() -> None:
     for char in once:
         assert char in "\t\n\r" or unicodedata.category(char) not in ("Cc", "Cf", "Cs"), ascii(char)
     assert escape.visible("a\u200bb\ufeff\U000e0041") == "a\\u200bb\\ufeff\\U000e0041"
+
+
+def test_a_failing_case_that_reproduces_a_public_report_says_so_in_every_format(tmp_path: Path) -> None:
+    """Issue 22: a case's sources travel from its results line into every format; a failing one
+    shows "reported upstream: <url>", a passing one does not; a line's non-URL entries never show."""
+    url = "https://github.com/pytorch/pytorch/issues/136812"
+    sources = [url, "javascript:alert(1)", "https://x y", 7]
+    write_result(tmp_path, "control", [record("prod-a", sources=sources), record("prod-b", sources=sources)],
+                 env=env_json("control"))
+    write_result(tmp_path, "candidate", [record("prod-a", status="failed", message="CUDNN_STATUS_NOT_SUPPORTED",
+                                                sources=sources),
+                                         record("prod-b", sources=sources)], env=env_json("candidate"))
+    built = report_model.build(results.load([str(tmp_path)]).results, "control")
+    failing = next(c for c in built.cases if c.cell == "candidate" and c.case == "prod-a")
+    assert failing.sources == (url,)
+    said = f"reported upstream: {url}"
+    text = render.render(built, "text")
+    assert f"prod-a: {said}" in text and "prod-b: reported" not in text
+    assert said in render.render(built, "markdown")
+    page = render.render(built, "html")
+    assert f'reported upstream: <a href="{url}" rel="noreferrer">{url}</a>' in page and "javascript:" not in page
+    rows = json.loads(render.render(built, "json"))["cases"]
+    assert {(r["cell"], r["case"]): r["sources"] for r in rows}[("candidate", "prod-a")] == [url]

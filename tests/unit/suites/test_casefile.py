@@ -127,6 +127,8 @@ BASE = 'name = "a"\nop = "conv2d"\ninput = [1, 4, 8, 8]\nout_channels = 4\nkerne
     ('memory_format = "channels_last_3d"\n', "memory_format", "another spatial rank"),
     ('autocast = "float16"\ndtype = "float16"\n', "autocast", "float32 inputs"),
     ("dilation = 9\n", "kernel", "the output would be empty"),
+    ('via = "jit"\n', "via", "expected one of eager, compile, cuda_graph"),
+    ('via = "cuda_graph"\ndirection = "backward"\n', "via", "forward only"),
 ])
 def test_a_bad_field_is_one_line_naming_file_case_and_field(tmp_path: Path, extra: str, field: str,
                                                            says: str) -> None:

@@ -39,8 +39,9 @@ def test_every_trigger_family_has_cases_with_public_sources() -> None:
     for family, cases in by_family.items():
         for case in cases:
             assert case.sources, case.id
-            for url in case.sources:
-                assert re.fullmatch(r"https://github\.com/[\w.-]+/[\w.-]+/(issues|pull)/\d+", url), url
+            for url in case.sources:  # a GitHub issue or PR, or cuDNN's own release notes
+                assert re.fullmatch(r"https://github\.com/[\w.-]+/[\w.-]+/(issues|pull)/\d+", url) or \
+                    re.fullmatch(r"https://docs\.nvidia\.com/deeplearning/cudnn/[\w./-]+\.html", url), url
         print(f"{family}: {len(cases)} cases, sources {sorted({u for c in cases for u in c.sources})}")
 
 
@@ -55,7 +56,7 @@ def test_trigger_families_cover_what_they_name() -> None:
     assert any(elements(c) > limit and c.n == 1 and c.depthwise for c in cases["int32_no_split"])
     assert {c.backward for c in cases["large_3d"]} == {True, False}
     assert {c.backward for c in cases["large_transposed_3d"]} == {True, False}
-    assert {c.layout for c in cases["non_contiguous"]} == {"permuted", "transposed", "sliced"}
+    assert {c.layout for c in cases["non_contiguous"]} == {"permuted", "transposed", "sliced", "nhwc_strided"}
     odd = cases["channels_last_odd"]
     assert all(c.memory_format == "channels_last" for c in odd)
     assert any(c.c_in % 8 and c.groups == 1 for c in odd) and any(c.groups > 1 for c in odd)
@@ -67,6 +68,36 @@ def test_trigger_families_cover_what_they_name() -> None:
     assert {c.autocast for c in cases["autocast"]} == {"float16", "bfloat16"}
     assert all(c.backward for c in cases["backward_input_weight"])
     assert all(sizing.is_large(c) for c in cases["int32_split_batch"] + cases["int32_no_split"])
+    # Issue 22's classes: each names what it is about.
+    assert {c.op for c in cases["int32_other_ops"] if c.over_int32} >= {"conv3d", "conv1d", "conv_transpose2d",
+                                                                        "conv_transpose3d"}
+    assert any(c.n > 1024 for c in cases["large_batch"])
+    assert any(c.n > 65535 and max(c.expand(c.stride)) > 1 and c.kind == "backward_input"
+               for c in cases["large_batch"])
+    assert all(c.autocast == "float16" and c.c_out % 8 for c in cases["autocast_out_not_mult8"])
+    assert all(c.groups > 1 and not c.depthwise and c.dilation != 1 for c in cases["dilated_grouped"])
+    assert all(c.kind == "double_backward" for c in cases["double_backward"])
+    assert all(c.via == "compile" for c in cases["inductor"]) and all(
+        c.via == "cuda_graph" and c.needs_gpu for c in cases["graph_capture"])
+    benchmark_odd = [c for c in cases["cudnn_benchmark"] if c.memory_format == "channels_last" and c.c_in % 8]
+    assert benchmark_odd and all(c.benchmark for c in benchmark_odd)
+    layouts = [c for c in cases["non_contiguous"] if c.layout == "nhwc_strided"]
+    assert layouts and any(c.transposed for c in cases["non_contiguous"] if c.layout is not None)
+
+
+def test_every_workload_family_has_bf16_beside_fp16_and_benchmark_twins() -> None:
+    workloads = [c for c in catalog.CASES if c.workload]
+    for name in catalog.WORKLOADS:
+        mine = [c for c in workloads if c.workload == name]
+        assert {"float16", "bfloat16"} <= {c.dtype for c in mine}, name
+    by_id = {c.id for c in workloads}
+    for case in workloads:
+        if case.benchmark is None:  # the plain case: its benchmark-on twin is in the catalog, GPU only
+            twin = dataclasses.replace(case, benchmark=True, gpu_only=True)
+            assert twin.id in by_id and twin.needs_gpu, case.id
+    video = [c for c in workloads if c.workload == "video_temporal" and c.dtype == "bfloat16"
+             and c.memory_format == "channels_last_3d" and c.benchmark is None]
+    assert video and max(sizing.need_mb(c) for c in video) > 4096  # production sizes, not toy ones
 
 
 def test_need_mb_counts_tensors_grads_and_workspace() -> None:

@@ -1,0 +1,103 @@
+"""`convmatrix cases`: user case files as the suite will run them, and a failing job's log made
+into one (`--from-log`: PyTorch's printed repro snippets, triage/captured.py)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from convmatrix.cli.output import write_output
+from convmatrix.errors import BadInput
+from convmatrix.escape import one_line
+from convmatrix.results import rundir
+from convmatrix.run import cases as run_cases
+
+
+def add_parser(sub: Any) -> None:
+    c = sub.add_parser(
+        "cases", help="list case files as the suite runs them; --from-log: a failed job's log to a case file",
+        description="With files: every case, its id and parameters, and the shapes the CPU runs where it "
+                    "scales a case down. With --from-log: each PyTorch repro snippet in the log as a [[case]] "
+                    "table (stdout, or -o FILE).")
+    c.add_argument("files", nargs="*", metavar="FILE", help="case files (TOML or JSON)")
+    c.add_argument("--from-log", metavar="LOG", help="a failed job's log (plain, .gz, rank-prefixed)")
+    c.add_argument("-o", "--output", type=Path, help="with --from-log: write the case file here")
+    c.add_argument("--format", choices=("table", "json"), default="table")
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.from_log is not None:
+        if args.files:
+            raise BadInput("cases: give case files or --from-log LOG, not both")
+        return from_log(args.from_log, args.output)
+    if args.output is not None:
+        raise BadInput("cases: -o goes with --from-log")
+    if not args.files:
+        raise BadInput("cases: name case files to list, or --from-log LOG")
+    found = run_cases.check([Path(f) for f in args.files])
+    rows = [describe(case) for case in found]
+    if args.format == "json":
+        write_output(json.dumps(rows, indent=2) + "\n", None)
+    else:
+        write_output(table(rows, args.files), None)
+    return 0
+
+
+def describe(case: Any) -> dict[str, Any]:
+    """A case as the suite runs it: its id, its parameters, and the CPU's scaled-down shapes."""
+    sizing = rundir.suite_module("sizing")
+    small = sizing.scaled(case)
+    return {"id": case.id, "params": case.params(), "shapes": {k: list(v) for k, v in case.shapes().items()},
+            "need_mb": sizing.need_mb(case),
+            "cpu_shapes": None if small is case else {k: list(v) for k, v in small.shapes().items()}}
+
+
+def table(rows: list[dict[str, Any]], files: list[str]) -> str:
+    from tabulate import tabulate
+
+    def shape(values: list[int]) -> str:
+        return "x".join(str(v) for v in values)
+
+    body = []
+    for row in rows:
+        p = row["params"]
+        flags = [f"{name}={'on' if p[key] else 'off'}" for name, key in
+                 (("benchmark", "benchmark"), ("deterministic", "deterministic"), ("tf32", "tf32"))
+                 if p[key] is not None]
+        body.append([
+            one_line(row["id"]), shape(row["shapes"]["input"]), shape(row["shapes"]["weight"]),
+            f"{p['dtype']} autocast {p['autocast']}" if p["autocast"] else p["dtype"],
+            p["layout"] or p["memory_format"], p["direction"] or ("backward" if p["backward"] else "forward"),
+            " ".join(flags) or "-",
+            shape(row["cpu_shapes"]["input"]) if row["cpu_shapes"] else "as is",
+            one_line(" ".join(p["sources"])) or "-",
+        ])
+    head = f"{len(rows)} cases from {', '.join(one_line(f) for f in files)}\n\n"
+    return head + tabulate(body, headers=["case", "input", "weight", "dtype", "layout", "direction", "forced",
+                                          "on the CPU", "sources"],
+                           tablefmt="simple", disable_numparse=True) + "\n"
+
+
+def from_log(log: str, output: Path | None) -> int:
+    from convmatrix.triage import captured  # lazily: only --from-log reads a log
+
+    found = captured.cases_from_log(log)
+    for note in found.notes:
+        print(f"convmatrix: {one_line(note)}", file=sys.stderr)
+    if not found.cases:
+        raise BadInput(f"{log}: no repro snippet to capture (PyTorch prints one on the cuDNN v7 API's errors)")
+    text = captured.to_toml(found.cases, log)
+    # What is written must run: the captured cases are checked as the suite will read them.
+    stem = output.stem if output is not None else "captured"
+    with tempfile.TemporaryDirectory() as folder:
+        probe = Path(folder) / f"{stem}.toml"
+        probe.write_text(text, encoding="utf-8")
+        run_cases.check([probe])
+    write_output(text, output)
+    where = f" in {output}" if output is not None else ""
+    print(f"convmatrix: {len(found.cases)} case(s) captured from {one_line(log)}{where}", file=sys.stderr)
+    return 0
