@@ -56,7 +56,7 @@ SUITE_INI = os.path.join(SUITE_DIR, "pytest.ini")
 NUMERIC_KEY = "convmatrix_numeric"
 FACTS_KEY = "convmatrix_facts"
 # Facts a test hands the recorder (record_facts), written as top-level keys of its results line.
-FACT_FIELDS = ("timing", "fingerprint", "need_mb", "scaled", "shapes", "trigger", "sources")
+FACT_FIELDS = ("timing", "fingerprint", "need_mb", "scaled", "shapes", "trigger", "sources", "backend", "cudnn_path")
 # A results line is written with one write() on an O_APPEND fd so that xdist workers never
 # interleave; keep it well under 64 KiB by bounding the free-text fields.
 LINE_LIMIT = 60000
@@ -117,6 +117,8 @@ def pytest_configure(config: pytest.Config) -> None:
     settings = _settings(config)
     config.stash[SETTINGS] = settings
     torch.backends.cudnn.benchmark = settings.knobs["cudnn_benchmark"]
+    if settings.knobs.get("cudnn_enabled") is False:
+        torch.backends.cudnn.enabled = False
     torch.backends.cudnn.deterministic = settings.knobs["cudnn_deterministic"]
     # Warn-once warnings (cuDNN plan failures among them) would otherwise land only on
     # whichever case ran first in the process; each case should carry its own.
@@ -202,6 +204,8 @@ def _settings(config: pytest.Config) -> Settings:
         "channels_last": config.getoption("channels_last") == "on",
         "pad_channels": config.getoption("pad_channels"),
     }
+    if config.getoption("cudnn_enabled") == "off":  # a knob only when off: every other line stays as it was
+        knobs["cudnn_enabled"] = False
     if knobs["pad_channels"] < 0:
         raise pytest.UsageError("--pad-channels takes a non-negative multiple, e.g. 8")
     return Settings(knobs, _worker(config), results_dir, cell_id, isolation.options_of(config),

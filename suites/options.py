@@ -32,6 +32,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("--device", "auto: cuda when torch sees a GPU, else cpu", default="auto", choices=("auto", "cuda", "cpu")),
     Option("--cudnn-benchmark", "torch.backends.cudnn.benchmark", default="off", choices=("on", "off")),
     Option("--cudnn-deterministic", "torch.backends.cudnn.deterministic", default="off", choices=("on", "off")),
+    Option("--cudnn-enabled", "torch.backends.cudnn.enabled: off runs every conv without cuDNN (convmatrix "
+           "--explain re-runs a failing case so, to tell whether cuDNN's path is the cause)", default="on",
+           choices=("on", "off")),
     Option("--channels-last", "remedy knob: run every case's input and weight in channels_last memory format",
            default="off", choices=("on", "off")),
     Option("--pad-channels", "remedy knob: zero-pad channel counts up to a multiple of N (8: the tensor-core "

@@ -108,7 +108,7 @@ def test_conv(case: Case, device: str, request: pytest.FixtureRequest,
               record_numeric: Callable[[dict[str, float]], None],
               record_facts: Callable[..., None]) -> None:
     record_facts(need_mb=sizing.need_mb(case), trigger=case.trigger, sources=list(case.sources),
-                 scaled=False, shapes=None, timing=None, fingerprint=None)
+                 scaled=False, shapes=None, timing=None, fingerprint=None, backend=None, cudnn_path=None)
     if device == "cpu" and case.needs_gpu:
         pytest.skip("the case needs CUDA: " + case.gpu_reason)
     if device == "cpu" and case.via == "compile" and not asked_for_compiled(request.config):
@@ -133,7 +133,7 @@ def test_conv(case: Case, device: str, request: pytest.FixtureRequest,
         inputs = make_inputs(run, generator, device)
         expected, drawn = reference(run, inputs, generator, sizing.sliced(case), device)
         try:
-            got, timing, computed = run_on_device(run, inputs, drawn, device, remedy)
+            got, timing, computed = run_on_device(run, inputs, drawn, device, remedy, record_facts)
         except Exception as exc:
             if device == "cpu" and MISSING_CPU_KERNEL.search(str(exc)):
                 pytest.skip(f"this torch has no CPU kernel for the case's dtype: {exc}")
@@ -397,8 +397,8 @@ def memory_format_for(case: Case, remedy: Remedy, rank: int) -> torch.memory_for
     return None  # conv1d inputs stay as they are
 
 
-def run_on_device(case: Case, inputs: Tensors, drawn: Drawn, device: str,
-                  remedy: Remedy) -> tuple[Tensors, dict[str, Any], dict[str, Any]]:
+def run_on_device(case: Case, inputs: Tensors, drawn: Drawn, device: str, remedy: Remedy,
+                  record_facts: Callable[..., None] | None = None) -> tuple[Tensors, dict[str, Any], dict[str, Any]]:
     grad_out = drawn.grad_output
     # backward_input and backward_weight differentiate one leaf, so that cuDNN runs dgrad or
     # wgrad alone; a double backward needs both (grad_input, then its gradient to the weight).
@@ -424,6 +424,9 @@ def run_on_device(case: Case, inputs: Tensors, drawn: Drawn, device: str,
     fmt = memory_format_for(case, remedy, weight.dim())
     if fmt is not None:
         weight = weight.contiguous(memory_format=fmt)
+    if record_facts is not None:  # before the call: a failing one is explained by what was chosen
+        backend = selected_backend(case, x, weight, bias, groups, device)
+        record_facts(backend=backend, cudnn_path=cudnn_path(backend))
     def call(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
         # Looked up at call time, so that a fault plugin's patch is what runs (or is compiled).
         return convolve(getattr(torch.nn.functional, case.op), case, x, weight, bias, groups=groups)
@@ -484,6 +487,34 @@ def run_on_device(case: Case, inputs: Tensors, drawn: Drawn, device: str,
         out = unpad_dim(out, 1, plan[0], plan[4], case.groups, plan[2])
     got = {"output": out.detach(), **grads}
     return got, clock.timing(case.backward), computed
+
+
+def selected_backend(case: Case, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, groups: int,
+                     device: str) -> str | None:
+    """The backend PyTorch's dispatch picks for this conv (torch._C._select_conv_backend: CudnnTranspose,
+    Mkldnn, Slow2d, ...), as the eager call would, autocast's cast included; None where this torch
+    cannot say (the private function is missing or takes other arguments)."""
+    select = getattr(torch._C, "_select_conv_backend", None)
+    if select is None:
+        return None
+    try:
+        with autocast(case, device):
+            dtype = torch.get_autocast_dtype(device) if case.autocast else x.dtype
+        args = (x.to(dtype), weight.to(dtype), None if bias is None else bias.to(dtype),
+                list(case.expand(case.stride)), list(case.expand(case.padding)), list(case.expand(case.dilation)),
+                case.transposed, list(case.expand(case.output_padding)), groups)
+        with torch.no_grad():
+            return str(select(*args)).rsplit(".", 1)[-1]
+    except Exception:  # a private API: any failure means "cannot say", never a failed case
+        return None
+
+
+def cudnn_path(backend: str | None) -> str | None:
+    """Which of cuDNN's algorithm choices the call takes: FIND (cudnn.benchmark: cudnnFind / the
+    v8 API's benchmarking of every engine) or GET (heuristics); None when cuDNN does not run it."""
+    if backend is None or not backend.startswith("Cudnn"):
+        return None
+    return "find" if torch.backends.cudnn.benchmark else "get"
 
 
 def captured(eager: Callable[[], torch.Tensor]) -> Callable[[], torch.Tensor]:

@@ -170,5 +170,35 @@ def test_a_log_with_a_repro_snippet_becomes_a_case_that_runs(tmp_path: Path) -> 
     run = run_suite(tmp_path / "r", "--cases", str(case_file), "-k", "todynet")
     assert run.returncode == 0, run.output[-3000:]
     (record,) = run.records()
-    assert record["case"] == "todynet-conv2d-fp32-k1x3-p0x1-bwd-bench_on-captured_1"
+    assert record["case"] == "todynet-conv2d-fp32-k1x3-p0x1-bwd-bench_on-todynet12_conv2d_1"
     assert record["status"] == "passed" and record["params"]["n"] == 16
+
+
+def test_explain_reruns_a_failing_case_with_cudnns_log_and_without_cudnn(tmp_path: Path) -> None:
+    """Issue 23: `--explain` on the host lane. A test plugin plays a cuDNN that declines the case and
+    writes real cuDNN 9 log text (quoted from onnxruntime#23244) where CUDNN_LOGDEST_DBG points;
+    with cuDNN off the conv runs. The report says what cuDNN said and that its path is the cause."""
+    case = "conv2d-fp32-k3-p1"
+    quoted = REPO / "tests" / "data" / "cudnn_logs" / "onnxruntime_23244_cudnn9_ci.log"
+    spec = tmp_path / "faults.json"
+    spec.write_text(json.dumps({case: str(quoted)}))
+    matrix = tmp_path / "m.toml"
+    matrix.write_text('name = "explain"\n[axes]\nlane = ["host"]\n')
+    out = tmp_path / "run"
+    env = dict(os.environ, CONVMATRIX_PYTHON=sys.executable, CONVMATRIX_CUDNN_LOG_FAULTS=str(spec),
+               PYTHONPATH=os.pathsep.join(filter(None, [str(REPO / "tests" / "plugins"), os.environ.get("PYTHONPATH")])))
+    command = [sys.executable, "-m", "convmatrix", "run", "-m", str(matrix), "--out", str(out), "--explain", "--",
+               "-k", case, "-p", "convmatrix_cudnn_log"]
+    done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=600, check=False, env=env)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    (cell,) = [p for p in out.iterdir() if p.name.startswith("host@")]
+    folder = cell / "explain" / case
+    assert (folder / "cudnn.log").read_text().count("CUDNN_STATUS_NOT_SUPPORTED") >= 1
+    found = json.loads((cell / "explain" / f"{case}.json").read_text())
+    assert found["status"] == "failed" and found["cudnn_off"] == "passed" and found["cudnn_is_the_cause"] is True
+    assert found["cudnn"]["status"].startswith("CUDNN_STATUS_NOT_SUPPORTED") and found["log"] == f"explain/{case}/cudnn.log"
+    assert found["backend"] == "Mkldnn" and found["cudnn_path"] is None  # the CPU's choice, honestly recorded
+    text = subprocess.run([sys.executable, "-m", "convmatrix", "report", str(out)],
+                          cwd=REPO, capture_output=True, text=True, timeout=120, check=False)
+    assert "explained: cuDNN said CUDNN_STATUS_NOT_SUPPORTED" in text.stdout, text.stdout[-3000:]
+    assert "without cuDNN: passed, so cuDNN's path is the cause" in text.stdout

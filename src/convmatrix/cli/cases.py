@@ -1,5 +1,5 @@
 """`convmatrix cases`: user case files as the suite will run them, and a failing job's log made
-into one (`--from-log`: PyTorch's printed repro snippets, triage/captured.py)."""
+into one (`--from-log`: PyTorch's printed repro snippets, triage/snippets.py)."""
 
 from __future__ import annotations
 
@@ -83,14 +83,14 @@ def table(rows: list[dict[str, Any]], files: list[str]) -> str:
 
 
 def from_log(log: str, output: Path | None) -> int:
-    from convmatrix.triage import captured  # lazily: only --from-log reads a log
+    from convmatrix.triage import snippets  # lazily: only --from-log reads a log
 
-    found = captured.cases_from_log(log)
+    found = snippets.cases_from_log(log)
     for note in found.notes:
         print(f"convmatrix: {one_line(note)}", file=sys.stderr)
     if not found.cases:
         raise BadInput(f"{log}: no repro snippet to capture (PyTorch prints one on the cuDNN v7 API's errors)")
-    text = captured.to_toml(found.cases, log)
+    text = snippets.to_toml(found.cases, log)
     # What is written must run: the captured cases are checked as the suite will read them.
     stem = output.stem if output is not None else "captured"
     with tempfile.TemporaryDirectory() as folder:

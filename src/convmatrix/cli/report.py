@@ -18,7 +18,8 @@ from convmatrix.errors import BadInput
 from convmatrix.matrix import values
 from convmatrix.report import model as report_model
 from convmatrix.report import render, verdicts
-from convmatrix.results import rundir
+from convmatrix.results import first_diff, rundir
+from convmatrix.results.first_diff import Difference
 from convmatrix.results.read import CellResult
 from convmatrix.triage import scan
 
@@ -44,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
             raise BadInput("\n".join(loaded.errors) or "no results to report")
         loaded.results = [with_first_cause(r) for r in loaded.results]
         control = verdicts.control_id(loaded.results, args.control)
-        report = report_model.build(loaded.results, control, loaded.notes)
+        report = report_model.build(loaded.results, control, loaded.notes, differ=first_differences)
         errors = list(loaded.errors)
         if args.baseline:
             baseline = results.load(args.baseline)
@@ -65,6 +66,11 @@ def with_first_cause(result: CellResult) -> CellResult:
     if result.cause_known or not result.failing:
         return result
     return replace(result, first_cause=scan.first_cause(result.path / rundir.LOG), cause_known=True)
+
+
+def first_differences(result: CellResult, control: CellResult, cases: list[str]) -> dict[str, Difference]:
+    """The first line of each failing case's log section that the control's section lacks."""
+    return first_diff.first_differences(result.path / rundir.LOG, control.path / rundir.LOG, cases)
 
 
 def color_wanted(choice: str, terminal: bool, env: Mapping[str, str]) -> bool:

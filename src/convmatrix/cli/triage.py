@@ -9,7 +9,8 @@ from typing import Any
 
 from convmatrix.errors import BadInput
 from convmatrix.escape import one_line
-from convmatrix.triage import scan
+from convmatrix.results import known
+from convmatrix.triage import known_in_log, scan
 
 
 def _context(args: argparse.Namespace) -> int:
@@ -36,11 +37,23 @@ def run(args: argparse.Namespace) -> int:
     result = scan.scan_path(args.logfile, _context(args))
     for warning in result["warnings"]:  # a damaged .gz: what came before the damage is reported
         print(f"convmatrix: warning: {one_line(warning)}", file=sys.stderr)
+    # Known upstream issues the log's versions and families point at (results/known_issues.toml).
+    matches = known_in_log.from_path(args.logfile, known_in_log.families_of(result))
     if args.format == "json":
-        print(json.dumps(result, indent=2))
+        print(json.dumps({**result, "known": [known_in_log.as_json(issue) for issue in matches]}, indent=2))
     else:
-        print(render_text(result, args.logfile), end="")
+        print(render_text(result, args.logfile) + render_known(matches), end="")
     return 0
+
+
+def render_known(matches: list[known.KnownIssue]) -> str:
+    """One line per known issue the log points at, after the rest (a log cannot show a case's
+    shape, so an entry's case conditions are named)."""
+    out = []
+    for issue in matches:
+        when = f" [if the conv is: {issue.conditions}]" if issue.conditions else ""
+        out.append(one_line(known.annotation(issue) + when))
+    return "".join(line + "\n" for line in out)
 
 
 def render_text(r: dict[str, Any], name: str) -> str:

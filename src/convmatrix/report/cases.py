@@ -7,6 +7,7 @@ from collections.abc import Iterable
 
 from convmatrix.report.model import CaseRow
 from convmatrix.results.outcomes import Delta, Outcome
+from convmatrix.results.read import Explanation
 
 # A reader looks for regressions first; a failure the control shares matters least.
 _URGENCY = {Delta.REGRESSION: 0, Delta.MISSING: 1, Delta.CHANGED: 2, Delta.NEW: 3, Delta.FIXED: 4}
@@ -23,3 +24,40 @@ def listed(cases: Iterable[CaseRow]) -> list[CaseRow]:
 
 def urgency(case: CaseRow) -> int:
     return _URGENCY.get(case.delta, 5) if case.delta else 5
+
+
+def explained(case: CaseRow) -> str | None:
+    """The one line every format shows for a failing case that --explain re-ran: what cuDNN said
+    (its status, sub-code and meaning, whether the GPU or the software is the cause, its reason),
+    the backend PyTorch chose and by which path, and how the case ran without cuDNN."""
+    found = case.explained
+    if found is None or not case.outcome.failing:
+        return None
+    return explanation_line(found)
+
+
+def first_difference(case: CaseRow) -> str | None:
+    """The one line every format shows: the first line of the case's log the control's lacks."""
+    if case.first_diff is None:
+        return None
+    return f"first line the control's log lacks (log.txt:{case.first_diff.line}): {case.first_diff.text.strip()}"
+
+
+def explanation_line(found: Explanation) -> str:
+    parts = []
+    if found.status:
+        code = f"{found.subcode}: " if found.subcode is not None else ""
+        meaning = f" ({code}{found.meaning}{'; ' + found.cause if found.cause else ''})" if found.meaning else ""
+        where = f" in {found.function}()" if found.function else ""
+        parts.append(f"cuDNN said {found.status}{meaning}{where}" + (f": {found.reason}" if found.reason else ""))
+    else:
+        parts.append("cuDNN's log names no failure" if found.log else "cuDNN wrote no log")
+    if found.backend:
+        path = f" ({found.cudnn_path.upper()})" if found.cudnn_path else ""
+        parts.append(f"backend {found.backend}{path}")
+    if found.cudnn_off:
+        parts.append(f"without cuDNN: {found.cudnn_off}" + (", so cuDNN's path is the cause"
+                                                            if found.cudnn_is_the_cause else ""))
+    if found.log:
+        parts.append(f"log {found.log}")
+    return "explained: " + "; ".join(parts)

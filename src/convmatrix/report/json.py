@@ -135,6 +135,9 @@ def case_json(case: CaseRow, baseline: bool) -> dict[str, Any]:
         "slowdown": case.slowdown,
         "fingerprint_changed": case.fingerprint_changed,
         "sources": list(case.sources),
+        "explained": asdict(case.explained) if case.explained else None,
+        "first_diff": asdict(case.first_diff) if case.first_diff else None,
+        "known": list(case.known),
     }
     if baseline:
         data.update(baseline_outcome=case.baseline_outcome, baseline_delta=case.baseline_delta)
@@ -146,7 +149,8 @@ def rerun_json(rerun: Rerun) -> dict[str, Any]:
 
 
 _CASE_KEYS = ("cell", "gpu", "case", "knobs", "outcome", "family", "message", "warnings", "control_outcome",
-              "delta", "evidence", "blocking", "forward_ms", "slowdown", "fingerprint_changed", "sources")
+              "delta", "evidence", "blocking", "forward_ms", "slowdown", "fingerprint_changed", "sources",
+              "explained", "first_diff", "known")
 _CASE_LINE = "{" + ", ".join(f"{json.dumps(key)}: %s" for key in _CASE_KEYS) + "}"
 _BASELINE_TAIL = ', "baseline_outcome": %s, "baseline_delta": %s}'
 
@@ -169,6 +173,9 @@ def case_line(case: CaseRow, baseline: bool) -> str:
         _number(case.forward_ms), _number(case.slowdown),
         _CONSTANT[case.fingerprint_changed],
         _encode(list(case.sources)) if case.sources else "[]",
+        _encode(asdict(case.explained)) if case.explained else "null",
+        _encode(asdict(case.first_diff)) if case.first_diff else "null",
+        _encode(list(case.known)) if case.known else "[]",
     )
     if baseline:
         line = line[:-1] + _BASELINE_TAIL % (_CONSTANT[case.baseline_outcome], _CONSTANT[case.baseline_delta])

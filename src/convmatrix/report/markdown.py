@@ -13,7 +13,7 @@ from convmatrix.matrix.cells import abbreviate
 from convmatrix.report import bounds
 from convmatrix.report import grid as report_grid
 from convmatrix.report import notes as report_notes
-from convmatrix.report.cases import listed
+from convmatrix.report.cases import explained, first_difference, listed
 from convmatrix.report.grid import Grid
 from convmatrix.report.model import CaseRow, CellRow, Report
 from convmatrix.results.outcomes import Verdict
@@ -119,8 +119,12 @@ def detail(case: CaseRow) -> list[str]:
     lines = [markdown_line(line) for line in message.text.splitlines() if line.strip()]
     if message.note:
         lines.append(f"*{markdown_cell(message.note)}*")
+    for said in (first_difference(case), explained(case)):
+        if said:
+            lines.append(markdown_line(said))
     if case.sources and case.outcome.failing:
         lines.append(markdown_line("reported upstream: " + " ".join(case.sources)))
+    lines += [markdown_line(k) for k in case.known]
     # Backslash at a line's end: a hard break, so the message keeps its lines in one paragraph.
     return [f"<details><summary>{html_cell(title)} ({html_cell(case.delta or '')})</summary>", "",
             " \\\n".join(lines), "", "</details>", ""]

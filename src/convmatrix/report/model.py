@@ -12,8 +12,10 @@ from typing import Any
 from convmatrix.matrix import stacks
 from convmatrix.report import verdicts
 from convmatrix.results import families as classify
+from convmatrix.results import known
+from convmatrix.results.first_diff import Difference
 from convmatrix.results.outcomes import Delta, Outcome, Verdict
-from convmatrix.results.read import Case, CellResult, FirstCause, Loaded
+from convmatrix.results.read import Case, CellResult, Explanation, FirstCause, Loaded
 
 REPORT_SCHEMA = 1
 OBSERVED_KEYS = ("torch", "cuda", "cudnn", "cudnn_error", "python", "driver", "device", "hostname", "image_id")
@@ -51,6 +53,9 @@ class CaseRow:
     baseline_delta: Delta | None = None
     timed: float | None = None  # its time against the control's beyond their noise (verdicts.timed_ratio)
     sources: tuple[str, ...] = ()  # public reports the case reproduces: "reported upstream" when it fails
+    explained: Explanation | None = None  # --explain: cuDNN's own reason (results.read.Explanation)
+    first_diff: Difference | None = None  # the first line of its log section the control's lacks
+    known: tuple[str, ...] = ()  # known upstream issues a failing case matches (results/known.py), annotated
 
     @property
     def where(self) -> str:
@@ -113,7 +118,13 @@ class Report:
     baseline: bool = False
 
 
-def build(results: Sequence[CellResult], control: str | None, notes: Sequence[str] = ()) -> Report:
+# Given a cell, its control and its failing cases: the first line of each case's log section the
+# control's lacks (results.first_diff). The cli hands it in; the model itself reads no log.
+Differ = Callable[[CellResult, CellResult, list[str]], dict[str, Difference]]
+
+
+def build(results: Sequence[CellResult], control: str | None, notes: Sequence[str] = (),
+          differ: Differ | None = None) -> Report:
     """Every cell against the control on its own place: its GPU key, and, when the results come
     from more than one host, its host too (`<gpu-key>@<host>`): a cell is never judged against a
     control that ran on another machine."""
@@ -133,10 +144,35 @@ def build(results: Sequence[CellResult], control: str | None, notes: Sequence[st
             # Another suite ran other cases, or the same ones otherwise: nothing to compare.
             result, against = replace(result, problems=(*result.problems, other_suite)), None
         rows = case_rows(result, against, control, where)
+        annotate_known(result, rows)
+        if differ is not None and against is not None and result.cell != control:
+            failing = [row.case for row in rows if row.outcome.failing]
+            found = differ(result, against, failing) if failing else {}
+            for row in rows:
+                row.first_diff = found.get(row.case)
         cases += rows
         cells.append(cell_row(result, rows, control, health.get(where), where))
     return Report(control=control, health=health, cells=tuple(cells), cases=tuple(cases),
                   notes=(*notes, *host_notes(results)))
+
+
+def annotate_known(result: CellResult, rows: list[CaseRow]) -> None:
+    """Each failing case that matches a known upstream issue (its params on the stack the cell
+    observed) gets that issue's one-line annotation, the same file triage reads."""
+    failing = [row for row in rows if row.outcome.failing and row.case in result.cases]
+    if not failing:
+        return
+    observed = result.observed
+    stack = known.Stack(torch=_text(observed.get("torch")), cuda=_text(observed.get("cuda")),
+                        cudnn=known.cudnn_number(observed.get("cudnn")),
+                        capability=_text((result.gpu or {}).get("capability")))
+    for row in failing:
+        case = result.cases[row.case]
+        row.known = tuple(known.annotation(issue) for issue in known.match(case.params, stack, family=case.family))
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) and value else None
 
 
 def driver_insufficient(result: CellResult) -> str | None:
@@ -222,6 +258,7 @@ def case_rows(result: CellResult, control: CellResult | None, control_id: str | 
             None,  # baseline_delta
             verdicts.timed_ratio(base, case),
             case.sources,
+            result.explained.get(name),
         ))
     if judged and control is not None:
         # A set difference first: most cells ran every case, and sorting the control's cases

@@ -11,7 +11,7 @@ from convmatrix.escape import one_line
 from convmatrix.matrix.cells import abbreviate
 from convmatrix.report import grid as report_grid
 from convmatrix.report import notes as report_notes
-from convmatrix.report.cases import listed
+from convmatrix.report.cases import explained, first_difference, listed
 from convmatrix.report.grid import Column, Grid, Row
 from convmatrix.report.model import CaseRow, CellRow, Report
 from convmatrix.results.outcomes import Verdict
@@ -178,7 +178,13 @@ def case_table(report: Report) -> list[str]:
     out.append(table)
     if len(cases) > MAX_CASES:
         out.append(f"… and {len(cases) - MAX_CASES} more (the html and json reports list them all)")
-    out += [f"{one_line(c.case)}: {upstream(c)}" for c in cases[:MAX_CASES] if c.sources and c.outcome.failing]
+    for c in cases[:MAX_CASES]:
+        for said in (first_difference(c), explained(c)):
+            if said:
+                out.append(f"{one_line(c.case)}@{one_line(c.gpu)}: {one_line(said)}")
+        if c.sources and c.outcome.failing:
+            out.append(f"{one_line(c.case)}: {upstream(c)}")
+        out += [f"{one_line(c.case)}@{one_line(c.gpu)}: {one_line(k)}" for k in c.known]
     return [*out, ""]
 
 

@@ -587,3 +587,122 @@ def classify_warnings(messages: Iterable[str]) -> list[str]:
         if family is not None and family not in seen:
             seen.append(family)
     return seen
+
+
+# --- what a status means, and which side is its cause -------------------------------------------
+# One table for src/convmatrix/results/cudnn_log.py (cuDNN's own account of a failure, from its API
+# log). Keyed by every name of _STATUS_FAMILY: (a short meaning, the cause). The cause is the side
+# of the stack to look at:
+#   "gpu"          the GPU itself lacks something (an architecture feature, shared memory, memory);
+#   "software"     what was asked of cuDNN (shape, layout, data type, padding, graph pattern, a bad
+#                  argument): a different problem, library version or code path may not hit it;
+#   "environment"  the installation (driver, CUDA runtime, a missing or mismatched cuDNN library);
+#   "unknown"      the status alone does not say.
+# The names and their sub-codes are cuDNN 9's cudnnStatus_t (the cudnn_graph library reference,
+# https://docs.nvidia.com/deeplearning/cudnn/backend/latest/api/cudnn-graph-library.html); the
+# meanings paraphrase what each name says, briefly.
+CAUSES: tuple[str, ...] = ("gpu", "software", "environment", "unknown")
+
+STATUS_MEANING: dict[str, tuple[str, str]] = {
+    "CUDNN_STATUS_SUCCESS": ("no error", "unknown"),
+    "CUDNN_STATUS_NOT_INITIALIZED": ("the cuDNN handle was never initialized", "environment"),
+    "CUDNN_STATUS_ALLOC_FAILED": ("a memory allocation failed", "gpu"),
+    "CUDNN_STATUS_BAD_PARAM": ("an invalid argument was passed", "software"),
+    "CUDNN_STATUS_INVALID_VALUE": ("an invalid value was passed", "software"),
+    "CUDNN_STATUS_INTERNAL_ERROR": ("an internal cuDNN operation failed", "unknown"),
+    "CUDNN_STATUS_ARCH_MISMATCH": ("the GPU lacks a feature the function needs", "gpu"),
+    "CUDNN_STATUS_MAPPING_ERROR": ("an access to GPU memory failed", "unknown"),
+    "CUDNN_STATUS_EXECUTION_FAILED": ("the GPU program failed to execute", "unknown"),
+    "CUDNN_STATUS_NOT_SUPPORTED": ("the requested functionality is not supported", "unknown"),
+    "CUDNN_STATUS_LICENSE_ERROR": ("the cuDNN license check failed", "environment"),
+    "CUDNN_STATUS_RUNTIME_PREREQUISITE_MISSING": ("a runtime library cuDNN needs is missing", "environment"),
+    "CUDNN_STATUS_RUNTIME_IN_PROGRESS": ("a runtime check has not finished yet", "unknown"),
+    "CUDNN_STATUS_RUNTIME_FP_OVERFLOW": ("a floating-point overflow happened in the computation", "software"),
+    "CUDNN_STATUS_VERSION_MISMATCH": ("cuDNN libraries of different versions were mixed", "environment"),
+    "CUDNN_STATUS_SUBLIBRARY_VERSION_MISMATCH": ("cuDNN sublibraries of different versions were mixed",
+                                                 "environment"),
+    "CUDNN_STATUS_SERIALIZATION_VERSION_MISMATCH": ("a serialized plan comes from another cuDNN version",
+                                                    "environment"),
+    "CUDNN_STATUS_DEPRECATED": ("a deprecated API was used", "software"),
+    "CUDNN_STATUS_SUBLIBRARY_LOADING_FAILED": ("a cuDNN sublibrary failed to load", "environment"),
+    "CUDNN_STATUS_BAD_PARAM_NULL_POINTER": ("a null pointer was passed", "software"),
+    "CUDNN_STATUS_BAD_PARAM_MISALIGNED_POINTER": ("a misaligned pointer was passed", "software"),
+    "CUDNN_STATUS_BAD_PARAM_NOT_FINALIZED": ("a descriptor was used before it was finalized", "software"),
+    "CUDNN_STATUS_BAD_PARAM_OUT_OF_BOUND": ("an argument is out of bounds", "software"),
+    "CUDNN_STATUS_BAD_PARAM_SIZE_INSUFFICIENT": ("a buffer passed is too small", "software"),
+    "CUDNN_STATUS_BAD_PARAM_STREAM_MISMATCH": ("the stream does not match the handle's", "software"),
+    "CUDNN_STATUS_BAD_PARAM_SHAPE_MISMATCH": ("tensor shapes do not match", "software"),
+    "CUDNN_STATUS_BAD_PARAM_DUPLICATED_ENTRIES": ("an argument holds duplicated entries", "software"),
+    "CUDNN_STATUS_BAD_PARAM_ATTRIBUTE_TYPE": ("an attribute has the wrong type", "software"),
+    "CUDNN_STATUS_BAD_PARAM_CUDA_GRAPH_MISMATCH": ("the CUDA graph does not match the plan", "software"),
+    "CUDNN_STATUS_BAD_PARAM_DESCRIPTOR_TYPE": ("a descriptor has the wrong type", "software"),
+    "CUDNN_STATUS_NOT_SUPPORTED_GRAPH_PATTERN": ("no engine supports this operation graph pattern", "software"),
+    "CUDNN_STATUS_NOT_SUPPORTED_SHAPE": ("no engine supports this tensor shape", "software"),
+    "CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE": ("no engine supports this data type", "software"),
+    "CUDNN_STATUS_NOT_SUPPORTED_LAYOUT": ("no engine supports this memory layout", "software"),
+    "CUDNN_STATUS_NOT_SUPPORTED_INCOMPATIBLE_CUDA_DRIVER": ("the CUDA driver is too old for the engine",
+                                                            "environment"),
+    "CUDNN_STATUS_NOT_SUPPORTED_INCOMPATIBLE_CUDART": ("cuDNN was built for another CUDA runtime",
+                                                       "environment"),
+    "CUDNN_STATUS_NOT_SUPPORTED_ARCH_MISMATCH": ("the engine does not support this GPU architecture", "gpu"),
+    "CUDNN_STATUS_NOT_SUPPORTED_RUNTIME_PREREQUISITE_MISSING": ("a runtime library the engine needs is missing",
+                                                                "environment"),
+    "CUDNN_STATUS_NOT_SUPPORTED_SUBLIBRARY_UNAVAILABLE": ("the cuDNN sublibrary the engine needs is not installed",
+                                                          "environment"),
+    "CUDNN_STATUS_NOT_SUPPORTED_SHARED_MEMORY_INSUFFICIENT": ("the GPU has too little shared memory for the engine",
+                                                              "gpu"),
+    "CUDNN_STATUS_NOT_SUPPORTED_PADDING": ("no engine supports this padding", "software"),
+    "CUDNN_STATUS_NOT_SUPPORTED_BAD_LAUNCH_PARAM": ("the kernel launch parameters are not supported", "software"),
+    "CUDNN_STATUS_NOT_SUPPORTED_CUDA_GRAPH_NATIVE_API": ("native CUDA graphs are not supported here", "software"),
+    "CUDNN_STATUS_NOT_SUPPORTED_INVALID_DYNAMIC_SHAPE": ("the dynamic shape is not supported", "software"),
+    "CUDNN_STATUS_INTERNAL_ERROR_COMPILATION_FAILED": ("runtime compilation of a kernel failed", "unknown"),
+    "CUDNN_STATUS_INTERNAL_ERROR_UNEXPECTED_VALUE": ("cuDNN met an unexpected internal value", "unknown"),
+    "CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED": ("a host memory allocation failed", "environment"),
+    "CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED": ("a GPU memory allocation failed", "gpu"),
+    "CUDNN_STATUS_INTERNAL_ERROR_BAD_LAUNCH_PARAM": ("a kernel was launched with bad parameters", "software"),
+    "CUDNN_STATUS_INTERNAL_ERROR_TEXTURE_CREATION_FAILED": ("a texture could not be created", "unknown"),
+    "CUDNN_STATUS_EXECUTION_FAILED_CUDA_DRIVER": ("a CUDA driver call failed", "environment"),
+    "CUDNN_STATUS_EXECUTION_FAILED_CUBLAS": ("a cuBLAS call failed", "unknown"),
+    "CUDNN_STATUS_EXECUTION_FAILED_CUDART": ("a CUDA runtime call failed", "environment"),
+    "CUDNN_STATUS_EXECUTION_FAILED_CURAND": ("a cuRAND call failed", "unknown"),
+}
+
+# A name to its number: cuDNN 9's (>= 1000: the sub-code) where it has one, else cuDNN 8's.
+# Ascending, so that a later (cuDNN 9) number overwrites an earlier (cuDNN 8) one.
+_NUMBER_BY_STATUS: dict[str, int] = {name: number for number, name in sorted(_STATUS_BY_NUMBER.items())}
+
+
+def _known_base(name: str) -> str | None:
+    """The name itself when known, else the longest known name it starts with (a newer sub-code)."""
+    if name in STATUS_MEANING:
+        return name
+    for known in _NAMES_LONGEST_FIRST:
+        if name.startswith(known):
+            return known
+    return None
+
+
+def explain_status(name: str) -> tuple[str, str]:
+    """(meaning, cause) of a cuDNN status name; a sub-code newer than the table explains as its base.
+
+    The cause is one of CAUSES; an unknown name is ("unknown cuDNN status", "unknown").
+    """
+    base = _known_base(name.strip().upper())
+    return STATUS_MEANING[base] if base is not None else ("unknown cuDNN status", "unknown")
+
+
+_CUDNN8_NUMBER_BY_STATUS: dict[str, int] = {name: number for number, name in _STATUS_BY_NUMBER.items() if number < 1000}
+
+
+def status_code(name: str, *, cudnn8: bool = False) -> int | None:
+    """The number of a status name, or None if unknown: cuDNN 9's (the sub-code, >= 1000) where it
+    has one, or with ``cudnn8`` cuDNN 8's small number where cuDNN 8 had the name."""
+    key = name.strip().upper()
+    if cudnn8 and key in _CUDNN8_NUMBER_BY_STATUS:
+        return _CUDNN8_NUMBER_BY_STATUS[key]
+    return _NUMBER_BY_STATUS.get(key)
+
+
+def status_name(number: int) -> str | None:
+    """The status name of a cudnnStatus_t number of cuDNN 8 (< 1000) or cuDNN 9 (>= 1000)."""
+    return _STATUS_BY_NUMBER.get(number)

@@ -67,6 +67,28 @@ class FirstCause:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Explanation:
+    """What `--explain` found for a failing case (<cell>/explain/<case>.json, run/explain.py):
+    cuDNN's own status and reason from its API log, the backend PyTorch chose and by which path,
+    and how the case ran without cuDNN."""
+
+    status: str | None = None  # cuDNN's status, e.g. CUDNN_STATUS_NOT_SUPPORTED_SHAPE
+    subcode: int | None = None  # its number (3002)
+    meaning: str | None = None  # the sub-code's short meaning
+    cause: str | None = None  # gpu | software | environment | unknown
+    reason: str | None = None  # cuDNN's "Reason: ..." text
+    function: str | None = None  # the cuDNN function that said it
+    log: str | None = None  # the log it was read from, relative to the cell directory
+    backend: str | None = None  # torch._C._select_conv_backend's choice (CudnnTranspose, ...)
+    cudnn_path: str | None = None  # get (heuristics) or find (cudnn.benchmark)
+    cudnn_off: str | None = None  # the case's status with torch.backends.cudnn.enabled = False
+    cudnn_is_the_cause: bool = False  # it failed with cuDNN and passed without
+
+
+EXPLAIN_TEXT = 500  # characters kept of each text field of an explanation (the file is untrusted)
+
+
+@dataclass(frozen=True, kw_only=True)
 class CellResult:
     cell: str
     gpu_key: str
@@ -89,6 +111,7 @@ class CellResult:
     # Whether first_cause is known: read from first_cause.json, or worked out from log.txt by
     # the cli for a directory without one (older, or copied from elsewhere).
     cause_known: bool = False
+    explained: dict[str, Explanation] = field(default_factory=dict)  # --explain, by failing case
 
     @property
     def failing(self) -> bool:
@@ -272,6 +295,7 @@ def load_dir(directory: Path, errors: list[str]) -> CellResult | None:
     conflicts: list[str] = []
     cases = with_evidence(read_cases(directory / rundir.RESULTS, errors, conflicts), directory, meta, errors)
     blocking = read_cases(directory / rundir.BLOCKING / rundir.RESULTS, errors, base=directory)
+    explained = read_explained(directory, [name for name, case in cases.items() if case.outcome.failing], errors)
     cause = read_record(directory / rundir.FIRST_CAUSE, errors, cause_problems)
     not_run = meta.get("not_run") or meta.get("unsupported")
     # A cell recorded as not run here never meant to complete: its reason is its verdict's.
@@ -294,6 +318,7 @@ def load_dir(directory: Path, errors: list[str]) -> CellResult | None:
         ended=records.parse_time(env.get("ended")) or records.parse_time(meta.get("ended")) or EPOCH,
         cases=cases,
         blocking=blocking,
+        explained=explained,
         problems=tuple(problems),
         stack_mismatch=tuple(stackcheck.mismatches(meta.get("expected", {}), env)) if env else (),
         first_cause=first_cause(cause, directory / rundir.LOG) if cause else None,
@@ -302,6 +327,41 @@ def load_dir(directory: Path, errors: list[str]) -> CellResult | None:
         optional=bool(meta.get("optional")),
         unsupported=meta.get("unsupported") or None,
     )
+
+
+def read_explained(directory: Path, failing: list[str], errors: list[str]) -> dict[str, Explanation]:
+    """The `--explain` findings of a cell's failing cases (explain/<case>.json; absent: none),
+    each a small file read with bounds; a malformed one is one error line and no finding."""
+    found: dict[str, Explanation] = {}
+    folder = directory / rundir.EXPLAIN
+    if not failing or not folder.is_dir() or folder.is_symlink():
+        return found
+    for case in failing:
+        path = folder / f"{case}.json"
+        if not path.exists():
+            continue
+        data = rundir.load_object(path, errors)
+        if not data:
+            continue
+        cudnn = data.get("cudnn")
+        said: dict[str, Any] = cudnn if isinstance(cudnn, dict) else {}
+
+        def text(table: dict[str, Any], key: str) -> str | None:
+            value = table.get(key)
+            return value[:EXPLAIN_TEXT] if isinstance(value, str) and value else None
+
+        subcode = said.get("subcode")
+        log = text(data, "log")
+        found[case] = Explanation(
+            status=text(said, "status"), meaning=text(said, "meaning"), cause=text(said, "cause"),
+            reason=text(said, "reason"), function=text(said, "function"),
+            subcode=subcode if isinstance(subcode, int) and not isinstance(subcode, bool) else None,
+            # Only a path inside the cell's explain/ folder is named (never followed or shown otherwise).
+            log=log if log and log.startswith(f"{rundir.EXPLAIN}/") and ".." not in log.split("/") else None,
+            backend=text(data, "backend"), cudnn_path=text(data, "cudnn_path"), cudnn_off=text(data, "cudnn_off"),
+            cudnn_is_the_cause=data.get("cudnn_is_the_cause") is True,
+        )
+    return found
 
 
 def cause_problems(cause: dict[str, Any]) -> list[str]:

@@ -50,6 +50,7 @@ LOG = "log.txt"
 FIRST_CAUSE = "first_cause.json"  # triage's first cause in log.txt, written when the cell finishes
 EVIDENCE = "evidence"
 BLOCKING = "blocking"
+EXPLAIN = "explain"  # --explain: each failing case re-run with cuDNN's log on (run/explain.py)
 PARTIAL = ".partial"
 # A host name goes into result directory names and the report: a DNS label's characters, and
 # dots and underscores, no more (nothing that could climb out of the run directory or split a

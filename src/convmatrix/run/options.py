@@ -1,5 +1,5 @@
 """Run options given after `--` to the nox lane sessions: --out, --shard, --resume, --gpus,
---every-gpu, --rerun-blocking, --jobs, --prepare-ahead, --prepare-disk, --reuse-results, --host,
+--every-gpu, --rerun-blocking, --explain[=info], --jobs, --prepare-ahead, --prepare-disk, --reuse-results, --host,
 --expect-gpu."""
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ class RunOptions:
     shard: tuple[int, int] | None  # (I, N), 1-based I
     resume: bool
     rerun_blocking: bool  # re-run failing cases with CUDA_LAUNCH_BLOCKING=1
+    explain: str | None = None  # --explain[=info]: re-run failing cases with cuDNN's log on (run/explain.py)
     gpus: str | None
     every_gpu: bool = False  # one run per device instead of one per GPU generation
     jobs: int = 1  # cells at once on a runner without GPUs (with GPUs: one per GPU)
@@ -55,6 +56,7 @@ def parse(args: Sequence[str], *, default_out: Path | None = None) -> RunOptions
     parser.add_argument("--shard")
     parser.add_argument("--resume", action="store_true")
     parser.add_argument("--rerun-blocking", action="store_true")
+    parser.add_argument("--explain", nargs="?", const="warn", choices=("warn", "info"))
     parser.add_argument("--gpus")
     parser.add_argument("--every-gpu", action="store_true")
     parser.add_argument("--jobs")
@@ -81,6 +83,7 @@ def parse(args: Sequence[str], *, default_out: Path | None = None) -> RunOptions
         shard=parse_shard(ns.shard) if ns.shard else None,
         resume=ns.resume,
         rerun_blocking=ns.rerun_blocking,
+        explain=ns.explain,
         gpus=ns.gpus,
         every_gpu=ns.every_gpu,
         jobs=count("--jobs", ns.jobs, 1, minimum=1),

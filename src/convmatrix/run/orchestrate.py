@@ -28,7 +28,7 @@ from convmatrix.matrix import knobs, stacks
 from convmatrix.matrix.cells import Cell
 from convmatrix.matrix.parse import Matrix
 from convmatrix.results import plans, rundir
-from convmatrix.run import ahead, cases, lanes, options, pool, progress, reuse, runner
+from convmatrix.run import ahead, cases, explain, lanes, options, pool, progress, reuse, runner
 from convmatrix.run.lanes import Lane, Log, Prepared, SuiteRun
 
 POLL_S = 0.2  # how often the main thread wakes while it waits (a signal is handled at once anyway)
@@ -327,7 +327,7 @@ def run_target(lane: Lane, prepared: Prepared, matrix: Matrix, target: runner.Ta
                opts: options.RunOptions, log: Log, *, env: dict[str, str] | None = None,
                driver: str = "none") -> None:
     key = reuse.key(target, prepared.lock, driver=driver, suite_args=suite_args(target.cell, opts),
-                    blocking=opts.rerun_blocking)
+                    blocking=opts.rerun_blocking, explain=opts.explain)
     with runner.fresh(target, wait=target.cell == matrix.control) as staged:
         if opts.reuse_results and key and reuse.restore(key, staged.results_dir, host=target.host):
             log(f"{target.cell.id}: reused the stored result of the same environment, suite, driver and GPU "
@@ -351,6 +351,9 @@ def run_suite(lane: Lane, prepared: Prepared, matrix: Matrix, staged: runner.Tar
             log(line)
         if opts.rerun_blocking:
             rerun_blocking(lane, prepared, staged, opts, log, env=env)
+        if opts.explain:
+            explain.explain(lane, prepared, staged, suite_args(staged.cell, opts), opts.explain, log,
+                            run_continuing, env=env)
     except Interrupted as exc:
         # The suite was stopped mid-run: each case it had in flight becomes a `crashed` line
         # naming the signal, and cell.json records the run as ended by it (exit -signal: not

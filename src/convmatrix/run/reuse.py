@@ -68,18 +68,20 @@ def suite_version() -> str:
     return str(rundir.records.suite_version(str(rundir.SUITE_DIR)))
 
 
-def key(target: Target, lock: str, *, driver: str, suite_args: Sequence[str], blocking: bool) -> str | None:
+def key(target: Target, lock: str, *, driver: str, suite_args: Sequence[str], blocking: bool,
+        explain: str | None = None) -> str | None:
     """The store key of a target's result; None where the environment has no lock."""
     if not lock:
         return None
     facts = {"cell": target.cell.id, "lock": lock, "suite": suite_version(), "driver": driver,
              # a case file counts by its content: the same file under another run's path is the same
-             "gpu": target.key, "suite_args": cases.for_key(suite_args), "rerun_blocking": blocking}
+             "gpu": target.key, "suite_args": cases.for_key(suite_args), "rerun_blocking": blocking,
+             **({"explain": explain} if explain else {})}  # absent when off: older keys stay valid
     return hashlib.sha256(json.dumps(facts, sort_keys=True).encode()).hexdigest()[:32]
 
 
 KEPT = (rundir.CELL_JSON, rundir.ENV_JSON, rundir.RESULTS, rundir.LOG, rundir.FIRST_CAUSE, rundir.EVIDENCE,
-        rundir.BLOCKING)
+        rundir.BLOCKING, rundir.EXPLAIN)
 
 
 def save(result_key: str, results_dir: Path) -> None:

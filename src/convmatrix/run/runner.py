@@ -21,6 +21,9 @@ from convmatrix.run import evidence
 from convmatrix.triage import scan
 
 SUITE_DIR = rundir.SUITE_DIR
+# In a suite run's environment, where its results directory is as the suite sees it (a container
+# mounts it elsewhere): each lane puts the real path in (with_results).
+RESULTS_TOKEN = "@CONVMATRIX_RESULTS@"
 CASE_TIMEOUT = 900  # seconds: far above any case's need, so only a hang reaches it
 
 
@@ -144,7 +147,12 @@ def run_local(python: str, target: Target, suite_args: Sequence[str] = (), *,
     out = results_dir or target.results_dir
     out.mkdir(parents=True, exist_ok=True)
     command = suite_command(target, python, suite_args, results_dir=out, select=select)
-    return popen.stream(command, env={**suite_env(target), **(env or {})}, log_path=out / rundir.LOG)
+    return popen.stream(command, env={**suite_env(target), **with_results(env or {}, out)}, log_path=out / rundir.LOG)
+
+
+def with_results(env: Mapping[str, str], results_dir: Path | str) -> dict[str, str]:
+    """env with RESULTS_TOKEN replaced by the results directory as the suite sees it."""
+    return {key: value.replace(RESULTS_TOKEN, str(results_dir)) for key, value in env.items()}
 
 
 def ended_early(results_dir: Path) -> bool:

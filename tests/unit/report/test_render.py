@@ -383,3 +383,57 @@ def test_a_failing_case_that_reproduces_a_public_report_says_so_in_every_format(
     assert f'reported upstream: <a href="{url}" rel="noreferrer">{url}</a>' in page and "javascript:" not in page
     rows = json.loads(render.render(built, "json"))["cases"]
     assert {(r["cell"], r["case"]): r["sources"] for r in rows}[("candidate", "prod-a")] == [url]
+
+
+def test_a_failing_case_that_matches_a_known_issue_is_annotated_in_every_format(tmp_path: Path) -> None:
+    """Issue 23: the known-issues file (results/known_issues.toml) on a failing case's params and
+    the stack its cell observed: cuDNN 8.9.2 below 8.9.7, a dgrad with batch 70000 and stride 2."""
+    params = {"op": "conv2d", "n": 70000, "c_in": 8, "c_out": 8, "size": [16, 16], "kernel": 3, "stride": 2,
+              "padding": 1, "dilation": 1, "groups": 1, "dtype": "float16", "autocast": None,
+              "memory_format": "contiguous", "layout": None, "backward": True, "direction": "backward_input",
+              "output_padding": 0, "tf32": None}
+    gpu = [{"index": 0, "name": "NVIDIA A100", "capability": "8.0", "memory_mb": 81000}]
+    old = env_json("old", cudnn=8902, device="cuda", gpus=gpu)
+    message = "cuDNN error: CUDNN_STATUS_NOT_SUPPORTED. This error may appear if you passed in a non-contiguous input."
+    write_result(tmp_path, "control", [record("dgrad", params=params)], env=env_json("control", device="cuda", gpus=gpu))
+    write_result(tmp_path, "old", [record("dgrad", status="failed", message=message, params=params)], env=old)
+    write_result(tmp_path, "new", [record("dgrad", status="failed", message=message, params=params)],
+                 env=env_json("new", cudnn=90100, device="cuda", gpus=gpu))
+    built = report_model.build(results.load([str(tmp_path)]).results, "control")
+    by_cell = {c.cell: c for c in built.cases}
+    (said,) = by_cell["old"].known
+    assert said.startswith("known: ") and "fixed in cuDNN 8.9.7" in said and "cudnn-897" in said
+    assert by_cell["new"].known == ()  # 9.1 is past the fix
+    for fmt in ("text", "markdown", "html", "json"):
+        assert "fixed in cuDNN 8.9.7" in render.render(built, fmt), fmt
+
+
+def test_what_explain_found_is_one_line_under_the_case_in_every_format(tmp_path: Path) -> None:
+    """Issue 23: explain/<case>.json (run/explain.py) in text, markdown, html and json; a `log`
+    outside explain/ is not named, and text fields are bounded."""
+    message = "cuDNN error: CUDNN_STATUS_NOT_SUPPORTED. This error may appear if you passed in a non-contiguous input."
+    write_result(tmp_path, "control", [record("c")], env=env_json("control"))
+    cell = write_result(tmp_path, "cell", [record("c", status="failed", message=message)], env=env_json("cell"))
+    (cell / "explain").mkdir()
+    found = {"schema": 1, "case": "c", "level": "warn", "status": "failed", "backend": "CudnnTranspose",
+             "cudnn_path": "get", "cudnn_off": "passed", "cudnn_is_the_cause": True,
+             "cudnn": {"status": "CUDNN_STATUS_NOT_SUPPORTED_SHAPE", "subcode": 3002, "meaning": "the shape",
+                       "cause": "software", "reason": "x" * 5000, "function": "cudnnBackendFinalize", "line": 7,
+                       "count": 2},
+             "log": "explain/c/cudnn.log"}
+    (cell / "explain" / "c.json").write_text(json.dumps(found))
+    built = report_model.build(results.load([str(tmp_path)]).results, "control")
+    row = next(c for c in built.cases if c.cell == "cell")
+    assert row.explained is not None and row.explained.reason == "x" * 500
+    line = ("explained: cuDNN said CUDNN_STATUS_NOT_SUPPORTED_SHAPE (3002: the shape; software) in "
+            "cudnnBackendFinalize(): " + "x" * 500 + "; backend CudnnTranspose (GET); without cuDNN: passed, so "
+            "cuDNN's path is the cause; log explain/c/cudnn.log")
+    for fmt in ("text", "markdown"):
+        assert line in render.render(built, fmt), fmt
+    assert escape.html_cell(line) in render.render(built, "html")
+    (case,) = [c for c in json.loads(render.render(built, "json"))["cases"] if c["cell"] == "cell"]
+    assert case["explained"]["subcode"] == 3002 and case["explained"]["cudnn_is_the_cause"] is True
+    found["log"] = "../../../etc/passwd"
+    (cell / "explain" / "c.json").write_text(json.dumps(found))
+    rebuilt = report_model.build(results.load([str(tmp_path)]).results, "control")
+    assert next(c for c in rebuilt.cases if c.cell == "cell").explained.log is None  # type: ignore[union-attr]

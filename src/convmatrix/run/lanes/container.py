@@ -59,7 +59,8 @@ class Container:
             results_dir=writable,
             suite_dir=runner.SUITE_DIR,
             gpu_index=target.gpu.index if target.gpu and runner.wants_gpu(target, run.args) else None,
-            environment={"CONVMATRIX_LANE": "container", "CONVMATRIX_IMAGE_ID": image["image_id"], **run.env},
+            environment={"CONVMATRIX_LANE": "container", "CONVMATRIX_IMAGE_ID": image["image_id"],
+                         **runner.with_results(run.env, containers.RESULTS_MOUNT)},
             readonly=mounts,
         )
         with containers.client() as engine:
@@ -72,7 +73,8 @@ class Container:
 # What the suite writes into its results directory, and all that is copied out of the scratch
 # directory the container gets instead (as plain files, bounded): its record of the stack, its
 # lines, and the markers of the cases in flight (which a crash leaves for the harness).
-SUITE_FILES = (rundir.ENV_JSON, rundir.RESULTS)
+# cuDNN's logs of an --explain re-run come back too (explain.py), bounded like the rest.
+SUITE_FILES = (rundir.ENV_JSON, rundir.RESULTS, "cudnn.log", "cudnn_frontend.log")
 MARKERS = "running-*.json"
 
 

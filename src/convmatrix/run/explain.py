@@ -1,0 +1,131 @@
+"""`--explain`: after a cell ran, each failing case alone again with cuDNN's own API log on, and
+once more with cuDNN off, so that the report can say what cuDNN said and whether its path is the
+cause. What it writes, per failing case (docs/contracts.md: Explained failures):
+
+    <cell>/explain/<case>/            the case alone, cuDNN's logging on (log.txt, results.jsonl, env.json)
+        cudnn.log                     cuDNN's API log (CUDNN_LOGDEST_DBG), as the suite's process left it
+        cudnn_frontend.log            the cudnn-frontend's log (CUDNN_FRONTEND_LOG_FILE)
+        cudnn_off/                    the case alone with torch.backends.cudnn.enabled = False
+    <cell>/explain/<case>.json        what was found (explained.json's schema, below), read by the report
+
+The logging variables (NVIDIA's cuDNN documentation, "API Logging" in the backend developer guide
+for 9.x and the 8.x developer guide; cudnn-frontend's README for its own): cuDNN 9 reads
+CUDNN_LOGLEVEL_DBG (1 errors, 2 and warnings, 3 and info) and CUDNN_LOGDEST_DBG (stdout, stderr or
+a file); cuDNN 8 reads CUDNN_LOGERR_DBG, CUDNN_LOGWARN_DBG and CUDNN_LOGINFO_DBG with the same
+destination; the frontend reads CUDNN_FRONTEND_LOG_INFO and CUDNN_FRONTEND_LOG_FILE; PyTorch's
+v8 API path prints its plan attempts with TORCH_CUDNN_V8_API_DEBUG=1. They are set before the
+suite's process starts (cuDNN reads them when it initialises), to paths inside the case's own
+results directory as the suite sees it (runner.RESULTS_TOKEN: a container mounts it elsewhere).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from convmatrix.results import cudnn_log, rundir
+from convmatrix.run import runner
+from convmatrix.run.lanes import Lane, Log, Prepared, SuiteRun
+
+DIR = rundir.EXPLAIN
+LOG = "cudnn.log"
+FRONTEND_LOG = "cudnn_frontend.log"
+CUDNN_OFF = "cudnn_off"
+LEVELS = {"warn": "2", "info": "3"}  # --explain, --explain=info: CUDNN_LOGLEVEL_DBG
+MAX_CASES = 50  # failing cases explained per cell: each costs a process; the rest are counted
+SCHEMA = 1
+
+RunContinuing = Callable[[Lane, Prepared, SuiteRun, Log], int]
+
+
+def logging_env(level: str) -> dict[str, str]:
+    """cuDNN's (8 and 9), its frontend's and PyTorch's logging, into the case's directory."""
+    into = runner.RESULTS_TOKEN
+    env = {
+        "CUDNN_LOGLEVEL_DBG": LEVELS[level], "CUDNN_LOGDEST_DBG": f"{into}/{LOG}",
+        "CUDNN_LOGERR_DBG": "1", "CUDNN_LOGWARN_DBG": "1",
+        "CUDNN_FRONTEND_LOG_INFO": "1", "CUDNN_FRONTEND_LOG_FILE": f"{into}/{FRONTEND_LOG}",
+        "TORCH_CUDNN_V8_API_DEBUG": "1",
+    }
+    if level == "info":
+        env["CUDNN_LOGINFO_DBG"] = "1"
+    return env
+
+
+def case_of(nodeid: str) -> str | None:
+    """The case id in a node id `suites/test_conv.py::test_conv[<case>]`, when it is a valid one."""
+    found = re.fullmatch(r".*::test_conv\[(.+)\]", nodeid)
+    case = found.group(1) if found else None
+    return case if case is not None and rundir.records.CASE_ID.fullmatch(case) else None
+
+
+def explain(lane: Lane, prepared: Prepared, target: runner.Target, args: Sequence[str], level: str,
+            log: Log, run_continuing: RunContinuing, *, env: dict[str, str] | None = None) -> int:
+    """Explain the failing cases of a finished run of the target; how many were explained."""
+    failing = [(nodeid, case) for nodeid in runner.failing_nodeids(target.results_dir)
+               if (case := case_of(nodeid)) is not None]
+    if not failing:
+        return 0
+    root = target.results_dir / DIR
+    for nodeid, case in failing[:MAX_CASES]:
+        folder = root / case
+        logged = SuiteRun(target=target, args=tuple(args), select=(nodeid,), results_dir=folder,
+                          env={**(env or {}), **logging_env(level)})
+        code = run_continuing(lane, prepared, logged, log)
+        runner.record_crashes(target, code, results_dir=folder)
+        off = SuiteRun(target=target, args=(*args, "--cudnn-enabled", "off"), select=(nodeid,),
+                       results_dir=folder / CUDNN_OFF, env=dict(env or {}))
+        code = run_continuing(lane, prepared, off, log)
+        runner.record_crashes(target, code, results_dir=folder / CUDNN_OFF)
+        rundir.write_json(root / f"{case}.json", found(folder, case, level))
+    more = len(failing) - MAX_CASES
+    log(f"{target.cell.id}: {min(len(failing), MAX_CASES)} failing case(s) re-run with cuDNN's log on in {DIR}/"
+        + (f" ({more} more not explained: at most {MAX_CASES} a cell)" if more > 0 else ""))
+    return min(len(failing), MAX_CASES)
+
+
+def found(folder: Path, case: str, level: str) -> dict[str, Any]:
+    """What the two re-runs of a case say: cuDNN's reason (cudnn_log.parse of its API log, or of
+    the frontend's), the backend PyTorch chose and by which path, and how it ran without cuDNN."""
+    logged = _line(folder / rundir.RESULTS)
+    off = _line(folder / CUDNN_OFF / rundir.RESULTS)
+    said = None
+    which = None
+    for name in (LOG, FRONTEND_LOG):
+        try:
+            said = cudnn_log.parse(cudnn_log.read(folder / name))
+        except OSError:
+            said = None
+        if said is not None:
+            which = name
+            break
+    return {
+        "schema": SCHEMA, "case": case, "level": level,
+        "status": logged.get("status"), "backend": logged.get("backend"), "cudnn_path": logged.get("cudnn_path"),
+        "cudnn_off": off.get("status"),
+        "cudnn_is_the_cause": logged.get("status") in ("failed", "error") and off.get("status") == "passed",
+        "cudnn": None if said is None else {
+            "status": said.status, "subcode": said.subcode, "meaning": said.meaning, "cause": said.cause,
+            "reason": said.reason, "function": said.function, "line": said.line, "count": said.count,
+        },
+        "log": f"{DIR}/{case}/{which}" if which else None,
+    }
+
+
+def _line(results: Path) -> dict[str, Any]:
+    """The one results line of a case run alone ({} when there is none, or it cannot be read)."""
+    try:
+        text = rundir.read_plain(results, 1 << 20, results.parent).decode("utf-8", "replace")
+    except (OSError, rundir.NotPlain):
+        return {}
+    for raw in text.split("\n"):
+        try:
+            record = json.loads(raw)
+        except ValueError:
+            continue
+        if isinstance(record, dict):
+            return record
+    return {}
