@@ -61,3 +61,25 @@ def explanation_line(found: Explanation) -> str:
     if found.log:
         parts.append(f"log {found.log}")
     return "explained: " + "; ".join(parts)
+
+
+# The parameters a case view shows, in this order: what the conv is, then how it ran.
+_SHOWN = ("op", "n", "c_in", "c_out", "size", "kernel", "stride", "padding", "dilation", "groups", "output_padding",
+          "bias", "dtype", "autocast", "memory_format", "layout", "direction", "benchmark", "deterministic", "tf32",
+          "via")
+
+
+def parameters(case: CaseRow) -> str | None:
+    """The case's parameters as one line (`op=conv2d n=2 c_in=8 ...`), so what failed can be read
+    without the suite; fields at their defaults or null are left out."""
+    params = case.params
+    if not params:
+        return None
+    quiet = {"stride": 1, "padding": 0, "dilation": 1, "groups": 1, "output_padding": 0, "bias": True}
+    shown = []
+    for key in _SHOWN:
+        value = params.get(key)
+        if value is None or (key in quiet and quiet[key] == value and type(value) is type(quiet[key])):
+            continue
+        shown.append(f"{key}={'x'.join(str(v) for v in value) if isinstance(value, list) else value}")
+    return "parameters: " + " ".join(shown) if shown else None

@@ -19,7 +19,7 @@ from convmatrix.escape import html_cell, html_text
 from convmatrix.report import bounds
 from convmatrix.report import grid as report_grid
 from convmatrix.report import notes as report_notes
-from convmatrix.report.cases import explained, first_difference, listed, noteworthy
+from convmatrix.report.cases import explained, first_difference, listed, noteworthy, parameters
 from convmatrix.report.grid import Grid
 from convmatrix.report.model import CaseRow, CellRow, Report
 from convmatrix.results.outcomes import Delta, Verdict
@@ -233,6 +233,9 @@ def case_body(cell: CellRow, case: CaseRow, opened: bool, budget: Budget, words:
                    f"{html_cell(case.blocking.family or '')} {html_cell(first[0] if first else '')}</p>")
     if cell.first_cause and case.outcome.failing:
         out.append(f'<p class="cause">{html_cell(first_cause(cell))}</p>')
+    shown = parameters(case)
+    if shown:
+        out.append(f'<p class="params">{html_cell(shown)}</p>')
     differs = first_difference(case)
     if differs:
         out.append(f'<p class="first-diff">{html_cell(differs)}</p>')

@@ -138,6 +138,7 @@ def case_json(case: CaseRow, baseline: bool) -> dict[str, Any]:
         "explained": asdict(case.explained) if case.explained else None,
         "first_diff": asdict(case.first_diff) if case.first_diff else None,
         "known": list(case.known),
+        "params": dict(case.params),
     }
     if baseline:
         data.update(baseline_outcome=case.baseline_outcome, baseline_delta=case.baseline_delta)
@@ -150,7 +151,7 @@ def rerun_json(rerun: Rerun) -> dict[str, Any]:
 
 _CASE_KEYS = ("cell", "gpu", "case", "knobs", "outcome", "family", "message", "warnings", "control_outcome",
               "delta", "evidence", "blocking", "forward_ms", "slowdown", "fingerprint_changed", "sources",
-              "explained", "first_diff", "known")
+              "explained", "first_diff", "known", "params")
 _CASE_LINE = "{" + ", ".join(f"{json.dumps(key)}: %s" for key in _CASE_KEYS) + "}"
 _BASELINE_TAIL = ', "baseline_outcome": %s, "baseline_delta": %s}'
 
@@ -176,6 +177,7 @@ def case_line(case: CaseRow, baseline: bool) -> str:
         _encode(asdict(case.explained)) if case.explained else "null",
         _encode(asdict(case.first_diff)) if case.first_diff else "null",
         _encode(list(case.known)) if case.known else "[]",
+        _encode(dict(case.params)) if case.params else "{}",
     )
     if baseline:
         line = line[:-1] + _BASELINE_TAIL % (_CONSTANT[case.baseline_outcome], _CONSTANT[case.baseline_delta])

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from convmatrix.matrix import stacks
@@ -56,6 +56,7 @@ class CaseRow:
     explained: Explanation | None = None  # --explain: cuDNN's own reason (results.read.Explanation)
     first_diff: Difference | None = None  # the first line of its log section the control's lacks
     known: tuple[str, ...] = ()  # known upstream issues a failing case matches (results/known.py), annotated
+    params: Mapping[str, Any] = field(default_factory=dict)  # the case's parameters (its results line's params)
 
     @property
     def where(self) -> str:
@@ -259,6 +260,9 @@ def case_rows(result: CellResult, control: CellResult | None, control_id: str | 
             verdicts.timed_ratio(base, case),
             case.sources,
             result.explained.get(name),
+            None,  # first_diff: the cli's differ fills it
+            (),  # known: annotate_known fills it
+            case.params,
         ))
     if judged and control is not None:
         # A set difference first: most cells ran every case, and sorting the control's cases

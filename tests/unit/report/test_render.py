@@ -437,3 +437,19 @@ def test_what_explain_found_is_one_line_under_the_case_in_every_format(tmp_path:
     (cell / "explain" / "c.json").write_text(json.dumps(found))
     rebuilt = report_model.build(results.load([str(tmp_path)]).results, "control")
     assert next(c for c in rebuilt.cases if c.cell == "cell").explained.log is None  # type: ignore[union-attr]
+
+
+
+def test_each_case_row_carries_its_parameters_in_json_and_the_html_case_view(tmp_path: Path) -> None:
+    """Issue 23: what failed can be read without the suite."""
+    params = {"op": "conv_transpose2d", "n": 2, "c_in": 8, "c_out": 4, "size": [8, 8], "kernel": 4, "stride": 2,
+              "padding": 1, "dilation": 1, "groups": 1, "bias": False, "dtype": "bfloat16", "autocast": None,
+              "memory_format": "channels_last", "layout": None, "direction": "backward_weight", "benchmark": False}
+    write_result(tmp_path, "control", [record("c", params=params)], env=env_json("control"))
+    write_result(tmp_path, "cell", [record("c", status="failed", message="boom", params=params)], env=env_json("cell"))
+    built = report_model.build(results.load([str(tmp_path)]).results, "control")
+    rows = {r["cell"]: r for r in json.loads(render.render(built, "json"))["cases"]}
+    assert rows["cell"]["params"] == params and rows["control"]["params"] == params
+    shown = ("parameters: op=conv_transpose2d n=2 c_in=8 c_out=4 size=8x8 kernel=4 stride=2 padding=1 bias=False "
+             "dtype=bfloat16 memory_format=channels_last direction=backward_weight benchmark=False")
+    assert escape.html_cell(shown) in render.render(built, "html")
