@@ -36,6 +36,7 @@ FRONTEND_LOG = "cudnn_frontend.log"
 CUDNN_OFF = "cudnn_off"
 LEVELS = {"warn": "2", "info": "3"}  # --explain, --explain=info: CUDNN_LOGLEVEL_DBG
 MAX_CASES = 50  # failing cases explained per cell: each costs a process; the rest are counted
+KEPT = 4 << 20  # bytes kept of each cuDNN log: its end, where the failure is (info level writes gigabytes)
 SCHEMA = 1
 
 RunContinuing = Callable[[Lane, Prepared, SuiteRun, Log], int]
@@ -76,6 +77,8 @@ def explain(lane: Lane, prepared: Prepared, target: runner.Target, args: Sequenc
                           env={**(env or {}), **logging_env(level)})
         code = run_continuing(lane, prepared, logged, log)
         runner.record_crashes(target, code, results_dir=folder)
+        for name in (LOG, FRONTEND_LOG):
+            keep_end(folder / name, folder)
         off = SuiteRun(target=target, args=(*args, "--cudnn-enabled", "off"), select=(nodeid,),
                        results_dir=folder / CUDNN_OFF, env=dict(env or {}))
         code = run_continuing(lane, prepared, off, log)
@@ -85,6 +88,27 @@ def explain(lane: Lane, prepared: Prepared, target: runner.Target, args: Sequenc
     log(f"{target.cell.id}: {min(len(failing), MAX_CASES)} failing case(s) re-run with cuDNN's log on in {DIR}/"
         + (f" ({more} more not explained: at most {MAX_CASES} a cell)" if more > 0 else ""))
     return min(len(failing), MAX_CASES)
+
+
+def keep_end(path: Path, folder: Path, limit: int = KEPT) -> None:
+    """A log cut to its last `limit` bytes, the cut said on its first line; a log that is not a
+    regular file inside the folder (a link the suite left) is removed, never followed."""
+    try:
+        size = path.lstat().st_size
+    except FileNotFoundError:
+        return
+    try:
+        with rundir.open_plain(path, folder) as handle:
+            if size <= limit:
+                return
+            handle.seek(size - limit)
+            tail = handle.read(limit)
+    except rundir.NotPlain:
+        path.unlink()
+        return
+    tail = tail[tail.find(b"\n") + 1:] if b"\n" in tail else tail
+    note = f"[convmatrix: the first {size - len(tail):,} bytes of this log were dropped; its last {len(tail):,} kept]\n"
+    rundir.write_plain(path, note.encode() + tail, folder)
 
 
 def found(folder: Path, case: str, level: str) -> dict[str, Any]:

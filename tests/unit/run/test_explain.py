@@ -43,3 +43,19 @@ def test_found_reads_cudnns_word_and_both_reruns(tmp_path: Path) -> None:
     (folder / "cudnn.log").unlink()
     again = explain.found(folder, "c", "warn")
     assert again["cudnn_is_the_cause"] is False and again["cudnn"] is None and again["log"] is None
+
+
+def test_a_huge_cudnn_log_keeps_its_end_and_a_link_is_removed(tmp_path: Path) -> None:
+    folder = tmp_path / "explain" / "c"
+    folder.mkdir(parents=True)
+    log = folder / "cudnn.log"
+    log.write_bytes(b"early line\n" * 200_000 + b"E! CuDNN (v90100) function cudnnBackendFinalize() called:\n")
+    explain.keep_end(log, folder, limit=1 << 16)
+    kept = log.read_bytes()
+    assert len(kept) <= (1 << 16) + 200 and kept.startswith(b"[convmatrix: the first ")
+    assert kept.endswith(b"cudnnBackendFinalize() called:\n")
+    secret = tmp_path / "secret"
+    secret.write_text("x" * 100)
+    (folder / "cudnn_frontend.log").symlink_to(secret)
+    explain.keep_end(folder / "cudnn_frontend.log", folder, limit=10)
+    assert not (folder / "cudnn_frontend.log").exists() and secret.read_text() == "x" * 100
