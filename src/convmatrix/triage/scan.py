@@ -794,12 +794,21 @@ def _grep_needles() -> list[str]:
     return args
 
 
+def ripgrep() -> str | None:
+    """The `rg` the `ripgrep` wheel (a dependency) put beside this interpreter, which is on PATH only
+    when its venv is activated, else one on PATH (a system package), else None."""
+    beside = Path(sys.executable).parent / "rg"
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return str(beside)
+    return shutil.which("rg")
+
+
 def _scan_with_grep(path: str, context: int) -> dict[str, Any] | None:
     """Triage a plain file with grep as the prefilter (several times faster); None if grep failed."""
     if os.environ.get("CONVMATRIX_TRIAGE_GREP", "1") == "0":
         return None
     # ripgrep's SIMD multi-literal search keeps its speed with many needles; GNU grep's does not.
-    rg, grep = shutil.which("rg"), shutil.which("grep")
+    rg, grep = ripgrep(), shutil.which("grep")
     if rg is not None:
         cmd = [rg, "--no-config", "--no-heading", "--no-mmap", f"--max-columns={LINE_CAP}", "-a", "-n", "-b", "-F"]
         cmd += [*_grep_needles(), "--", path]

@@ -756,3 +756,23 @@ def test_an_input_of_unknown_size_is_bounded_too(monkeypatch: pytest.MonkeyPatch
     result = scan.scan(Endless(), context=0, name="<stdin>")
     assert any("time bound" in w for w in result["warnings"])
 
+
+
+def test_ripgrep_is_found_beside_the_interpreter_before_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 25, item 4: the ripgrep wheel puts `rg` in the venv's bin, which is not on PATH unless
+    the venv is activated; triage finds it there first."""
+    import sys
+
+    from convmatrix.triage import scan as scan_module
+
+    venv_bin = tmp_path / "venv" / "bin"
+    venv_bin.mkdir(parents=True)
+    (venv_bin / "python").write_text("")
+    rg = venv_bin / "rg"
+    rg.write_text("#!/bin/sh\n")
+    rg.chmod(0o755)
+    monkeypatch.setattr(sys, "executable", str(venv_bin / "python"))
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    assert scan_module.ripgrep() == str(rg)
+    rg.chmod(0o644)  # not executable: not used
+    assert scan_module.ripgrep() is None
