@@ -1,4 +1,4 @@
-"""The convmatrix command: matrix, cases, stacks, build, report, run, triage, slurm, k8s and prove
+"""The convmatrix command: matrix, cases, stacks, build, report, run, triage, repro, slurm, k8s, prove and bisect
 (docs/contracts.md; README.md). Each subcommand is a module of this package with an
 `add_parser` and a `run`; this one parses and dispatches, and turns errors into exit codes."""
 
@@ -12,17 +12,17 @@ import threading
 from collections.abc import Callable, Sequence
 
 from convmatrix import interrupts
-from convmatrix.cli import build, cases, fleet, prove, report, stacks, triage
+from convmatrix.cli import bisect, build, cases, fleet, prove, report, repro, stacks, triage
 from convmatrix.cli import matrix as matrix_cmd
 from convmatrix.cli import run as run_cmd
 from convmatrix.errors import ConvmatrixError, InfrastructureError
 from convmatrix.escape import one_line
 
 # In the order `convmatrix --help` lists them.
-SUBCOMMANDS = (matrix_cmd, cases, stacks, build, report, run_cmd, triage)
+SUBCOMMANDS = (matrix_cmd, cases, stacks, build, report, run_cmd, triage, repro)
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "matrix": matrix_cmd.run, "cases": cases.run, "stacks": stacks.run, "build": build.run, "report": report.run,
-    "run": run_cmd.run, "triage": triage.run, "prove": prove.run, **fleet.FLEET_COMMANDS,
+    "run": run_cmd.run, "triage": triage.run, "repro": repro.run, "bisect": bisect.run, "prove": prove.run, **fleet.FLEET_COMMANDS,
 }
 
 
@@ -33,6 +33,7 @@ def parser() -> argparse.ArgumentParser:
         module.add_parser(sub)
     fleet.add_fleet_parsers(sub)
     prove.add_parser(sub)
+    bisect.add_parser(sub)
     return top
 
 
@@ -49,7 +50,7 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
 
 # The commands that only read and write files: SIGTERM and Ctrl-C end them through Interrupted,
 # so that a half-written -o is removed and one line says so (`run` handles its own).
-READERS = ("report", "triage", "prove", "matrix", "cases", "stacks")
+READERS = ("report", "triage", "prove", "matrix", "cases", "stacks", "repro")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
