@@ -41,6 +41,18 @@ def add_fleet_parsers(sub: Any) -> None:
     k.add_argument("--namespace")
     k.add_argument("--gpus", type=int, default=1, help="nvidia.com/gpu per shard (default 1)")
     k.add_argument("--convmatrix", metavar="CMD", default="convmatrix", help="the command in the image")
+    k.add_argument("--toleration", action="append", default=[], metavar="KEY[=VALUE]:EFFECT",
+                   help="tolerate a node taint, on both Jobs (repeatable; "
+                        "the GPU operator's: nvidia.com/gpu:NoSchedule)")
+    k.add_argument("--node-selector", action="append", default=[], metavar="KEY=VALUE",
+                   help="schedule the shards only on nodes with this label (repeatable; "
+                        "e.g. nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3)")
+    k.add_argument("--shm-size", default=k8s.DEFAULT_SHM, metavar="SIZE",
+                   help=f"a memory-backed /dev/shm for each shard, at most SIZE (default {k8s.DEFAULT_SHM})")
+    k.add_argument("--deadline", metavar="SECONDS", help="the shards Job's activeDeadlineSeconds (default none)")
+    k.add_argument("--merge-deadline", metavar="SECONDS",
+                   help="how long the merge waits for the shards before reporting the missing ones NOT RUN "
+                        f"(default --deadline + {k8s.MERGE_SLACK_S}, else {k8s.DEFAULT_MERGE_DEADLINE_S})")
 
 
 def common(p: argparse.ArgumentParser) -> None:
@@ -106,10 +118,20 @@ def cmd_k8s(args: argparse.Namespace) -> int:
         raise BadInput(f"--out {out}: must lie under the claim's mount {mount}, or the results are lost with the pod")
     if args.gpus < 0:
         raise BadInput(f"--gpus {args.gpus}: give 0 or more")
+    tolerations = tuple(k8s.parse_toleration(t) for t in args.toleration)
+    selector = tuple(k8s.parse_node_selector(s) for s in args.node_selector)
+    shm = k8s.check_shm(args.shm_size)
+    deadline = None if args.deadline is None else k8s.check_seconds("--deadline", args.deadline)
+    merge_deadline = (k8s.check_seconds("--merge-deadline", args.merge_deadline) if args.merge_deadline is not None
+                      else deadline + k8s.MERGE_SLACK_S if deadline is not None else k8s.DEFAULT_MERGE_DEADLINE_S)
+    matrix_path = args.matrix or matrix.default_matrix()
+    shard_plan = plan(args, out=out, matrix_path=matrix_path)
     job = k8s.K8sJob(
-        plan=plan(args, out=out, matrix_path=args.matrix or matrix.default_matrix()),
-        name=k8s.check_name(args.name or f"convmatrix-{stamp}"), image=args.image, claim=args.claim,
-        mount=mount, gpus=args.gpus, convmatrix=command(args.convmatrix), namespace=args.namespace,
+        plan=shard_plan, name=k8s.check_name(args.name or f"convmatrix-{stamp}"), image=args.image,
+        claim=args.claim, mount=mount, gpus=args.gpus, convmatrix=command(args.convmatrix),
+        namespace=args.namespace, tolerations=tolerations, node_selector=selector, shm=shm, deadline=deadline,
+        merge_deadline=merge_deadline,
+        stand_ins=k8s.stand_ins(matrix.load(matrix_path), shard_plan.shards, str(matrix_path)),
     )
     print(k8s.to_yaml(k8s.manifests(job)), end="")
     return 0

@@ -1,22 +1,55 @@
 """Kubernetes: an Indexed Job (one shard of the matrix per completion index, a GPU each, the
 results on a PersistentVolumeClaim) and a merge Job that waits for every shard's marker on the
-claim, then writes the report files there. Printed as YAML for `kubectl apply -f -`; both can be
-applied at once."""
+claim, up to a deadline, then writes the report files there. Printed as YAML for `kubectl apply
+-f -`; both can be applied at once. Neither needs any permission on the API: a shard learns from
+its own pod (downward API) whether this is its last allowed attempt, and the claim is the only
+channel between the pods."""
 
 from __future__ import annotations
 
 import json
 import re
 import shlex
+import time
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
 
-from convmatrix.engines import ShardPlan, merge_commands
+from convmatrix.engines import ShardPlan, check_text, merge_commands
 from convmatrix.errors import BadInput
+from convmatrix.matrix import Matrix
+from convmatrix.run import options
 
-MARKERS = ".shards"  # under the results directory: one file per finished shard, its exit code
+MARKERS = ".shards"  # under the results directory: one file per shard that ended for good, "done|failed CODE"
 DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,45}[a-z0-9])?")  # leaves room for "-shards" and pod suffixes
+# A failed index is retried this many times (spec.backoffLimitPerIndex); the shard's attempt
+# number is the pod's batch.kubernetes.io/job-index-failure-count annotation (0 on the first),
+# which the Job controller sets on every pod of an index when backoffLimitPerIndex is set
+# (https://kubernetes.io/docs/reference/kubernetes-api/workload-resources/job-v1/#JobSpec,
+# backoffLimitPerIndex), read through the downward API
+# (https://kubernetes.io/docs/concepts/workloads/pods/downward-api/: metadata.annotations['<KEY>']).
+RETRIES = 1
+FAILURE_COUNT = "batch.kubernetes.io/job-index-failure-count"
+POLL_S = 15  # how often the merge looks for markers
+MERGE_HOST = "k8s-merge"  # the host the merge's stand-in plans name (a host name, never a node's)
+GPU_KEY_SLOT = "@GPU_KEY@"  # in a stand-in plan: replaced by each GPU key the other shards planned
+UNKNOWN_GPU = "unknown"  # the GPU key of a stand-in plan when no shard planned any
+DEFAULT_SHM = "8Gi"
+DEFAULT_MERGE_DEADLINE_S = 24 * 3600  # without --deadline; with it, the shards' deadline and MERGE_SLACK_S
+MERGE_SLACK_S = 900  # the merge starts with the shards: past their deadline, this long for the last markers
+EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Toleration:
+    key: str
+    value: str | None  # None: operator Exists (any value)
+    effect: str
+
+    def spec(self) -> dict[str, Any]:
+        if self.value is None:
+            return {"key": self.key, "operator": "Exists", "effect": self.effect}
+        return {"key": self.key, "operator": "Equal", "value": self.value, "effect": self.effect}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -29,12 +62,104 @@ class K8sJob:
     gpus: int = 1  # nvidia.com/gpu per shard
     convmatrix: tuple[str, ...] = ("convmatrix",)
     namespace: str | None = None
+    tolerations: tuple[Toleration, ...] = ()  # on both Jobs' pods (a toleration lets a pod in; it draws none)
+    node_selector: tuple[tuple[str, str], ...] = ()  # on the shards only: the merge needs no GPU
+    shm: str = DEFAULT_SHM  # a memory-backed /dev/shm of this size limit for each shard (PyTorch's workers)
+    deadline: int | None = None  # the shards Job's activeDeadlineSeconds
+    merge_deadline: int = DEFAULT_MERGE_DEADLINE_S  # how long the merge waits for the shards' markers
+    # Per shard, the plan (JSON) the merge writes for it if it left none (stand_ins()).
+    stand_ins: tuple[str, ...] = ()
 
 
 def check_name(name: str) -> str:
     if not DNS_LABEL.fullmatch(name):
         raise BadInput(f"--name {name!r}: use lower-case letters, digits and '-', at most 47 characters")
     return name
+
+
+# Label and taint keys and values (https://kubernetes.io/docs/concepts/overview/working-with-objects/
+# labels/#syntax-and-character-set): an optional DNS-subdomain prefix and '/', then a name of at most
+# 63 characters, alphanumerics first and last, '-', '_' and '.' between; a value the same, or empty.
+_NAME = r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
+_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+_LABEL_NAME = re.compile(_NAME)
+_QUANTITY = re.compile(r"(?P<number>[0-9]+(\.[0-9]+)?)(?P<unit>Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?")
+_SECONDS = re.compile(r"[1-9][0-9]{0,9}")
+
+
+def check_key(option: str, given: str, key: str) -> str:
+    prefix, _, name = key.rpartition("/")
+    if "/" in key and (not prefix or len(prefix) > 253 or not _SUBDOMAIN.fullmatch(prefix)):
+        raise BadInput(f"{option} {given!r}: the key's prefix {prefix!r} is not a DNS subdomain "
+                       "(lower-case letters, digits, '-' and '.', at most 253 characters)")
+    if not _LABEL_NAME.fullmatch(name):
+        raise BadInput(f"{option} {given!r}: the key's name {name!r} is not a label name (letters, digits, "
+                       "'-', '_' and '.', at most 63 characters, a letter or digit first and last)")
+    return key
+
+
+def check_value(option: str, given: str, value: str) -> str:
+    if value and not _LABEL_NAME.fullmatch(value):
+        raise BadInput(f"{option} {given!r}: the value {value!r} is not a label value (letters, digits, "
+                       "'-', '_' and '.', at most 63 characters, a letter or digit first and last)")
+    return value
+
+
+def parse_toleration(text: str) -> Toleration:
+    """KEY[=VALUE]:EFFECT, e.g. nvidia.com/gpu:NoSchedule (operator Exists) or dedicated=gpu:NoExecute.
+    nvidia.com/gpu:NoSchedule is the taint the NVIDIA GPU operator's own daemonsets tolerate
+    (github.com/NVIDIA/gpu-operator, deployments/gpu-operator/values.yaml, daemonsets.tolerations)."""
+    check_text("--toleration", text)
+    head, colon, effect = text.rpartition(":")
+    if not colon or effect not in EFFECTS:
+        raise BadInput(f"--toleration {text!r}: give KEY[=VALUE]:EFFECT, EFFECT one of {', '.join(EFFECTS)}")
+    key, equals, value = head.partition("=")
+    return Toleration(key=check_key("--toleration", text, key),
+                      value=check_value("--toleration", text, value) if equals else None, effect=effect)
+
+
+def parse_node_selector(text: str) -> tuple[str, str]:
+    """KEY=VALUE, e.g. nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3: GPU feature discovery's "Model of
+    the GPU" label (github.com/NVIDIA/k8s-device-plugin, docs/gpu-feature-discovery/README.md,
+    Generated Labels)."""
+    check_text("--node-selector", text)
+    key, equals, value = text.partition("=")
+    if not equals:
+        raise BadInput(f"--node-selector {text!r}: give KEY=VALUE, e.g. nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3")
+    return check_key("--node-selector", text, key), check_value("--node-selector", text, value)
+
+
+def check_shm(text: str) -> str:
+    """A Kubernetes quantity above zero (8Gi, 512Mi, 1G)."""
+    check_text("--shm-size", text)
+    found = _QUANTITY.fullmatch(text)
+    if not found or float(found["number"]) == 0:
+        raise BadInput(f"--shm-size {text!r}: give a size above zero such as 8Gi or 512Mi "
+                       "(a number, then Ki, Mi, Gi, Ti or k, M, G, T)")
+    return text
+
+
+def check_seconds(option: str, text: str) -> int:
+    check_text(option, text)
+    if not _SECONDS.fullmatch(text):
+        raise BadInput(f"{option} {text!r}: give a whole number of seconds, 1 or more")
+    return int(text)
+
+
+def stand_ins(matrix: Matrix, shards: int, matrix_path: str) -> tuple[str, ...]:
+    """Per shard, the plan it would have written (its share and the control; the GPU key a slot,
+    no host: on any host), as JSON: the merge writes it for a shard that left no plan, so that the
+    report shows its cells NOT RUN (docs/contracts.md: The plan)."""
+    every = [c.id for c in matrix.cells]
+    control = matrix.control.id if matrix.control else None
+    written = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())
+    return tuple(json.dumps({
+        "schema": 1, "host": MERGE_HOST, "written": written, "matrix": matrix_path, "lanes": [], "cells": [],
+        "shard": None, "fleet_gpus": [],
+        "expected": [{"cell": c.id, "gpu_key": GPU_KEY_SLOT, "host": None, "optional": c.id in matrix.optional,
+                      "lane": c.lane, "requested": c.values()}
+                     for c in matrix.cells if options.in_shard(c.id, every, (index, shards), control)],
+    }) for index in range(1, shards + 1))
 
 
 def manifests(job: K8sJob) -> list[dict[str, Any]]:
@@ -73,12 +198,23 @@ def hardened(container: dict[str, Any]) -> dict[str, Any]:
             "env": [*container.get("env", []), {"name": "HOME", "value": "/tmp"}]}
 
 
+def scheduling(job: K8sJob, *, selector: bool) -> dict[str, Any]:
+    spec: dict[str, Any] = {}
+    if job.tolerations:
+        spec["tolerations"] = [t.spec() for t in job.tolerations]
+    if selector and job.node_selector:
+        spec["nodeSelector"] = dict(job.node_selector)
+    return spec
+
+
 def shard_command(job: K8sJob) -> str:
     plan = job.plan
     markers = shlex.quote(str(PurePosixPath(plan.out) / MARKERS))
     run = shlex.join([*job.convmatrix, "run", "-m", plan.matrix, "--out", plan.out])
-    # The marker is written however the run ended, so the merge runs after every shard as
-    # Slurm's afterany would; the pod's exit status stays the run's.
+    # The marker says the shard ended for good: it succeeded, or it failed on its last allowed
+    # attempt (then the index is not retried). An earlier attempt that failed leaves none, so the
+    # merge never starts while a retry may still run. Without the annotation (a cluster without
+    # backoffLimitPerIndex) every attempt counts as the last. The pod's exit status stays the run's.
     return "\n".join([
         "set -u",
         "shard=$((JOB_COMPLETION_INDEX + 1))",
@@ -87,28 +223,50 @@ def shard_command(job: K8sJob) -> str:
         'export CONVMATRIX_HOST="$(printf %.63s "${NODE_NAME%%.*}")"',
         f'{run} --shard "$shard/{plan.shards}" {shlex.join(plan.run_args)}'.rstrip(),
         "code=$?",
-        f'mkdir -p {markers} && echo "$code" > {markers}/"$shard"',
+        *marker_lines(markers),
         'exit "$code"',
     ])
+
+
+def marker_lines(markers: str) -> list[str]:
+    """The shard's marker, from $code and $shard (and $INDEX_FAILURES, the downward API's)."""
+    return [
+        "failures=${INDEX_FAILURES:-}",
+        f'case "$failures" in ""|*[!0-9]*) failures={RETRIES};; esac',
+        'if [ "$code" -eq 0 ]; then state=done',
+        f'elif [ "$failures" -ge {RETRIES} ]; then state=failed',
+        'else state=""; fi',
+        f"m={markers}",
+        'if [ -n "$state" ]; then',
+        '  mkdir -p "$m" && echo "$state $code" > "$m/.$shard.tmp" && mv "$m/.$shard.tmp" "$m/$shard"',
+        "fi",
+    ]
 
 
 def shards_job(job: K8sJob) -> dict[str, Any]:
     vol, mount = volume(job)
     container = {
         "name": "shard", "image": job.image, "command": ["/bin/sh", "-c", shard_command(job)],
-        "resources": {"limits": {"nvidia.com/gpu": job.gpus}}, "volumeMounts": [mount],
-        "env": [{"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}],
+        "resources": {"limits": {"nvidia.com/gpu": job.gpus}},
+        "volumeMounts": [mount, {"name": "shm", "mountPath": "/dev/shm"}],
+        "env": [{"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+                {"name": "INDEX_FAILURES",
+                 "valueFrom": {"fieldRef": {"fieldPath": f"metadata.annotations['{FAILURE_COUNT}']"}}}],
     }
-    return {
-        "apiVersion": "batch/v1", "kind": "Job", "metadata": metadata(job, "shards"),
-        "spec": {
-            "completionMode": "Indexed", "completions": job.plan.shards, "parallelism": job.plan.shards,
-            "backoffLimitPerIndex": 1,  # a shard that failed is retried once; the others go on
-            "template": {"metadata": {"labels": metadata(job, "shards")["labels"]},
-                         "spec": {"restartPolicy": "Never", "securityContext": dict(POD_SECURITY),
-                                  "containers": [hardened(container)], "volumes": [vol, dict(TMP_VOLUME)]}},
-        },
+    # /dev/shm: the runtime's default is 64 MB, too small for PyTorch's DataLoader workers. A
+    # memory-backed emptyDir (allowed by the restricted profile) counts against the pod's memory.
+    shm = {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": job.shm}}
+    spec: dict[str, Any] = {
+        "completionMode": "Indexed", "completions": job.plan.shards, "parallelism": job.plan.shards,
+        "backoffLimitPerIndex": RETRIES,  # a shard that failed is retried once; the others go on
     }
+    if job.deadline is not None:
+        spec["activeDeadlineSeconds"] = job.deadline
+    spec["template"] = {"metadata": {"labels": metadata(job, "shards")["labels"]},
+                        "spec": {"restartPolicy": "Never", "securityContext": dict(POD_SECURITY),
+                                 **scheduling(job, selector=True),
+                                 "containers": [hardened(container)], "volumes": [vol, dict(TMP_VOLUME), shm]}}
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": metadata(job, "shards"), "spec": spec}
 
 
 def merge_command(job: K8sJob) -> str:
@@ -116,8 +274,47 @@ def merge_command(job: K8sJob) -> str:
 
 
 def wait_command(job: K8sJob) -> str:
-    markers = shlex.quote(str(PurePosixPath(job.plan.out) / MARKERS))
-    return (f'until [ "$(ls {markers} 2>/dev/null | wc -l)" -ge {job.plan.shards} ]; do sleep 15; done')
+    """Waits until every shard has ended for good (its marker) or the merge deadline passed, says
+    which shards did not finish and which failed, and writes a stand-in plan for every shard that
+    left none (it never started, or failed before planning), so that the report shows its cells
+    NOT RUN and exits 1. Always exits 0: the report is written whatever happened."""
+    n = job.plan.shards
+    out = PurePosixPath(job.plan.out)
+    markers, plans = shlex.quote(str(out / MARKERS)), shlex.quote(str(out / "plans"))
+    lines = [
+        "set -u",
+        f"end=$(( $(date +%s) + {job.merge_deadline} ))",
+        "while :; do",
+        '  missing=""; failed=""; i=1',
+        f"  while [ \"$i\" -le {n} ]; do",
+        f'    if [ ! -f {markers}/"$i" ]; then missing="$missing $i"',
+        f'    elif [ "$(cut -c1-6 {markers}/"$i")" = failed ]; then failed="$failed $i"; fi',
+        "    i=$((i + 1))",
+        "  done",
+        "  now=$(date +%s)",
+        '  if [ -z "$missing" ] || [ "$now" -ge "$end" ]; then break; fi',
+        "  left=$((end - now))",
+        f"  sleep $((left < {POLL_S} ? left : {POLL_S}))",
+        "done",
+        f'[ -z "$missing" ] || echo "convmatrix: shard(s)$missing of {n} did not finish within the merge deadline '
+        f'({job.merge_deadline}s)"',
+        f'[ -z "$failed" ] || echo "convmatrix: shard(s)$failed of {n} failed on their last attempt"',
+        # The GPU keys the shards that ran planned for: the missing shards' cells are NOT RUN on them.
+        f"keys=$(cat {plans}/*.json 2>/dev/null | grep -o '\"gpu_key\": \"[a-z0-9][a-z0-9.-]*\"' "
+        "| sed 's/.*: \"//; s/\"$//' | sort -u)",
+        f'[ -n "$keys" ] || keys={UNKNOWN_GPU}',
+        f"mkdir -p {plans}",
+        "stand_in() {",
+        f"  if grep -qsF \"\\\"shard\\\": [$1, {n}]\" {plans}/*.json; then return 0; fi",
+        f'  echo "convmatrix: shard $1 of {n} left no plan: its cells are reported NOT RUN"',
+        "  for key in $keys; do",
+        f'    printf "%s\\n" "$2" | sed "s/{GPU_KEY_SLOT}/$key/g" > {plans}/k8s-shard-"$1"-of-{n}-no-plan-"$key".json',
+        "  done",
+        "}",
+        *(f"stand_in {i} {shlex.quote(text)}" for i, text in enumerate(job.stand_ins, start=1)),
+        "exit 0",
+    ]
+    return "\n".join(lines)
 
 
 def merge_job(job: K8sJob) -> dict[str, Any]:
@@ -132,6 +329,7 @@ def merge_job(job: K8sJob) -> dict[str, Any]:
             "backoffLimit": 0,  # its exit status is the verdict (1: a regression), not a fault to retry
             "template": {"metadata": {"labels": metadata(job, "merge")["labels"]},
                          "spec": {"restartPolicy": "Never", "securityContext": dict(POD_SECURITY),
+                                  **scheduling(job, selector=False),
                                   "initContainers": [hardened(wait)], "containers": [hardened(merge)],
                                   "volumes": [vol, dict(TMP_VOLUME)]}},
         },

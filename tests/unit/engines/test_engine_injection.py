@@ -89,7 +89,7 @@ def test_hostile_k8s_values_are_quoted_and_nothing_runs(capsys: pytest.CaptureFi
     mount = str(tmp_path / "results")
     out = f"{mount}/{value.replace('/', '_')}"
     assert main(["k8s", "-m", MATRIX, "--shards", "2", "--image", "i", "--claim", "c", "--mount", mount, "--out", out,
-                 "--convmatrix", "/bin/echo", "--", "--", "-k", value]) == 0
+                 "--convmatrix", "/bin/echo", "--merge-deadline", "1", "--", "--", "-k", value]) == 0
     docs: list[dict[str, Any]] = list(yaml.safe_load_all(capsys.readouterr().out))
     shard = docs[0]["spec"]["template"]["spec"]["containers"][0]["command"][2]
     merge = docs[1]["spec"]["template"]["spec"]["containers"][0]["command"][2]
@@ -98,6 +98,5 @@ def test_hostile_k8s_values_are_quoted_and_nothing_runs(capsys: pytest.CaptureFi
         subprocess.run(["sh", "-c", script], cwd=tmp_path, env={**os.environ, "JOB_COMPLETION_INDEX": "0",
                                                                "NODE_NAME": "n"},
                        capture_output=True, timeout=60, check=False)
-    subprocess.run(["sh", "-c", wait.replace("sleep 15", "exit 0")], cwd=tmp_path, capture_output=True, timeout=60,
-                   check=False)
+    subprocess.run(["sh", "-c", wait], cwd=tmp_path, capture_output=True, timeout=60, check=False)  # waits 1 s
     assert not marker.exists()

@@ -1,0 +1,240 @@
+"""Issue 26, item 2: what a GPU cluster needs of `convmatrix k8s` (tolerations, a GPU-product node
+selector, /dev/shm, a deadline), shards that leave their marker only once they ended for good,
+and a merge that waits for them up to its own deadline, then reports the shards that never
+finished as NOT RUN. The generated shell runs here for real, with stand-ins for convmatrix run."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+import yaml
+
+import testkit
+from convmatrix import matrix
+from convmatrix.cli.main import main
+from convmatrix.engines import ShardPlan, k8s
+from convmatrix.results import plans
+
+MATRIX = "matrix/nightly.toml"
+KUBERNETES = "1.30.0"
+FOUR = """name = "five"
+[container]
+flavour = "system"
+[axes]
+lane = ["container"]
+base = ["nvcr.io/nvidia/pytorch:24.10-py3", "nvcr.io/nvidia/pytorch:25.01-py3", "nvcr.io/nvidia/pytorch:25.02-py3",
+        "nvcr.io/nvidia/pytorch:25.03-py3", "nvcr.io/nvidia/pytorch:25.04-py3"]
+[control]
+base = "nvcr.io/nvidia/pytorch:24.10-py3"
+"""
+CONTROL = "container-nvcr.io-nvidia-pytorch-24.10-py3"
+SHARD_1 = ["container-nvcr.io-nvidia-pytorch-25.01-py3", "container-nvcr.io-nvidia-pytorch-25.03-py3"]
+SHARD_2 = ["container-nvcr.io-nvidia-pytorch-25.02-py3", "container-nvcr.io-nvidia-pytorch-25.04-py3"]
+
+
+@pytest.fixture(autouse=True)
+def in_repo(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(testkit.REPO)
+
+
+def k8s_cli(capsys: pytest.CaptureFixture[str], *extra: str) -> tuple[int, str, str]:
+    code = main(["k8s", "-m", MATRIX, "--shards", "3", "--image", "registry.local/convmatrix:1", "--claim", "results",
+                 "--name", "nightly", *extra])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+GPU_OPTIONS = ("--toleration", "nvidia.com/gpu:NoSchedule", "--toleration", "dedicated=ml:NoExecute",
+               "--node-selector", "nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3", "--shm-size", "16Gi",
+               "--deadline", "7200", "--merge-deadline", "9000")
+
+
+def gpu_docs(capsys: pytest.CaptureFixture[str]) -> list[dict[str, Any]]:
+    code, out, err = k8s_cli(capsys, *GPU_OPTIONS)
+    assert code == 0, err
+    return list(yaml.safe_load_all(out))
+
+
+def test_the_gpu_options_reach_the_manifests_which_pass_the_schemas(capsys: pytest.CaptureFixture[str]) -> None:
+    shards, merge = gpu_docs(capsys)
+    for doc in (shards, merge):
+        kubernetes_validate.validate(doc, KUBERNETES, strict=True)
+    assert shards["spec"]["activeDeadlineSeconds"] == 7200 and shards["spec"]["backoffLimitPerIndex"] == 1
+    assert "activeDeadlineSeconds" not in merge["spec"]  # the merge ends by its own deadline, then reports
+    pod, merge_pod = shards["spec"]["template"]["spec"], merge["spec"]["template"]["spec"]
+    tolerations = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+                   {"key": "dedicated", "operator": "Equal", "value": "ml", "effect": "NoExecute"}]
+    assert pod["tolerations"] == tolerations and merge_pod["tolerations"] == tolerations
+    assert pod["nodeSelector"] == {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
+    assert "nodeSelector" not in merge_pod  # the merge needs no GPU node
+    assert {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": "16Gi"}} in pod["volumes"]
+    (container,) = pod["containers"]
+    assert {"name": "shm", "mountPath": "/dev/shm"} in container["volumeMounts"]
+    assert {"name": "INDEX_FAILURES", "valueFrom": {"fieldRef": {
+        "fieldPath": "metadata.annotations['batch.kubernetes.io/job-index-failure-count']"}}} in container["env"]
+    (wait,) = merge_pod["initContainers"]
+    assert "+ 9000 ))" in wait["command"][2]
+    assert "serviceAccountName" not in pod and "serviceAccountName" not in merge_pod  # no API access asked
+
+
+def test_the_defaults_give_an_8gi_shm_no_deadline_and_a_bounded_merge(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = k8s_cli(capsys)
+    shards, merge = yaml.safe_load_all(out)
+    assert "activeDeadlineSeconds" not in shards["spec"] and "tolerations" not in shards["spec"]["template"]["spec"]
+    assert {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": "8Gi"}} in shards["spec"]["template"]["spec"][
+        "volumes"]
+    assert f"+ {k8s.DEFAULT_MERGE_DEADLINE_S} ))" in merge["spec"]["template"]["spec"]["initContainers"][0]["command"][2]
+    code, out, _ = k8s_cli(capsys, "--deadline", "600")
+    assert code == 0 and f"+ {600 + k8s.MERGE_SLACK_S} ))" in out  # the shards' deadline, and time to report
+
+
+def test_every_pod_stays_in_the_restricted_profile_with_the_gpu_options(capsys: pytest.CaptureFixture[str]) -> None:
+    allowed = {"configMap", "csi", "downwardAPI", "emptyDir", "ephemeral", "persistentVolumeClaim", "projected",
+               "secret"}
+    for doc in gpu_docs(capsys):
+        pod = doc["spec"]["template"]["spec"]
+        assert pod["securityContext"]["runAsNonRoot"] is True and pod["securityContext"]["runAsUser"] != 0
+        assert pod["securityContext"]["seccompProfile"]["type"] == "RuntimeDefault"
+        assert not pod.get("hostNetwork") and not pod.get("hostPID") and not pod.get("hostIPC")
+        for volume in pod["volumes"]:
+            assert set(volume) - {"name"} <= allowed
+        for container in [*pod.get("initContainers", []), *pod["containers"]]:
+            sc = container["securityContext"]
+            assert sc["allowPrivilegeEscalation"] is False and sc["capabilities"] == {"drop": ["ALL"]}
+            assert sc["readOnlyRootFilesystem"] is True and not sc.get("privileged", False)
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["--toleration", "nvidia.com/gpu"], "--toleration 'nvidia.com/gpu': give KEY[=VALUE]:EFFECT"),
+    (["--toleration", "nvidia.com/gpu:NoSchedul"], "EFFECT one of NoSchedule, PreferNoSchedule, NoExecute"),
+    (["--toleration", ":NoSchedule"], "the key's name '' is not a label name"),
+    (["--toleration", "Bad_Prefix/gpu:NoSchedule"], "the key's prefix 'Bad_Prefix' is not a DNS subdomain"),
+    (["--toleration", "gpu=has space:NoSchedule"], "the value 'has space' is not a label value"),
+    (["--toleration", "gpu\n:NoSchedule"], "control character"),
+    (["--node-selector", "nvidia.com/gpu.product"], "give KEY=VALUE"),
+    (["--node-selector", "nvidia.com/gpu.product=-H100"], "the value '-H100' is not a label value"),
+    (["--node-selector", "nvidia.com/" + "x" * 64 + "=a"], "is not a label name"),
+    (["--node-selector", "a=b\r"], "control character"),
+    (["--shm-size", "lots"], "--shm-size 'lots': give a size above zero"),
+    (["--shm-size", "0Gi"], "--shm-size '0Gi': give a size above zero"),
+    (["--shm-size", "8GB"], "--shm-size '8GB'"),
+    (["--shm-size", "8Gi\n"], "control character"),
+    (["--deadline", "0"], "--deadline '0': give a whole number of seconds, 1 or more"),
+    (["--deadline", "1h"], "--deadline '1h'"),
+    (["--deadline", "-5"], "--deadline '-5'"),
+    (["--merge-deadline", "soon"], "--merge-deadline 'soon'"),
+    (["--merge-deadline", "60\u2028"], "control character"),
+])
+def test_a_bad_gpu_option_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str], args: list[str],
+                                                 says: str) -> None:
+    code, out, err = k8s_cli(capsys, *args)
+    assert code == 2 and out == ""
+    assert len(err.splitlines()) == 1 and says in err, err
+
+
+# The shard's marker: success -> "done 0"; a failure on the last allowed attempt (the index failure
+# count the Job controller annotates the pod with reaching backoffLimitPerIndex) -> "failed CODE";
+# a failure with a retry still to come -> nothing, so the merge waits for the retry.
+@pytest.mark.parametrize(("code", "failures", "marker"), [
+    (0, "0", "done 0"), (0, "1", "done 0"), (4, "1", "failed 4"), (1, "2", "failed 1"), (4, "0", None),
+    (4, "", "failed 4"),  # no annotation (no backoffLimitPerIndex): every attempt is the last
+])
+def test_a_shard_leaves_its_marker_only_when_it_ended_for_good(tmp_path: Path, code: int, failures: str,
+                                                                marker: str | None) -> None:
+    out = tmp_path / "results" / "run"
+    job = k8s.K8sJob(plan=ShardPlan(matrix="m.toml", out=str(out), shards=3, run_args=()), name="x", image="i",
+                     claim="c", convmatrix=("sh", "-c", 'exit "$STUB_CODE"', "stub"))
+    script = k8s.shard_command(job)
+    done = subprocess.run(["/bin/sh", "-c", script], env={"JOB_COMPLETION_INDEX": "1", "NODE_NAME": "gpu-1",
+                                                         "INDEX_FAILURES": failures, "STUB_CODE": str(code),
+                                                         "PATH": "/usr/bin:/bin"},
+                          capture_output=True, text=True, timeout=30, check=False)
+    assert done.returncode == code  # the pod's status stays the run's: Kubernetes retries on it
+    path = out / k8s.MARKERS / "2"
+    assert (path.read_text().strip() if path.exists() else None) == marker
+    left = sorted(p.name for p in (out / k8s.MARKERS).iterdir()) if (out / k8s.MARKERS).exists() else []
+    assert left == (["2"] if marker else [])  # no temporary file left behind
+
+
+def five_cells(tmp_path: Path, deadline: int, *, out: Path) -> k8s.K8sJob:
+    path = tmp_path / "five.toml"
+    path.write_text(FOUR)
+    loaded = matrix.load(path)
+    return k8s.K8sJob(plan=ShardPlan(matrix=str(path), out=str(out), shards=2, run_args=()), name="x", image="i",
+                      claim="c", convmatrix=(sys.executable, "-m", "convmatrix"), merge_deadline=deadline,
+                      stand_ins=k8s.stand_ins(loaded, 2, str(path)))
+
+
+def shard_one_ran(out: Path) -> None:
+    """Shard 1 of 2 as `convmatrix run --shard 1/2` leaves it on host testhost: its plan (the control
+    and its two cells on the CPU), their results, and its marker."""
+    cells = [CONTROL, *SHARD_1]
+    plans.write(out, host=testkit.HOST, selection={"matrix": "five.toml", "lanes": [], "cells": [], "shard": [1, 2]},
+                fleet_gpus=[], expected=[plans.Expected(cell=c, gpu_key="cpu", host=testkit.HOST, lane="container")
+                                         for c in cells])
+    for cell in cells:
+        testkit.write_result(out, cell, [testkit.record("conv1d-fp32-k3-p1")], host=testkit.HOST,
+                             cell={"control": cell == CONTROL, "lane": "container", "ended": "2026-12-02T00:01:00Z"})
+    (out / k8s.MARKERS).mkdir()
+    (out / k8s.MARKERS / "1").write_text("done 0\n")
+
+
+def run_sh(script: str, cwd: Path, timeout: float) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["/bin/sh", "-c", script], cwd=cwd, capture_output=True, text=True, timeout=timeout,
+                          check=False, env={"PATH": "/usr/bin:/bin", "HOME": str(cwd)})
+
+
+def test_the_merge_ends_by_its_deadline_and_reports_a_shard_that_never_ran_as_not_run(tmp_path: Path) -> None:
+    out = tmp_path / "results" / "run"
+    out.mkdir(parents=True)
+    shard_one_ran(out)
+    job = five_cells(tmp_path, 2, out=out)
+    started = time.monotonic()
+    wait = run_sh(k8s.wait_command(job), tmp_path, timeout=30)
+    assert wait.returncode == 0 and time.monotonic() - started < 10  # 2 s, then a poll at most
+    assert "convmatrix: shard(s) 2 of 2 did not finish within the merge deadline (2s)" in wait.stdout
+    assert "convmatrix: shard 2 of 2 left no plan: its cells are reported NOT RUN" in wait.stdout
+    assert "shard 1 of 2 left no plan" not in wait.stdout
+    stand_in = out / "plans" / "k8s-shard-2-of-2-no-plan-cpu.json"  # on the GPU key shard 1 planned
+    assert [e["cell"] for e in json.loads(stand_in.read_text())["expected"]] == [CONTROL, *SHARD_2]
+
+    merge = run_sh(k8s.merge_command(job), testkit.REPO, timeout=120)
+    assert merge.returncode == 1, merge.stderr  # a planned cell that did not run fails the report
+    report = json.loads((out / "report.json").read_text())
+    verdicts = {c["cell"]: c["verdict"] for c in report["cells"]}
+    assert verdicts == {CONTROL: "control", **dict.fromkeys(SHARD_1, "ok"), **dict.fromkeys(SHARD_2, "not-run")}
+    assert all(stand_in.name in c["not_run"] for c in report["cells"] if c["cell"] in SHARD_2)
+    assert "NOT RUN" in merge.stdout
+
+
+def test_the_merge_goes_on_at_once_when_every_shard_ended_and_names_the_failed_ones(tmp_path: Path) -> None:
+    out = tmp_path / "results" / "run"
+    out.mkdir(parents=True)
+    shard_one_ran(out)
+    (out / k8s.MARKERS / "2").write_text("failed 4\n")  # exit 4 before it planned anything (no GPU found)
+    job = five_cells(tmp_path, 3600, out=out)
+    wait = run_sh(k8s.wait_command(job), tmp_path, timeout=30)
+    assert wait.returncode == 0
+    assert "did not finish" not in wait.stdout
+    assert "convmatrix: shard(s) 2 of 2 failed on their last attempt" in wait.stdout
+    assert (out / "plans" / "k8s-shard-2-of-2-no-plan-cpu.json").exists()
+
+
+def test_without_any_plan_the_stand_ins_name_an_unknown_gpu(tmp_path: Path) -> None:
+    out = tmp_path / "results" / "run"
+    job = five_cells(tmp_path, 1, out=out)
+    wait = run_sh(k8s.wait_command(job), tmp_path, timeout=30)
+    assert "shard(s) 1 2 of 2 did not finish" in wait.stdout
+    assert sorted(p.name for p in (out / "plans").iterdir()) == [
+        "k8s-shard-1-of-2-no-plan-unknown.json", "k8s-shard-2-of-2-no-plan-unknown.json"]
+    merge = run_sh(k8s.merge_command(job), testkit.REPO, timeout=120)
+    assert merge.returncode != 0
+    report = json.loads((out / "report.json").read_text())
+    assert {c["verdict"] for c in report["cells"]} == {"not-run"}
