@@ -46,7 +46,6 @@ def test_bisect_finds_the_first_cudnn_override_that_fails(tmp_path: Path, monkey
     # Stored results are keyed by stack and suite options, not by this variable: a store of our own.
     monkeypatch.setenv("CONVMATRIX_RESULTS_STORE", str(tmp_path / "store"))
     top = parser()
-    bisect_cmd.add_parser(top._subparsers._group_actions[0])  # type: ignore[union-attr]
     args = top.parse_args(["bisect", "-m", str(matrix), "--good", GOOD, "--bad", BAD, "--out", str(out),
                            "--format", "json", "-o", str(answer), "--", *SELECT, "-p", "convmatrix_cudnn_from"])
     started = time.monotonic()

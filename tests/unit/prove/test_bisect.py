@@ -295,9 +295,7 @@ def test_each_step_is_an_ordinary_cell_run_of_a_generated_one_cell_matrix(tmp_pa
 # --- the command -------------------------------------------------------------------------------
 
 def test_the_command_parses_suite_options_after_a_double_dash() -> None:
-    top = parser()
-    sub = top._subparsers._group_actions[0]  # type: ignore[union-attr]
-    bisect_cmd.add_parser(sub)
+    top = parser()  # main's, which registers bisect
     args = top.parse_args(["bisect", "-m", "m.toml", "--good", "a", "--bad", "b", "--", "-k", "conv2d-fp32"])
     assert args.suite_args == ["-k", "conv2d-fp32"] and args.axis is None
 
@@ -305,7 +303,6 @@ def test_the_command_parses_suite_options_after_a_double_dash() -> None:
 def test_an_unknown_cell_is_bad_input(write_matrix: Callable[[str], Path], capsys: pytest.CaptureFixture[str]) -> None:
     path = write_matrix(MATRIX)
     top = parser()
-    bisect_cmd.add_parser(top._subparsers._group_actions[0])  # type: ignore[union-attr]
     args = top.parse_args(["bisect", "-m", str(path), "--good", "nope",
                            "--bad", "baremetal-torch2.5.1-cu124-cudnn9.5.1.17-py3.11"])
     with pytest.raises(BadInput, match="no cell 'nope'") as caught:
