@@ -22,7 +22,8 @@ from convmatrix.escape import one_line
 SUBCOMMANDS = (matrix_cmd, cases, stacks, build, report, run_cmd, triage, repro)
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "matrix": matrix_cmd.run, "cases": cases.run, "stacks": stacks.run, "build": build.run, "report": report.run,
-    "run": run_cmd.run, "triage": triage.run, "repro": repro.run, "bisect": bisect.run, "prove": prove.run, **fleet.FLEET_COMMANDS,
+    "run": run_cmd.run, "triage": triage.run, "repro": repro.run, "bisect": bisect.run, "prove": prove.run,
+    **fleet.FLEET_COMMANDS,
 }
 
 
