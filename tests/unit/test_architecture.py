@@ -20,7 +20,8 @@ PACKAGE = SRC / "convmatrix"
 # one stage are siblings and never import each other (report and triage; engines and prove). The
 # shared basics of the first stage are single modules and may use one another (popen, interrupts).
 STAGES: tuple[tuple[str, ...], ...] = (
-    ("convmatrix", "convmatrix.errors", "convmatrix.escape", "convmatrix.interrupts", "convmatrix.popen"),
+    ("convmatrix", "convmatrix.errors", "convmatrix.escape", "convmatrix.home", "convmatrix.interrupts",
+     "convmatrix.popen"),
     ("convmatrix.matrix",),
     ("convmatrix.gpus",),
     ("convmatrix.results",),

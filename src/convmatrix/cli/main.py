@@ -1,4 +1,4 @@
-"""The convmatrix command: matrix, cases, stacks, build, report, run, triage, repro, slurm, k8s, prove and bisect
+"""The convmatrix command: matrix, cases, stacks, build, report, run, triage, gc, repro, slurm, k8s, prove and bisect
 (docs/contracts.md; README.md). Each subcommand is a module of this package with an
 `add_parser` and a `run`; this one parses and dispatches, and turns errors into exit codes."""
 
@@ -12,18 +12,18 @@ import threading
 from collections.abc import Callable, Sequence
 
 from convmatrix import interrupts
-from convmatrix.cli import bisect, build, cases, fleet, prove, report, repro, stacks, triage
+from convmatrix.cli import bisect, build, cases, fleet, gc, prove, report, repro, stacks, triage
 from convmatrix.cli import matrix as matrix_cmd
 from convmatrix.cli import run as run_cmd
 from convmatrix.errors import ConvmatrixError, InfrastructureError
 from convmatrix.escape import one_line
 
 # In the order `convmatrix --help` lists them.
-SUBCOMMANDS = (matrix_cmd, cases, stacks, build, report, run_cmd, triage, repro)
+SUBCOMMANDS = (matrix_cmd, cases, stacks, build, report, run_cmd, triage, gc, repro)
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "matrix": matrix_cmd.run, "cases": cases.run, "stacks": stacks.run, "build": build.run, "report": report.run,
-    "run": run_cmd.run, "triage": triage.run, "repro": repro.run, "bisect": bisect.run, "prove": prove.run,
-    **fleet.FLEET_COMMANDS,
+    "run": run_cmd.run, "triage": triage.run, "gc": gc.run, "repro": repro.run, "bisect": bisect.run,
+    "prove": prove.run, **fleet.FLEET_COMMANDS,
 }
 
 

@@ -7,8 +7,9 @@ Two bounds keep that from crowding the runner out:
 - builds at once (--prepare-ahead N; 0: none ahead: a cell is prepared only when a slot would
   otherwise wait for it);
 - disk (--prepare-disk GB): once the builds of this run have taken that much disk (the drop in
-  free space where venvs and images live), nothing more is prepared ahead; the next cell is
-  prepared only when a slot is free for it.
+  free space where venvs and images live: home.venvs(), and the engine's data root as the engine
+  says, /var/lib/docker only when it cannot say), nothing more is prepared ahead; the next cell
+  is prepared only when a slot is free for it.
 
 Nothing is downloaded twice in a run: cells that install the same torch wheel are prepared one
 after another (the first fills uv's or BuildKit's cache, the next ones find it there), never side
@@ -26,28 +27,31 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-from convmatrix import interrupts
+from convmatrix import home, interrupts
+from convmatrix.errors import InfrastructureError
 from convmatrix.matrix.cells import Cell
-from convmatrix.run.lanes import baremetal
 
 T = TypeVar("T")
 
 POLL_S = 0.5  # how often a held-back build looks again
-DOCKER_ROOT = Path("/var/lib/docker")
+DOCKER_ROOT = Path("/var/lib/docker")  # the engine's data root where the engine cannot say
 
 
 @dataclass(frozen=True, kw_only=True)
 class Limits:
     builds: int  # at once, ahead of the runs; 0: only when a slot waits
     disk_gb: float | None  # None: no bound
-    disk_paths: tuple[Path, ...] = ()  # where builds take disk (the venvs, Docker's data)
+    disk_paths: tuple[Path, ...] = ()  # where builds take disk besides the engine's data (the venvs)
+    engine: bool = True  # whether the engine's data root counts too (a run with container cells)
 
 
 class DiskBudget:
-    """Disk taken since the run began, on the filesystems the builds write to."""
+    """Disk taken since the run began, on the filesystems the builds write to: paths, and the
+    engine's data root when `engine` (asked here, so only a run with a disk bound asks it)."""
 
-    def __init__(self, paths: tuple[Path, ...]) -> None:
-        self.paths = [p for p in paths if p.exists()]
+    def __init__(self, paths: tuple[Path, ...], *, engine: bool = True) -> None:
+        wanted = (*paths, engine_root()) if engine else paths
+        self.paths = [p for p in wanted if p.exists()]
         self.start = self.free()
 
     def free(self) -> int:
@@ -61,11 +65,27 @@ class DiskBudget:
 
 
 def build_paths() -> tuple[Path, ...]:
-    """Where builds take disk: the baremetal venvs (their nearest existing directory) and Docker's data."""
-    venvs = baremetal.venvs_root()
+    """Where builds take disk besides the engine's data: the baremetal venvs (their nearest
+    existing directory)."""
+    venvs = home.venvs()
     while not venvs.exists() and venvs != venvs.parent:
         venvs = venvs.parent
-    return (venvs, DOCKER_ROOT)
+    return (venvs,)
+
+
+def engine_root() -> Path:
+    """Where the engine keeps images and build cache, as it says (`docker info`: DockerRootDir,
+    which data-root or a rootless engine moves); DOCKER_ROOT only when it cannot say (no engine,
+    no docker SDK)."""
+    try:
+        from convmatrix.run.lanes import containers  # the docker SDK: loaded only where a run bounds disk
+    except ImportError:
+        return DOCKER_ROOT
+    try:
+        with containers.client() as engine:
+            return containers.engine_root(engine) or DOCKER_ROOT
+    except InfrastructureError:
+        return DOCKER_ROOT
 
 
 def download_key(cell: Cell) -> tuple[str, str, str]:
@@ -81,7 +101,8 @@ class Preparer:
         self.limits = limits
         self.slot_free = slot_free
         self.log = log
-        self.budget = DiskBudget(limits.disk_paths) if limits.disk_gb is not None else None
+        self.budget = (DiskBudget(limits.disk_paths, engine=limits.engine)
+                       if limits.disk_gb is not None else None)
         self.executor = ThreadPoolExecutor(max_workers=max(1, limits.builds), thread_name_prefix="prepare")
         self.locks: dict[tuple[str, str, str], threading.Lock] = {}
         self.guard = threading.Lock()

@@ -2,7 +2,8 @@
 environment (the lock of its venv or interpreter, its image's id), the suite's version (a digest
 of its code, as env.json records it), the run's suite options, the driver and the GPU key.
 
-Every complete run is stored; a run reuses a stored result only when asked to (fix-proof and
+Every complete run is stored (in home.results_store(): <$CONVMATRIX_HOME>/results unless
+$CONVMATRIX_RESULTS_STORE says where); a run reuses a stored result only when asked to (fix-proof and
 upgrade runs, where the control is re-run for every candidate), and the reused cell's cell.json
 says so (`reused`). The nightly never passes the option (its nox session refuses it): a nightly
 result always comes from that night.
@@ -19,18 +20,18 @@ import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
+from convmatrix import home
 from convmatrix.results import rundir
 from convmatrix.run import cases
 from convmatrix.run.runner import Target
 
-STORE = Path(".convmatrix") / "results"  # under the working directory unless $CONVMATRIX_RESULTS_STORE
 # The installed distributions, as `pip freeze` would list them: an environment's lock.
 FREEZE = ("import importlib.metadata as m; "
           "print('\\n'.join(sorted({f\"{d.metadata['Name']}=={d.version}\" for d in m.distributions()})))")
 
 
 def store() -> Path:
-    return Path(os.environ.get("CONVMATRIX_RESULTS_STORE") or STORE).resolve()
+    return home.results_store()
 
 
 def environment_lock(python: str) -> str:
@@ -86,9 +87,14 @@ KEPT = (rundir.CELL_JSON, rundir.ENV_JSON, rundir.RESULTS, rundir.LOG, rundir.FI
 
 def save(result_key: str, results_dir: Path) -> None:
     """Keep a complete result under its key (replacing an older one); best effort: a full disk
-    costs the reuse, never the run."""
+    costs the reuse, never the run. Held meanwhile, so that `convmatrix gc` leaves it alone."""
     final = store() / result_key
     staging = final.with_name(f"{result_key}.saving")
+    with home.held(home.RESULTS, result_key):
+        _save(results_dir, final, staging)
+
+
+def _save(results_dir: Path, final: Path, staging: Path) -> None:
     try:
         shutil.rmtree(staging, ignore_errors=True)
         # What a reuse shows, as regular files only (a symlink is never followed): nothing else a
@@ -102,11 +108,14 @@ def save(result_key: str, results_dir: Path) -> None:
 
 def restore(result_key: str, into: Path, *, host: str = "") -> bool:
     """Copy a stored result into a fresh results directory; whether there was a complete one.
-    The copy is recorded as this host's (the key holds the environment, driver and GPU)."""
+    The copy is recorded as this host's (the key holds the environment, driver and GPU); the
+    stored result is held while it is copied, and marked used (gc ages it by that)."""
     stored = store() / result_key
-    if not rundir.is_complete(stored):
-        return False
-    rundir.copy_plain(stored, into)
+    with home.held(home.RESULTS, result_key):
+        if not rundir.is_complete(stored):
+            return False
+        rundir.copy_plain(stored, into)
+        home.touch(stored)
     meta = rundir.read_json(into / rundir.CELL_JSON)
     meta["reused"] = {"key": result_key, "started": meta.get("started"), "ended": meta.get("ended"),
                       "host": meta.get("host")}

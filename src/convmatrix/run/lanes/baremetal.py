@@ -2,7 +2,9 @@
 
 A cell's venv gets its install plan's steps (install.py: torch, the suite's requirements, the
 cuDNN override last). A venv whose plan is unchanged since it was made is reused as it is: a warm
-rerun installs nothing.
+rerun installs nothing. The venvs live in home.venvs() (<$CONVMATRIX_HOME>/venvs unless
+$CONVMATRIX_VENVS says where); a run holds each venv it prepares until it ends, and marks it used,
+so that `convmatrix gc` removes only venvs no running job holds, by when they were last used.
 """
 
 from __future__ import annotations
@@ -13,14 +15,13 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from convmatrix import popen
+from convmatrix import home, popen
 from convmatrix.errors import InfrastructureError
 from convmatrix.matrix.cells import Cell
 from convmatrix.matrix.parse import Matrix
 from convmatrix.run import reuse, runner
 from convmatrix.run.lanes import Log, Prepared, SuiteRun, install
 
-VENVS = Path(".convmatrix") / "venvs"  # under the working directory unless $CONVMATRIX_VENVS says where
 STAMP = "convmatrix-install.json"  # in the venv: the plan it was made with
 
 
@@ -40,7 +41,7 @@ def python_available(version: str) -> bool:
 
 def venvs_root() -> Path:
     """Where the cells' venvs live."""
-    return Path(os.environ.get("CONVMATRIX_VENVS") or VENVS).resolve()
+    return home.venvs()
 
 
 def venv_dir(cell: Cell) -> Path:
@@ -62,6 +63,7 @@ class Baremetal:
 
     def prepare(self, cell: Cell, matrix: Matrix, log: Log) -> Prepared:
         venv = venv_dir(cell)
+        home.hold(home.VENVS, venv.name)  # until the run ends: gc leaves it alone (and waits out a gc removing it)
         plan = install.plan(cell, matrix.wheelhouse).steps()
         stamp, python = venv / STAMP, venv / "bin" / "python"
         wanted = {"python": cell.python, "steps": plan}
@@ -70,6 +72,7 @@ class Baremetal:
         else:
             make_venv(cell, venv, plan, log)
             stamp.write_text(json.dumps(wanted))
+        home.touch(venv)  # used now: gc ages a venv by its last use
         return Prepared(python=str(python), record={"venv": str(venv)},
                         lock=reuse.venv_lock(venv, str(python)))
 

@@ -1,4 +1,6 @@
-"""Every Docker engine call of the container lane (the SDK), except the BuildKit build itself.
+"""Every Docker engine call (the SDK), except the BuildKit build itself: the container lane's, and
+the few of `convmatrix gc` (images by label, their removal) and of --prepare-disk (the engine's
+data root).
 
 Containers run least-privileged: never as root (the invoking uid:gid, or nobody's when the harness
 is root), every capability dropped, no-new-privileges, a read-only root file system with a tmpfs
@@ -23,6 +25,8 @@ confirmed in time, the container is removed here.
 from __future__ import annotations
 
 import contextlib
+import datetime
+import itertools
 import os
 import socket
 import threading
@@ -117,6 +121,87 @@ def built_digests(engine: Any) -> set[str]:
     except APIError as exc:
         raise EngineError(f"docker: cannot list images: {first_line(exc)}") from None
     return {str(img.labels.get(LABEL_HASH)) for img in images}
+
+
+def engine_root(engine: Any) -> Path | None:
+    """Where the engine keeps its data (`docker info`'s DockerRootDir: /var/lib/docker, or a
+    rootless engine's ~/.local/share/docker, or wherever data-root moved it); None when it does
+    not say."""
+    try:
+        root = engine.info().get("DockerRootDir")
+    except (DockerException, OSError, AttributeError):
+        return None
+    return Path(root) if isinstance(root, str) and root.startswith("/") else None
+
+
+@dataclass(frozen=True, kw_only=True)
+class LabelledImage:
+    """A local image carrying a label, as gc weighs it."""
+
+    id: str
+    tags: tuple[str, ...]
+    labels: dict[str, str]
+    created: float  # seconds since the epoch; 0.0 when the engine does not say
+    size: int  # bytes only this image holds (its layers shared with other images not counted), where known
+
+
+def created_seconds(stamp: object) -> float:
+    """The engine's `Created` (RFC 3339 with nanoseconds, or seconds since the epoch) in seconds."""
+    if isinstance(stamp, (int, float)):
+        return float(stamp)
+    if not isinstance(stamp, str) or not stamp:
+        return 0.0
+    text = stamp.strip().replace("Z", "+00:00")
+    head, dot, rest = text.partition(".")
+    if dot:  # Python's fromisoformat takes at most microseconds before 3.11
+        digits = "".join(itertools.takewhile(str.isdigit, rest))
+        text = f"{head}.{digits[:6].ljust(6, '0')}{rest[len(digits):]}"
+    try:
+        return datetime.datetime.fromisoformat(text).timestamp()
+    except ValueError:
+        return 0.0
+
+
+def labelled_images(engine: Any, label: str) -> list[LabelledImage]:
+    """Every local image that has `label`, with when it was made and how much of the disk is its
+    own: the engine's disk usage report (`docker system df`) says what a base shares with the
+    images on top of it; where it does not, an image's whole size is counted."""
+    try:
+        images = engine.images.list(filters={"label": label})
+    except (DockerException, OSError) as exc:
+        raise EngineError(f"docker: cannot list images: {first_line(exc)}") from None
+    own: dict[str, int] = {}
+    with contextlib.suppress(DockerException, OSError, AttributeError, TypeError, ValueError):
+        for entry in engine.df().get("Images") or ():
+            size, shared = int(entry.get("Size", -1)), int(entry.get("SharedSize", -1))
+            if size >= 0 and shared >= 0:
+                own[str(entry.get("Id"))] = max(0, size - shared)
+    found = []
+    for image in images:
+        attrs = getattr(image, "attrs", {}) or {}
+        ident = str(image.id)
+        found.append(LabelledImage(id=ident, tags=tuple(str(t) for t in (image.tags or ())),
+                                   labels={str(k): str(v) for k, v in (image.labels or {}).items()},
+                                   created=created_seconds(attrs.get("Created")),
+                                   size=own.get(ident, int(attrs.get("Size") or 0))))
+    return found
+
+
+def remove_image(engine: Any, image: LabelledImage) -> str | None:
+    """Remove an image (its tags, and with the last one the image); None when it is gone, else
+    why not in one line. Never forced: the engine refuses an image a container uses (409)."""
+    for reference in image.tags or (image.id,):
+        try:
+            engine.images.remove(image=reference, force=False, noprune=False)
+        except ImageNotFound:
+            continue
+        except APIError as exc:
+            if exc.status_code == 409:
+                return f"in use ({first_line(exc)})"
+            return f"docker: cannot remove {reference}: {first_line(exc)}"
+        except (DockerException, OSError) as exc:
+            return f"docker: cannot remove {reference}: {first_line(exc)}"
+    return None
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -1,0 +1,167 @@
+"""Where convmatrix keeps what outlives a run, and the holds that keep `convmatrix gc` off it.
+
+One root, $CONVMATRIX_HOME (default ~/.cache/convmatrix: outside any checkout, which
+actions/checkout's clean would empty every night), holds the baremetal venvs (venvs/), the
+results store (results/) and the lock files (locks/); $CONVMATRIX_VENVS and
+$CONVMATRIX_RESULTS_STORE still move their parts elsewhere.
+
+A job that uses a venv or a stored result holds a shared flock on its lock file,
+locks/<kind>/<name>, for as long as it uses it (held(), or hold() until the process ends); gc
+takes an exclusive one without waiting (exclusive()) and leaves alone what it cannot lock. Taking
+a hold also touches the lock file: its mtime is when the thing was last used.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+VENVS = "venvs"  # the kinds of things held: a venv (by its directory's name) ...
+RESULTS = "results"  # ... a stored result (by its key) ...
+IMAGES = "images"  # ... a cell image (by its content hash, images.LABEL_HASH)
+KINDS = (VENVS, RESULTS, IMAGES)
+
+
+def home() -> Path:
+    """$CONVMATRIX_HOME, else ~/.cache/convmatrix (./.convmatrix where there is no home directory)."""
+    chosen = os.environ.get("CONVMATRIX_HOME")
+    if chosen:
+        return Path(chosen).expanduser().resolve()
+    try:
+        return (Path.home() / ".cache" / "convmatrix").resolve()
+    except (RuntimeError, KeyError):  # no $HOME and no passwd entry (an arbitrary container uid)
+        return Path(".convmatrix").resolve()
+
+
+def venvs() -> Path:
+    """Where the baremetal lane's venvs live: $CONVMATRIX_VENVS, else <home>/venvs."""
+    chosen = os.environ.get("CONVMATRIX_VENVS")
+    return Path(chosen).expanduser().resolve() if chosen else home() / "venvs"
+
+
+def results_store() -> Path:
+    """Where complete results are kept for --reuse-results: $CONVMATRIX_RESULTS_STORE, else <home>/results."""
+    chosen = os.environ.get("CONVMATRIX_RESULTS_STORE")
+    return Path(chosen).expanduser().resolve() if chosen else home() / "results"
+
+
+def locks() -> Path:
+    """The lock files of the holds: <home>/locks/<kind>/<name>."""
+    return home() / "locks"
+
+
+def lock_path(kind: str, name: str) -> Path:
+    if kind not in KINDS or not name or "/" in name or name in (".", "..") or "\0" in name:
+        raise ValueError(f"no lock for {kind}/{name!r}")
+    return locks() / kind / name
+
+
+def touch(path: Path) -> None:
+    """Mark a venv or a stored result used now (its directory's mtime; gc ages by it); best effort."""
+    with contextlib.suppress(OSError):
+        os.utime(path)
+
+
+def _locked(path: Path, how: int) -> int | None:
+    """An open descriptor of path flocked `how`, or None where a non-blocking lock is taken by
+    another. gc removes a lock file it holds once the thing is gone: a lock taken on the file
+    that was unlinked meanwhile is let go, and the one there now taken instead."""
+    while True:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o644)
+        try:
+            fcntl.flock(fd, how)
+        except BlockingIOError:
+            os.close(fd)
+            return None
+        except BaseException:
+            os.close(fd)
+            raise
+        try:
+            same = os.stat(path, follow_symlinks=False).st_ino == os.fstat(fd).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            return fd
+        os.close(fd)
+
+
+def _shared(kind: str, name: str) -> int | None:
+    """A shared hold (waiting while gc removes the thing), the lock file touched; None where no
+    lock file can be made (a read-only home): the job goes on unheld, and gc, which cannot make
+    one either, leaves the thing alone."""
+    try:
+        fd = _locked(lock_path(kind, name), fcntl.LOCK_SH)
+    except OSError:
+        return None
+    assert fd is not None  # a blocking lock is always taken
+    with contextlib.suppress(OSError):
+        os.utime(fd)
+    return fd
+
+
+@contextlib.contextmanager
+def held(kind: str, name: str) -> Iterator[None]:
+    """A shared hold on kind/name for the block."""
+    fd = _shared(kind, name)
+    try:
+        yield
+    finally:
+        if fd is not None:
+            os.close(fd)
+
+
+_KEPT: dict[Path, int] = {}
+_KEPT_GUARD = threading.Lock()
+
+
+def hold(kind: str, name: str) -> None:
+    """A shared hold on kind/name until this process ends (taken once; a second call touches it
+    again). For what a run uses from its preparing to its last suite run, which the one who
+    prepares is not told of (a venv serves every GPU generation and the blocking re-run)."""
+    path = lock_path(kind, name)
+    with _KEPT_GUARD:
+        if path in _KEPT:
+            with contextlib.suppress(OSError):
+                os.utime(_KEPT[path])
+            return
+        fd = _shared(kind, name)
+        if fd is not None:
+            _KEPT[path] = fd
+
+
+@contextlib.contextmanager
+def exclusive(kind: str, name: str, *, create: bool = True) -> Iterator[bool]:
+    """gc's lock on kind/name: whether it was free (then nobody takes a hold until the block
+    ends); never waits. False also where no lock file can be made. A lock file made here is
+    dated to the epoch, so that it never passes for a use; without `create` (a dry run, which
+    makes nothing), a missing lock file is free."""
+    path = lock_path(kind, name)
+    existed = os.path.lexists(path)
+    if not existed and not create:
+        yield True
+        return
+    try:
+        fd = _locked(path, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        fd = None
+    try:
+        if fd is not None and not existed:
+            with contextlib.suppress(OSError):
+                os.utime(fd, (0, 0))
+        yield fd is not None
+    finally:
+        if fd is not None:
+            os.close(fd)
+
+
+def last_held(kind: str, name: str) -> float | None:
+    """When kind/name was last held (its lock file's mtime), None where it never was."""
+    try:
+        return os.stat(lock_path(kind, name), follow_symlinks=False).st_mtime
+    except (OSError, ValueError):
+        return None

@@ -1,0 +1,297 @@
+"""`convmatrix gc`: removing what is old or over budget among what convmatrix keeps between runs:
+the baremetal venvs (and their install logs) in home.venvs(), the stored results in
+home.results_store(), and the cell images (the engine's images labelled images.LABEL_HASH).
+
+Each is aged by its last use: a venv's or a stored result's directory mtime (touched at each
+use), an image's creation, and for all three the lock file a job holds it by (home.py), which a
+hold touches. Those unused for more than --keep-days go first; then, with --max-gb, the oldest of
+the rest until what is left weighs no more than that. What a running job holds is never removed:
+gc takes each one's lock exclusively without waiting and leaves it where it cannot, and the engine
+refuses to remove an image a container uses. A directory is renamed out of the way (TRASH) before
+it is removed, so that an interrupted gc never leaves a half venv that looks whole. An engine that
+is not reachable costs only the images: the venvs and stored results are still cleaned.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import time
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from convmatrix import home
+from convmatrix.errors import InfrastructureError
+from convmatrix.run.lanes.images import LABEL_HASH
+
+DAY = 86400.0
+KEEP_DAYS = 14.0
+WALK_LIMIT = 200_000  # entries one size walk reads (a torch venv has ~20 000); past it the size is a lower bound
+TRASH = ".gc-"  # a directory gc is removing: renamed so first
+INSTALL_LOG = ".install.log"  # baremetal.make_venv's log, beside the venvs
+SAVING = ".saving"  # reuse.save's staging directory of a key
+
+Say = Callable[[str], None]
+Engine = Callable[[], AbstractContextManager[Any]]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Item:
+    kind: str  # venv | install log | stored result | image | leftover
+    name: str  # what a line shows: a path, an image's tag
+    used: float  # last use, seconds since the epoch
+    size: int  # bytes on disk
+    bounded: bool = False  # the size walk stopped at WALK_LIMIT: at least size
+    hold: tuple[str, str] | None = None  # the (kind, name) of the lock a job holds it by
+    path: Path | None = None
+    image: Any = None  # containers.LabelledImage
+
+
+@dataclass(kw_only=True)
+class Summary:
+    found: list[Item] = field(default_factory=list)
+    removed: list[Item] = field(default_factory=list)  # or, in a dry run, would be
+    held: list[Item] = field(default_factory=list)
+    failed: list[Item] = field(default_factory=list)
+    images_skipped: str = ""  # why, when the images were not looked at
+
+
+def disk_size(path: Path, limit: int = WALK_LIMIT) -> tuple[int, bool]:
+    """Bytes on disk under path (each inode once, symlinks not followed), and whether the walk
+    stopped at `limit` entries (then at least that)."""
+    try:
+        top = os.lstat(path)
+    except OSError:
+        return 0, False
+    total, seen, count, stack = top.st_blocks * 512, {(top.st_dev, top.st_ino)}, 0, [str(path)]
+    while stack:
+        try:
+            with os.scandir(stack.pop()) as entries:
+                for entry in entries:
+                    count += 1
+                    if count > limit:
+                        return total, True
+                    try:
+                        st = entry.stat(follow_symlinks=False)
+                        if entry.is_dir(follow_symlinks=False):
+                            stack.append(entry.path)
+                    except OSError:
+                        continue
+                    if (st.st_dev, st.st_ino) not in seen:
+                        seen.add((st.st_dev, st.st_ino))
+                        total += st.st_blocks * 512
+        except OSError:
+            continue
+    return total, False
+
+
+def mtime(path: Path) -> float:
+    try:
+        return os.lstat(path).st_mtime
+    except OSError:
+        return 0.0
+
+
+def local_item(kind: str, path: Path, hold: tuple[str, str] | None) -> Item:
+    size, bounded = disk_size(path)
+    used = max(mtime(path), (home.last_held(*hold) or 0.0) if hold else 0.0)
+    return Item(kind=kind, name=str(path), used=used, size=size, bounded=bounded, hold=hold, path=path)
+
+
+def entries(root: Path) -> list[os.DirEntry[str]]:
+    try:
+        with os.scandir(root) as found:
+            return sorted(found, key=lambda e: e.name)
+    except OSError:
+        return []
+
+
+def local_items() -> list[Item]:
+    """The venvs and their install logs, the stored results (and the staging of one being
+    saved), and what an interrupted gc left."""
+    items = []
+    for root, kind, held_as in ((home.venvs(), "venv", home.VENVS), (home.results_store(), "stored result",
+                                                                       home.RESULTS)):
+        for entry in entries(root):
+            path, is_dir = Path(entry.path), entry.is_dir(follow_symlinks=False)
+            if entry.name.startswith(TRASH):
+                items.append(local_item("leftover", path, None))
+            elif entry.name.startswith("."):
+                continue
+            elif is_dir:
+                name = entry.name.removesuffix(SAVING) if held_as == home.RESULTS else entry.name
+                items.append(local_item(kind, path, (held_as, name)))
+            elif held_as == home.VENVS and entry.name.endswith(INSTALL_LOG) and entry.is_file(follow_symlinks=False):
+                items.append(local_item("install log", path, None))
+    return items
+
+
+def image_items(engine: Any) -> list[Item]:
+    from convmatrix.run.lanes import containers  # the docker SDK: loaded only where gc looks at images
+
+    items = []
+    for image in containers.labelled_images(engine, LABEL_HASH):
+        digest = image.labels.get(LABEL_HASH, "")
+        hold = (home.IMAGES, digest) if digest and "/" not in digest else None
+        used = max(image.created, (home.last_held(*hold) or 0.0) if hold else 0.0)
+        items.append(Item(kind="image", name=image.tags[0] if image.tags else image.id[:19], used=used,
+                          size=image.size, hold=hold, image=image))
+    return items
+
+
+def default_engine() -> AbstractContextManager[Any]:
+    from convmatrix.run.lanes import containers  # the docker SDK: loaded only where gc looks at images
+
+    return containers.client()
+
+
+def gb(size: int, bounded: bool = False) -> str:
+    return f"{'≥' if bounded else ''}{size / 1e9:.1f} GB" if size >= 1e8 else \
+        f"{'≥' if bounded else ''}{size / 1e6:.1f} MB"
+
+
+def remove_local(path: Path) -> str | None:
+    """Rename out of the way, then remove; None when gone, else why not."""
+    try:
+        if path.is_dir() and not path.is_symlink():
+            doomed = path if path.name.startswith(TRASH) else path.with_name(f"{TRASH}{path.name}-{os.getpid()}")
+            if doomed != path:
+                path.rename(doomed)
+            shutil.rmtree(doomed)
+        else:
+            path.unlink(missing_ok=True)
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    return None
+
+
+@contextlib.contextmanager
+def unheld(item: Item, *, dry_run: bool) -> Iterator[bool]:
+    """Whether no job holds the item (then none can until the block ends)."""
+    if item.hold is None:
+        yield True
+        return
+    with home.exclusive(*item.hold, create=not dry_run) as free:
+        yield free
+
+
+class Collector:
+    def __init__(self, *, dry_run: bool, say: Say, engine: Any) -> None:
+        self.dry_run, self.say, self.engine = dry_run, say, engine
+        self.summary = Summary()
+        self.tried: set[int] = set()
+
+    def line(self, what: str, item: Item, reason: str) -> None:
+        self.say(f"{what} {item.kind} {item.name} ({gb(item.size, item.bounded)}): {reason}")
+
+    def act(self, item: Item, reason: str) -> bool:
+        """Remove the item (or say it would be) unless a job holds it; whether it is (would be) gone."""
+        self.tried.add(id(item))
+        with unheld(item, dry_run=self.dry_run) as free:
+            if not free:
+                self.summary.held.append(item)
+                self.line("kept", item, f"{reason}, but a running job holds it")
+                return False
+            if self.dry_run:
+                self.summary.removed.append(item)
+                self.line("would remove", item, reason)
+                return True
+            if item.image is not None:
+                from convmatrix.run.lanes import containers  # the docker SDK: only where images are removed
+
+                problem = containers.remove_image(self.engine, item.image)
+            else:
+                assert item.path is not None
+                problem = remove_local(item.path)
+            if problem:
+                self.summary.failed.append(item)
+                self.line("could not remove", item, f"{reason}; {problem}")
+                return False
+            if item.hold is not None:
+                with contextlib.suppress(OSError):
+                    home.lock_path(*item.hold).unlink()  # still ours: a later hold makes a new one
+            self.summary.removed.append(item)
+            self.line("removed", item, reason)
+            return True
+
+
+def collect(*, keep_days: float = KEEP_DAYS, max_gb: float | None = None, dry_run: bool = False,
+            say: Say = print, now: float | None = None, engine: Engine | None = None) -> Summary:
+    """Remove (with dry_run: list) what is unused for more than keep_days, then the oldest of the
+    rest while they weigh more than max_gb; say a line for each, and one for the whole."""
+    now = time.time() if now is None else now
+    items = local_items()
+    with contextlib.ExitStack() as stack:
+        reached: Any = None
+        try:
+            reached = stack.enter_context((engine or default_engine)())
+            items += image_items(reached)
+        except ImportError:
+            skipped = "no docker SDK here"
+        except InfrastructureError as exc:  # containers.EngineError: not reachable, cannot list
+            skipped = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        else:
+            skipped = ""
+        gc = Collector(dry_run=dry_run, say=say, engine=reached)
+        gc.summary.found, gc.summary.images_skipped = items, skipped
+        by_age = sorted(items, key=lambda i: i.used)
+        gone: set[int] = set()
+        for item in by_age:
+            if item.kind == "leftover":
+                reason = "left by an interrupted gc"
+            elif now - item.used > keep_days * DAY:
+                reason = f"unused for {(now - item.used) / DAY:.0f} days (--keep-days {keep_days:g})"
+            else:
+                continue
+            if gc.act(item, reason):
+                gone.add(id(item))
+        if max_gb is not None:
+            total = sum(i.size for i in items if id(i) not in gone)
+            for item in by_age:
+                if total <= max_gb * 1e9:
+                    break
+                if id(item) in gc.tried:
+                    continue
+                if gc.act(item, f"over --max-gb {max_gb:g} ({total / 1e9:.1f} GB kept)"):
+                    gone.add(id(item))
+                    total -= item.size
+    if not dry_run:
+        forget_stale_locks(items, images_seen=not skipped, gone=gone)
+    say(summary_line(gc.summary, dry_run=dry_run))
+    if skipped:
+        say(f"gc: images skipped: {skipped}")
+    return gc.summary
+
+
+def forget_stale_locks(items: list[Item], *, images_seen: bool, gone: set[int]) -> None:
+    """Remove the lock files of what is gone, where no job holds them (one that holds a lock for
+    what it is about to make, a venv before it is made, keeps it)."""
+    kept = {i.hold for i in items if i.hold is not None and id(i) not in gone}
+    for kind in (home.VENVS, home.RESULTS, *((home.IMAGES,) if images_seen else ())):
+        for entry in entries(home.locks() / kind):
+            if (kind, entry.name) in kept or not entry.is_file(follow_symlinks=False):
+                continue
+            with home.exclusive(kind, entry.name) as free:
+                if free:
+                    with contextlib.suppress(OSError):
+                        home.lock_path(kind, entry.name).unlink()
+
+
+def summary_line(summary: Summary, *, dry_run: bool) -> str:
+    removed = sum(i.size for i in summary.removed)
+    total = sum(i.size for i in summary.found)
+    head = (f"gc (dry run): would remove {len(summary.removed)} ({gb(removed)})" if dry_run else
+            f"gc: removed {len(summary.removed)} ({gb(removed)})")
+    parts = [f"{head} of {len(summary.found)} ({gb(total)}) in {home.home()}"
+             + (" and the engine's images" if not summary.images_skipped else "")]
+    if summary.held:
+        parts.append(f"{len(summary.held)} kept: held by a running job")
+    if summary.failed:
+        parts.append(f"{len(summary.failed)} could not be removed")
+    if dry_run:
+        parts.append("nothing removed")
+    return "; ".join(parts)

@@ -1,0 +1,346 @@
+"""`convmatrix gc` (issue 25, item 3): what is old or over budget goes, oldest first; what a
+running job holds stays; a dry run removes nothing; the images against a fake engine, as
+test_containers.py does; and --prepare-disk measures where the engine says its data is."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import time
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from docker.errors import APIError, ImageNotFound
+
+from convmatrix import home
+from convmatrix.cli import gc as gc_cmd
+from convmatrix.errors import InfrastructureError
+from convmatrix.run import ahead, gc
+from convmatrix.run.lanes import containers
+from convmatrix.run.lanes.images import LABEL_CELL, LABEL_HASH
+
+NOW = time.time()
+DAY = 86400.0
+MB = 1_000_000
+
+
+@pytest.fixture(autouse=True)
+def fake_home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    monkeypatch.setenv("CONVMATRIX_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("CONVMATRIX_VENVS", raising=False)
+    monkeypatch.delenv("CONVMATRIX_RESULTS_STORE", raising=False)
+    return tmp_path / "home"
+
+
+def made(path: Path, *, days_ago: float, size: int = 10_000) -> Path:
+    """A directory with a file of `size` bytes (real blocks, not a hole), last used days_ago."""
+    path.mkdir(parents=True)
+    (path / "data").write_bytes(os.urandom(size))
+    when = NOW - days_ago * DAY
+    os.utime(path, (when, when))
+    return path
+
+
+def no_engine() -> contextlib.AbstractContextManager[Any]:
+    raise containers.EngineError("docker: the engine is not reachable (/var/run/docker.sock: No such file "
+                                 "or directory); start dockerd or set DOCKER_HOST")
+
+
+def collect(**kwargs: Any) -> tuple[gc.Summary, list[str]]:
+    lines: list[str] = []
+    kwargs.setdefault("engine", no_engine)
+    return gc.collect(say=lines.append, now=NOW, **kwargs), lines
+
+
+def test_what_is_unused_for_longer_than_keep_days_goes_and_what_a_job_holds_stays() -> None:
+    old_venv = made(home.venvs() / "old", days_ago=20)
+    new_venv = made(home.venvs() / "new", days_ago=1)
+    held_venv = made(home.venvs() / "held", days_ago=30)
+    old_log = home.venvs() / "old-cell.install.log"
+    old_log.write_text("log")
+    os.utime(old_log, (NOW - 20 * DAY, NOW - 20 * DAY))
+    old_result = made(home.results_store() / ("a" * 32), days_ago=15)
+    staging = made(home.results_store() / ("b" * 32 + ".saving"), days_ago=40)
+    new_result = made(home.results_store() / ("c" * 32), days_ago=13)
+    leftover = made(home.venvs() / ".gc-gone-123", days_ago=0)
+    with home.held(home.VENVS, "held"), home.held(home.RESULTS, "b" * 32):
+        os.utime(home.lock_path(home.VENVS, "held"), (NOW - 30 * DAY, NOW - 30 * DAY))  # held since long ago
+        os.utime(home.lock_path(home.RESULTS, "b" * 32), (NOW - 40 * DAY, NOW - 40 * DAY))
+        summary, lines = collect(keep_days=14)
+    assert not old_venv.exists() and not old_log.exists() and not old_result.exists() and not leftover.exists()
+    assert new_venv.exists() and new_result.exists()
+    assert held_venv.exists() and staging.exists()  # a running job holds them
+    assert len(summary.removed) == 4 and len(summary.held) == 2
+    assert f"removed venv {old_venv} (" in "\n".join(lines) and "unused for 20 days (--keep-days 14)" in "\n".join(lines)
+    assert any(line.startswith(f"kept venv {held_venv}") and "a running job holds it" in line for line in lines)
+    assert lines[-2].startswith("gc: removed 4 (") and "2 kept: held by a running job" in lines[-2]
+    # The engine was not reachable: the rest was cleaned, and one line says the images were not.
+    assert lines[-1].startswith("gc: images skipped: docker: the engine is not reachable (")
+    assert not list(home.locks().glob("venvs/old")) and home.lock_path(home.VENVS, "held").exists()
+    assert not [p for p in home.venvs().iterdir() if p.name.startswith(gc.TRASH)]
+
+
+def test_a_recent_hold_counts_as_a_use() -> None:
+    venv = made(home.venvs() / "v", days_ago=30)
+    with home.held(home.VENVS, "v"):
+        pass  # a run used it an hour ago, whatever the directory's mtime says
+    collect(keep_days=14)
+    assert venv.exists()
+
+
+def test_a_dry_run_lists_what_it_would_remove_and_removes_nothing(fake_home: Path) -> None:
+    old = made(home.venvs() / "old", days_ago=20, size=2 * MB)
+    made(home.results_store() / ("a" * 32), days_ago=20)
+    before = sorted(str(p) for p in fake_home.rglob("*"))
+    summary, lines = collect(keep_days=14, dry_run=True)
+    assert sorted(str(p) for p in fake_home.rglob("*")) == before  # not even a lock file
+    assert len(summary.removed) == 2
+    assert any(line.startswith(f"would remove venv {old} (2.0 MB): unused for 20 days") for line in lines)
+    assert lines[-2].startswith("gc (dry run): would remove 2 (") and lines[-2].endswith("nothing removed")
+
+
+def test_max_gb_removes_the_oldest_first_until_the_rest_fits() -> None:
+    oldest = made(home.venvs() / "oldest", days_ago=3, size=MB)
+    middle = made(home.results_store() / ("m" * 32), days_ago=2, size=MB)
+    newest = made(home.venvs() / "newest", days_ago=1, size=MB)
+    summary, lines = collect(keep_days=14, max_gb=0.0025)
+    assert not oldest.exists() and middle.exists() and newest.exists()
+    assert [i.name for i in summary.removed] == [str(oldest)]
+    assert "over --max-gb 0.0025 (" in lines[0]
+    _, _ = collect(keep_days=14, max_gb=0.0005)
+    assert not middle.exists() and not newest.exists()
+
+
+def test_max_gb_passes_over_what_a_job_holds_to_the_next_oldest() -> None:
+    oldest = made(home.venvs() / "oldest", days_ago=3, size=MB)
+    middle = made(home.venvs() / "middle", days_ago=2, size=MB)
+    newest = made(home.venvs() / "newest", days_ago=1, size=MB)
+    with home.held(home.VENVS, "oldest"):
+        os.utime(home.lock_path(home.VENVS, "oldest"), (NOW - 3 * DAY, NOW - 3 * DAY))
+        summary, _ = collect(keep_days=14, max_gb=0.0025)
+    assert oldest.exists() and not middle.exists() and newest.exists()
+    assert [i.name for i in summary.held] == [str(oldest)]
+
+
+def test_an_interrupted_removal_never_leaves_a_half_venv_under_its_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    venv = made(home.venvs() / "old", days_ago=20)
+
+    def fail(path: Any, *args: Any, **kwargs: Any) -> None:
+        raise PermissionError(13, "Permission denied")
+
+    with monkeypatch.context() as patched:
+        patched.setattr("shutil.rmtree", fail)
+        summary, lines = collect(keep_days=14)
+    assert not venv.exists() and len(summary.failed) == 1
+    assert any(line.startswith(f"could not remove venv {venv}") and "Permission denied" in line for line in lines)
+    summary, lines = collect(keep_days=14)  # the next gc finishes it
+    assert [i.kind for i in summary.removed] == ["leftover"] and not list(home.venvs().iterdir())
+
+
+def test_a_size_walk_is_bounded(tmp_path: Path) -> None:
+    for n in range(5):
+        (tmp_path / "d" / str(n)).mkdir(parents=True)
+    size, bounded = gc.disk_size(tmp_path / "d", limit=3)
+    assert bounded and size > 0
+    assert gc.disk_size(tmp_path / "d")[1] is False
+
+
+# The engine's side: a fake engine, as test_containers.py uses.
+
+class FakeImage:
+    def __init__(self, ident: str, tags: list[str], labels: dict[str, str], created: str, size: int) -> None:
+        self.id, self.tags, self.labels = ident, tags, labels
+        self.attrs = {"Created": created, "Size": size}
+
+
+class FakeImages:
+    def __init__(self, images: list[FakeImage], in_use: set[str]) -> None:
+        self.images, self.in_use = images, in_use
+        self.removed: list[str] = []
+        self.asked: list[dict[str, str]] = []
+
+    def list(self, filters: dict[str, str]) -> list[FakeImage]:
+        self.asked.append(filters)
+        return [i for i in self.images if filters["label"] in i.labels]
+
+    def remove(self, image: str, force: bool, noprune: bool) -> None:
+        assert force is False
+        found = [i for i in self.images if image in i.tags or image == i.id]
+        if not found:
+            raise ImageNotFound("no such image")
+        if found[0].id in self.in_use:
+            raise APIError("conflict", response=SimpleNamespace(status_code=409, reason="Conflict", url="http://docker/images"),
+                           explanation="unable to remove repository reference (must force) - container x is using "
+                                       "its referenced image")
+        self.removed.append(image)
+        self.images.remove(found[0])
+
+
+class FakeEngine:
+    def __init__(self, images: list[FakeImage], in_use: frozenset[str] = frozenset(),
+                 shared: dict[str, int] | None = None, root: str | None = "/srv/docker") -> None:
+        self.images = FakeImages(images, set(in_use))
+        self.shared, self.root = shared or {}, root
+
+    def df(self) -> dict[str, Any]:
+        return {"Images": [{"Id": i.id, "Size": i.attrs["Size"], "SharedSize": self.shared.get(i.id, 0)}
+                           for i in self.images.images]}
+
+    def info(self) -> dict[str, Any]:
+        return {"DockerRootDir": self.root} if self.root else {}
+
+
+def iso(days_ago: float) -> str:
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(NOW - days_ago * DAY))
+    return f"{stamp}.123456789Z"  # the engine's nanoseconds
+
+
+def cell_image(name: str, days_ago: float, size: int = 5 * MB) -> FakeImage:
+    return FakeImage(f"sha256:{name * 64}"[:71], [f"convmatrix/cell:{name * 20}"],
+                     {LABEL_CELL: f"cell-{name}", LABEL_HASH: name * 64}, iso(days_ago), size)
+
+
+def test_images_are_listed_by_label_with_their_own_size_and_age() -> None:
+    engine = FakeEngine([cell_image("a", 3, size=7 * MB)], shared={f"sha256:{'a' * 64}": 4 * MB})
+    (image,) = containers.labelled_images(engine, LABEL_HASH)
+    assert engine.images.asked == [{"label": LABEL_HASH}]
+    assert image.size == 3 * MB  # the base's layers it shares are not its own
+    assert abs(image.created - (int(NOW) - 3 * DAY + 0.123456)) < 2
+    assert image.tags == ("convmatrix/cell:" + "a" * 20,) and image.labels[LABEL_CELL] == "cell-a"
+
+
+def test_an_image_s_size_is_its_whole_size_where_the_engine_reports_no_sharing() -> None:
+    class NoDf(FakeEngine):
+        def df(self) -> dict[str, Any]:
+            raise APIError("df is off")
+
+    (image,) = containers.labelled_images(NoDf([cell_image("a", 3, size=7 * MB)]), LABEL_HASH)
+    assert image.size == 7 * MB
+
+
+def test_created_stamps() -> None:
+    assert containers.created_seconds("1970-01-01T00:01:40.5Z") == 100.5
+    assert containers.created_seconds("1970-01-01T00:01:40Z") == 100.0
+    assert containers.created_seconds(1700000000) == 1700000000.0
+    assert containers.created_seconds("garbage") == containers.created_seconds(None) == 0.0
+
+
+def test_removing_an_image_a_container_uses_is_refused_by_the_engine() -> None:
+    engine = FakeEngine([cell_image("a", 3), cell_image("b", 3)], in_use=frozenset({f"sha256:{'b' * 64}"[:71]}))
+    a, b = containers.labelled_images(engine, LABEL_HASH)
+    assert containers.remove_image(engine, a) is None and engine.images.removed == list(a.tags)
+    problem = containers.remove_image(engine, b)
+    assert problem is not None and problem.startswith("in use (") and "\n" not in problem
+
+
+def test_gc_removes_old_images_and_keeps_new_held_and_used_ones() -> None:
+    in_use = f"sha256:{'c' * 64}"[:71]
+    engine = FakeEngine([cell_image("a", 20), cell_image("b", 1), cell_image("c", 20), cell_image("d", 20)],
+                        in_use=frozenset({in_use}))
+    with home.held(home.IMAGES, "d" * 64):
+        os.utime(home.lock_path(home.IMAGES, "d" * 64), (NOW - 20 * DAY, NOW - 20 * DAY))  # held since long ago
+        summary, lines = collect(keep_days=14, engine=lambda: contextlib.nullcontext(engine))
+    assert engine.images.removed == ["convmatrix/cell:" + "a" * 20]
+    assert [i.kind for i in summary.removed] == ["image"] and [i.name for i in summary.held] == ["convmatrix/cell:" + "d" * 20]
+    assert any(line.startswith("could not remove image convmatrix/cell:" + "c" * 20) and "in use (" in line
+               for line in lines)
+    assert "images skipped" not in "\n".join(lines) and lines[-1].startswith("gc: removed 1 (")
+
+
+def test_an_image_used_recently_is_kept_whatever_its_age() -> None:
+    engine = FakeEngine([cell_image("a", 20)])
+    with home.held(home.IMAGES, "a" * 64):
+        pass  # the container lane used it just now
+    collect(keep_days=14, engine=lambda: contextlib.nullcontext(engine))
+    assert engine.images.removed == []
+
+
+def test_a_dry_run_removes_no_image() -> None:
+    engine = FakeEngine([cell_image("a", 20)])
+    summary, lines = collect(keep_days=14, dry_run=True, engine=lambda: contextlib.nullcontext(engine))
+    assert engine.images.removed == [] and len(summary.removed) == 1
+    assert lines[0].startswith("would remove image convmatrix/cell:" + "a" * 20 + " (5.0 MB): unused for 20 days")
+
+
+def test_max_gb_weighs_images_venvs_and_results_together() -> None:
+    engine = FakeEngine([cell_image("a", 5, size=3 * MB)])
+    venv = made(home.venvs() / "v", days_ago=1, size=MB)
+    collect(keep_days=14, max_gb=0.0015, engine=lambda: contextlib.nullcontext(engine))
+    assert engine.images.removed == ["convmatrix/cell:" + "a" * 20] and venv.exists()
+
+
+# --prepare-disk: where the engine says its data is.
+
+def test_the_disk_bound_measures_the_engine_s_root(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    root = tmp_path / "docker-root"
+    root.mkdir()
+    monkeypatch.setattr(containers, "client", lambda: contextlib.nullcontext(FakeEngine([], root=str(root))))
+    assert ahead.engine_root() == root
+    budget = ahead.DiskBudget(ahead.build_paths())
+    assert root in budget.paths
+
+
+def test_the_disk_bound_falls_back_to_var_lib_docker_only_when_the_engine_cannot_say(
+    monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(containers, "client", lambda: contextlib.nullcontext(FakeEngine([], root=None)))
+    assert ahead.engine_root() == ahead.DOCKER_ROOT
+    monkeypatch.setattr(containers, "client", no_engine)
+    assert ahead.engine_root() == ahead.DOCKER_ROOT
+
+
+def test_a_run_without_a_disk_bound_or_container_cells_never_asks_the_engine(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    def asked() -> Any:
+        raise AssertionError("the engine was asked")
+
+    monkeypatch.setattr(containers, "client", asked)
+    monkeypatch.setenv("CONVMATRIX_VENVS", str(tmp_path / "venvs" / "not-yet"))
+    (tmp_path / "venvs").mkdir()
+    assert ahead.build_paths() == (tmp_path / "venvs",)  # the venvs' nearest existing folder
+    assert ahead.DiskBudget(ahead.build_paths(), engine=False).paths == [tmp_path / "venvs"]
+    preparer = ahead.Preparer(ahead.Limits(builds=1, disk_gb=None, disk_paths=ahead.build_paths()),
+                              lambda: True, print)
+    preparer.shutdown()
+
+
+# The command.
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    top = argparse.ArgumentParser(prog="convmatrix")
+    gc_cmd.add_parser(top.add_subparsers(dest="command"))
+    return top.parse_args(["gc", *argv])
+
+
+@pytest.mark.parametrize("argv", [["--keep-days", "-1"], ["--keep-days", "x"], ["--max-gb", "nan"], ["--bogus"]])
+def test_bad_arguments_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        parse(argv)
+    assert exited.value.code == 2
+
+
+def test_the_command_cleans_and_exits_0(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(gc, "default_engine", no_engine)
+    old = made(home.venvs() / "old", days_ago=3)
+    args = parse(["--keep-days", "2", "--max-gb", "10", "--dry-run"])
+    assert (args.keep_days, args.max_gb, args.dry_run) == (2.0, 10.0, True)
+    assert gc_cmd.run(args) == 0 and old.exists()
+    assert gc_cmd.run(parse(["--keep-days", "2"])) == 0 and not old.exists()
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith(f"would remove venv {old}") and out[-1].startswith("gc: images skipped: ")
+    assert parse([]).keep_days == 14.0 and parse([]).max_gb is None
+
+
+def test_an_unreachable_engine_is_one_line_and_no_failure() -> None:
+    made(home.venvs() / "old", days_ago=20)
+
+    def broken() -> contextlib.AbstractContextManager[Any]:
+        raise InfrastructureError("docker: the engine is not reachable (refused)\nsecond line")
+
+    _, lines = collect(keep_days=14, engine=broken)
+    skipped = [line for line in lines if "images skipped" in line]
+    assert len(skipped) == 1 and "\n" not in skipped[0] and not (home.venvs() / "old").exists()
