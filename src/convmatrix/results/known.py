@@ -23,23 +23,19 @@ from typing import Any
 
 from convmatrix.errors import BadInput
 from convmatrix.matrix.stacks import cudnn_int
+from convmatrix.results import rundir
 from convmatrix.results.families import FAMILIES
 
 FILE = "known_issues.toml"
-INT32_MAX = 2**31 - 1
-
-SPATIAL_DIMS = {
-    "conv1d": 1,
-    "conv2d": 2,
-    "conv3d": 3,
-    "conv_transpose1d": 1,
-    "conv_transpose2d": 2,
-    "conv_transpose3d": 3,
-}
-DTYPES = ("float32", "float16", "bfloat16")
-MEMORY_FORMATS = ("contiguous", "channels_last", "channels_last_3d")
-LAYOUTS = ("none", "permuted", "sliced", "transposed", "nhwc_strided")  # "none": params layout null
-DIRECTIONS = ("forward", "backward", "backward_input", "backward_weight", "double_backward")
+# The vocabulary of a case is the catalog's own (suites/catalog.py, loaded by its path), so that a
+# facts entry can name nothing the suite does not run.
+_CATALOG = rundir.suite_module("catalog")
+INT32_MAX: int = _CATALOG.INT32_MAX
+SPATIAL_DIMS: dict[str, int] = dict(_CATALOG.SPATIAL_DIMS)
+DTYPES: tuple[str, ...] = tuple(_CATALOG.DTYPES)
+MEMORY_FORMATS: tuple[str, ...] = tuple(_CATALOG.MEMORY_FORMATS)
+LAYOUTS: tuple[str, ...] = tuple("none" if layout is None else layout for layout in _CATALOG.LAYOUTS)  # "none": null
+DIRECTIONS: tuple[str, ...] = tuple(_CATALOG.DIRECTIONS)
 _GRAD_INPUT = frozenset({"backward", "backward_input", "double_backward"})
 # [issue.when] predicates and the TOML type each takes.
 PREDICATES: dict[str, type] = {
