@@ -11,12 +11,13 @@ import sys
 import threading
 from collections.abc import Callable, Sequence
 
-from convmatrix import interrupts
+from convmatrix import __version__, interrupts
 from convmatrix.cli import bisect, build, cases, fleet, gc, prove, report, repro, stacks, triage
 from convmatrix.cli import matrix as matrix_cmd
 from convmatrix.cli import run as run_cmd
 from convmatrix.errors import ConvmatrixError, InfrastructureError
 from convmatrix.escape import one_line
+from convmatrix.results import rundir
 
 # In the order `convmatrix --help` lists them.
 SUBCOMMANDS = (matrix_cmd, cases, stacks, build, report, run_cmd, triage, gc, repro)
@@ -29,6 +30,8 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
 
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="convmatrix", description=__doc__.split("\n\n")[0])
+    top.add_argument("--version", action=VersionAction,
+                     help="print the version, the suite's folder and its suite_version, and exit")
     sub = top.add_subparsers(dest="command", required=True)
     for module in SUBCOMMANDS:
         module.add_parser(sub)
@@ -36,6 +39,26 @@ def parser() -> argparse.ArgumentParser:
     prove.add_parser(sub)
     bisect.add_parser(sub)
     return top
+
+
+def version() -> str:
+    """What `convmatrix --version` prints: the harness's version and the suite it runs (the
+    checkout's suites/, or the copy the wheel carries: rundir.SUITE_DIR) with its suite_version."""
+    suite = rundir.SUITE_DIR
+    return f"convmatrix {__version__}\nsuite {suite} (suite_version {rundir.records.suite_version(str(suite))})"
+
+
+class VersionAction(argparse.Action):
+    """--version, with the suite's digest taken only when asked for (argparse's own takes a string
+    made with the parser)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: object) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=str(kwargs.get("help")))
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: object, option_string: str | None = None) -> None:
+        print(version())
+        parser.exit()
 
 
 def parse(argv: Sequence[str]) -> argparse.Namespace:

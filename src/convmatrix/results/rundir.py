@@ -42,7 +42,21 @@ from convmatrix.errors import BadInput
 # format, file name.
 REPORT_FILES = (("json", "report.json"), ("markdown", "report.md"), ("html", "report.html"),
                 ("junit", "junit.xml"))
-SUITE_DIR = Path(__file__).resolve().parents[3] / "suites"
+
+
+def find_suite_dir() -> Path:
+    """The suite this harness runs: the checkout's suites/ when this file is a source tree's
+    (src/convmatrix/results/rundir.py, an editable install among them: each clone runs its own
+    suite), else the copy the wheel carries beside the package (convmatrix/suites/, pyproject.toml
+    maps suites/ there). `convmatrix --version` and every cell.json name the one chosen."""
+    here = Path(__file__).resolve()
+    checkout = here.parents[3] / "suites"
+    if here.parents[2].name == "src" and (checkout / "conftest.py").is_file():
+        return checkout
+    return here.parents[1] / "suites"
+
+
+SUITE_DIR = find_suite_dir()
 CELL_JSON = "cell.json"
 ENV_JSON = "env.json"
 RESULTS = "results.jsonl"

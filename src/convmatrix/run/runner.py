@@ -81,6 +81,8 @@ def write_cell_json(target: Target, *, python: str, control: bool, extra: dict[s
         "host": target.host,
         "gpu": {"index": gpu.index, "name": gpu.name, "capability": gpu.capability} if gpu else None,
         "python": python,
+        # The suite it runs: the checkout's suites/ or the wheel's convmatrix/suites/ (rundir.SUITE_DIR).
+        "suite": {"path": str(SUITE_DIR), "version": rundir.records.suite_version(str(SUITE_DIR))},
         "started": rundir.records.now(),
         **extra,
     }

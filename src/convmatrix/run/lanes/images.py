@@ -24,7 +24,18 @@ from convmatrix.matrix.cells import Cell
 from convmatrix.matrix.values import slug
 from convmatrix.run.lanes import install
 
-IMAGES_DIR = Path(__file__).resolve().parents[4] / "images"
+
+def find_images_dir() -> Path:
+    """The build context: the checkout's images/ from a source tree, else the copy the wheel
+    carries beside the package (convmatrix/images/, as pyproject.toml maps it; like suites/)."""
+    here = Path(__file__).resolve()
+    checkout = here.parents[4] / "images"
+    if here.parents[3].name == "src" and (checkout / "Dockerfile").is_file():
+        return checkout
+    return here.parents[2] / "images"
+
+
+IMAGES_DIR = find_images_dir()
 CONTEXT_FILES = ("Dockerfile", "pip-install", "check-python")
 REPOSITORY = "convmatrix/cell"
 LABEL_CELL = "convmatrix.cell"
