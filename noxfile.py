@@ -148,6 +148,7 @@ def write_report(session: nox.Session, paths: list[str]) -> None:
 def nightly(session: nox.Session) -> None:
     """The main job: every cell this machine can run, then the report (whatever the run's end: a
     cell that failed to set up is in the report as INVALID, and that fails it)."""
+    session.log(f"nightly: running {MATRIX_FILE} (set CONVMATRIX_MATRIX for another)")
     if "--reuse-results" in session.posargs:
         # A nightly's results come from that night: reuse is for fix-proof and upgrade runs.
         session.error("convmatrix: --reuse-results is not for the nightly; run the lane sessions with it")

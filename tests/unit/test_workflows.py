@@ -85,3 +85,31 @@ def test_the_nightly_merges_every_runner_and_fails_on_a_regression() -> None:
     assert "matrix/examples/upgrade.toml" in upgrade["env"]["MATRIX"]
     proof = (REPO / ".github" / "workflows" / "fix-proof.yml").read_text()
     assert 'convmatrix prove results results --pair "$PAIR"' in proof
+
+
+def test_every_workflow_run_gives_its_run_options_as_run_options() -> None:
+    """`convmatrix run` takes its run options directly and suite options after `--`: a workflow
+    that wrote `run -m M -- --out results` handed `--out` to pytest, and every cell failed with a
+    usage error (seen in fix-proof.yml, upgrade.yml and nightly.yml)."""
+    import shlex
+
+    from convmatrix.cli.main import parse
+    from convmatrix.run import options
+
+    found = 0
+    for workflow in sorted((Path(__file__).resolve().parents[2] / ".github" / "workflows").glob("*.yml")):
+        text = workflow.read_text().replace("\\\n", " ")
+        for line in text.splitlines():
+            at = line.find("convmatrix run ")
+            if at < 0 or line.lstrip().startswith("#"):
+                continue
+            command = line[at:].split("||")[0]
+            # The shell's values, as a runner would have them.
+            command = command.replace("$SHARD/$SHARDS", "1/2").replace("$GPU_KEY", "h100-80gb-hbm3-sm90")
+            argv = shlex.split(command)[1:]
+            args = parse(argv)
+            opts = options.parse(args.run_options)
+            assert str(opts.out) == "results", (workflow.name, command)
+            assert not any(a.startswith("--out") for a in opts.suite_args), (workflow.name, command)
+            found += 1
+    assert found >= 3
