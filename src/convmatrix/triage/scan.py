@@ -30,6 +30,7 @@ before the cause, ``LOOKAHEAD`` after), and ``MAX_COLLATERAL``; the work is line
 from __future__ import annotations
 
 import codecs
+import contextlib
 import heapq
 import os
 import re
@@ -859,6 +860,26 @@ def scan_path(path: str, context: int = DEFAULT_CONTEXT) -> dict[str, Any]:
         if peek == _GZIP_MAGIC:
             return _scan_gzip(raw, context, name)
         return scan(raw, context, name=name)
+    with open_log(path) as (handle, kind):
+        if kind == "gzip":
+            return _scan_gzip(handle, context, path)
+        if kind == "utf16":
+            return scan(utf16_as_utf8(handle), context, name=path)
+        if os.path.isfile(path):
+            result = _scan_with_grep(path, context)
+            if result is not None:
+                return result
+        return scan(handle, context, name=path)
+
+
+_UTF16_BOMS = (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
+
+
+@contextlib.contextmanager
+def open_log(path: str) -> Iterator[tuple[IO[bytes], str]]:
+    """A log file open for reading, and what it holds: "gzip" (by its magic bytes), "utf16" (a
+    BOM), else "plain". One line (BadInput) for a file that cannot be read or a `.gz` name that is
+    no gzip. Every reader of a log path (triage, the snippet reader) opens it here."""
     try:
         handle = open(path, "rb")  # noqa: SIM115 - closed below
     except OSError as exc:
@@ -870,21 +891,18 @@ def scan_path(path: str, context: int = DEFAULT_CONTEXT) -> dict[str, Any]:
         except OSError as exc:
             raise BadInput(f"{path}: {exc.strerror or exc}") from None
         if magic == _GZIP_MAGIC:
-            return _scan_gzip(handle, context, path)
-        if path.endswith(".gz"):
+            kind = "gzip"
+        elif path.endswith(".gz"):
             raise BadInput(f"{path}: not a gzip file")
-        if magic in _UTF16_BOMS:
-            # A log saved by a Windows tool (UTF-16, a BOM, CRLF): read as the text it is, re-encoded
-            # as UTF-8 a piece at a time, in constant memory like any other.
-            return scan(codecs.EncodedFile(handle, "utf-8", "utf-16"), context, name=path)
-        if os.path.isfile(path):
-            result = _scan_with_grep(path, context)
-            if result is not None:
-                return result
-        return scan(handle, context, name=path)
+        else:
+            kind = "utf16" if magic in _UTF16_BOMS else "plain"
+        yield handle, kind
 
 
-_UTF16_BOMS = (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
+def utf16_as_utf8(handle: IO[bytes]) -> Readable:
+    """A log saved by a Windows tool (UTF-16, a BOM, CRLF), read as the text it is: re-encoded as
+    UTF-8 a piece at a time, in constant memory like any other."""
+    return codecs.EncodedFile(handle, "utf-8", "utf-16")
 
 
 def first_cause(log: Path) -> FirstCause | None:

@@ -57,7 +57,6 @@ two ranks are read apart.
 
 from __future__ import annotations
 
-import codecs
 import json
 import os
 import re
@@ -432,17 +431,8 @@ def cases_from_text(lines: Iterable[str], *, log: str = "-") -> Found:
 def cases_from_log(path: str) -> Found:
     """Every snippet in the log at ``path``: plain text, gzip (by its magic bytes) or UTF-16 with a
     BOM, read in constant memory by triage's own readers (scan.py)."""
-    try:
-        handle = open(path, "rb")  # noqa: SIM115 - closed below
-    except OSError as exc:
-        raise BadInput(f"{path}: {exc.strerror or exc}") from None
-    with handle:
-        try:
-            magic = handle.read(2)
-            handle.seek(0)
-        except OSError as exc:
-            raise BadInput(f"{path}: {exc.strerror or exc}") from None
-        if magic == scan._GZIP_MAGIC:
+    with scan.open_log(path) as (handle, kind):
+        if kind == "gzip":
             unzip = scan._Gunzip(handle, path)
             reader, count = _read_stream(unzip, path)
             if unzip.problem is not None:
@@ -450,11 +440,7 @@ def cases_from_log(path: str) -> Found:
                     raise BadInput(f"{path}: {unzip.problem}")
                 reader._note(f"{path}: {unzip.problem}; read the {count} lines before it")
             return reader.finish()
-        if path.endswith(".gz"):
-            raise BadInput(f"{path}: not a gzip file")
-        if magic in scan._UTF16_BOMS:
-            return _read_stream(codecs.EncodedFile(handle, "utf-8", "utf-16"), path)[0].finish()
-        return _read_stream(handle, path)[0].finish()
+        return _read_stream(scan.utf16_as_utf8(handle) if kind == "utf16" else handle, path)[0].finish()
 
 
 def _raw_lines(stream: scan.Readable, name: str) -> Iterator[bytes]:
