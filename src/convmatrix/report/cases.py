@@ -51,7 +51,7 @@ def explanation_line(found: Explanation) -> str:
         where = f" in {found.function}()" if found.function else ""
         parts.append(f"cuDNN said {found.status}{meaning}{where}" + (f": {found.reason}" if found.reason else ""))
     else:
-        parts.append("cuDNN's log names no failure" if found.log else "cuDNN wrote no log")
+        parts.append(_no_failure(found))
     if found.backend:
         path = f" ({found.cudnn_path.upper()})" if found.cudnn_path else ""
         parts.append(f"backend {found.backend}{path}")
@@ -61,6 +61,16 @@ def explanation_line(found: Explanation) -> str:
     if found.log:
         parts.append(f"log {found.log}")
     return "explained: " + "; ".join(parts)
+
+
+def _no_failure(found: Explanation) -> str:
+    if not found.log:
+        return "cuDNN wrote no log"
+    if found.last_operation:
+        # A kernel cuDNN queued faults later (asynchronously, after its call returned): name the work
+        # it queued last. The log is read from its end, so a count of calls would be a part's count.
+        return f"cuDNN's log names no failure; the last plan it executed: {found.last_operation}"
+    return "cuDNN's log names no failure"
 
 
 # The parameters a case view shows, in this order: what the conv is, then how it ran.

@@ -52,6 +52,8 @@ _DETAIL = re.compile(
 )
 # The frontend's form: "cudnn_status: CUDNN_STATUS_X" or "cudnn_status: 3000".
 _FRONTEND = re.compile(r"cudnn_status: {0,8}(CUDNN_STATUS_[A-Z0-9_]{1,80}|\d{1,5})\b")
+# One operation of a plan, as the info level prints it inside a descriptor's dump.
+_OPERATION = re.compile(r"operation: type=CUDNN_BACKEND_OPERATION_([A-Z0-9_]{1,64}?)_DESCRIPTOR\b")
 _REASON = re.compile(r"\breason: ?", re.IGNORECASE)
 # An info line ("i!", after any prefix a CI or logger put first) only echoes parameters.
 _INFO = re.compile(r"(?:^|\s)i!\s")
@@ -71,6 +73,23 @@ class Explained:
     function: str | None  # the API function of the E!/W! header above it, e.g. cudnnBackendFinalize
     line: int  # 1-based line of the text that holds the status
     count: int  # how many NOT_SUPPORTED or error messages the text holds
+    error: bool  # an error message (E!); False: a warning (W!), which cuDNN also writes on calls that succeed
+
+
+@dataclass(frozen=True, kw_only=True)
+class Activity:
+    """What a log that names no failure still says: the last plan cuDNN was asked to execute.
+
+    Seen on an H200 (torch 2.11.0+cu130, cuDNN 9.19.0): a backward conv that ends in "an illegal
+    memory access" leaves an info-level log of thousands of successful calls and no error, since the
+    fault happens in a kernel after cudnnBackendExecute returned. The operation of the last plan
+    executed (named by the last `operation: type=CUDNN_BACKEND_OPERATION_<OP>_DESCRIPTOR` line before
+    the last cudnnBackendExecute header) is then the GPU work cuDNN queued last.
+    """
+
+    executions: int  # cudnnBackendExecute calls in the text read
+    last_operation: str | None  # e.g. CONVOLUTION_BACKWARD_FILTER; None when no plan named one
+    last_call: str | None  # the function of the last message header
 
 
 @dataclass(frozen=True)
@@ -154,7 +173,31 @@ def parse(text: str) -> Explained | None:
         return None
     meaning, cause = explain_status(chosen.status)
     return Explained(status=chosen.status, subcode=_subcode(chosen, version), meaning=meaning, cause=cause,
-                     reason=chosen.reason, function=chosen.function, line=chosen.line, count=count)
+                     reason=chosen.reason, function=chosen.function, line=chosen.line, count=count,
+                     error=chosen.error)
+
+
+def activity(text: str) -> Activity | None:
+    """The calls the log holds, when it holds any (None: no message header at all)."""
+    executions = 0
+    operation: str | None = None
+    executed: str | None = None
+    last_call: str | None = None
+    for line in text.split("\n"):
+        if "uDNN (v" in line:
+            header = _HEADER.search(line)
+            if header is not None:
+                last_call = header.group(3)
+                if last_call == "cudnnBackendExecute":
+                    executions += 1
+                    executed = operation
+        elif "operation: type=" in line:
+            found = _OPERATION.search(line)
+            if found is not None:
+                operation = found.group(1)
+    if last_call is None:
+        return None
+    return Activity(executions=executions, last_operation=executed, last_call=last_call)
 
 
 def _status_line(line: str, number: int, function: str | None) -> _Found | None:

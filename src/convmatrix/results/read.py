@@ -83,8 +83,11 @@ class Explanation:
     cudnn_path: str | None = None  # get (heuristics) or find (cudnn.benchmark)
     cudnn_off: str | None = None  # the case's status with torch.backends.cudnn.enabled = False
     cudnn_is_the_cause: bool = False  # it failed with cuDNN and passed without
+    # When the log names no failure, what it shows cuDNN did (explain.json's "activity"):
+    last_operation: str | None = None  # the operation of the last plan executed (CONVOLUTION_BACKWARD_FILTER)
 
 
+_OPERATION = re.compile(r"[A-Z][A-Z0-9_]{0,63}")
 EXPLAIN_TEXT = 500  # characters kept of each text field of an explanation (the file is untrusted)
 
 
@@ -352,6 +355,9 @@ def read_explained(directory: Path, failing: list[str], errors: list[str]) -> di
 
         subcode = said.get("subcode")
         log = text(data, "log")
+        activity = data.get("activity")
+        did: dict[str, Any] = activity if isinstance(activity, dict) else {}
+        operation = did.get("last_operation")
         found[case] = Explanation(
             status=text(said, "status"), meaning=text(said, "meaning"), cause=text(said, "cause"),
             reason=text(said, "reason"), function=text(said, "function"),
@@ -360,6 +366,8 @@ def read_explained(directory: Path, failing: list[str], errors: list[str]) -> di
             log=log if log and log.startswith(f"{rundir.EXPLAIN}/") and ".." not in log.split("/") else None,
             backend=text(data, "backend"), cudnn_path=text(data, "cudnn_path"), cudnn_off=text(data, "cudnn_off"),
             cudnn_is_the_cause=data.get("cudnn_is_the_cause") is True,
+            # Shown as a word in every format: only cuDNN's operation names (A-Z, digits, _) pass.
+            last_operation=operation if isinstance(operation, str) and _OPERATION.fullmatch(operation) else None,
         )
     return found
 

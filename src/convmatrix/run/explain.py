@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from convmatrix.results import cudnn_log, rundir
+from convmatrix.results import cudnn_log, families, rundir
 from convmatrix.run import runner
 from convmatrix.run.lanes import Lane, Log, Prepared, SuiteRun
 
@@ -38,6 +38,7 @@ LEVELS = {"warn": "2", "info": "3"}  # --explain, --explain=info: CUDNN_LOGLEVEL
 MAX_CASES = 50  # failing cases explained per cell: each costs a process; the rest are counted
 KEPT = 4 << 20  # bytes kept of each cuDNN log: its end, where the failure is (info level writes gigabytes)
 SCHEMA = 1
+FAILING = ("failed", "error", "crashed", "timeout")  # a case's statuses that are a failure (suites/records.py)
 
 RunContinuing = Callable[[Lane, Prepared, SuiteRun, Log], int]
 
@@ -113,30 +114,56 @@ def keep_end(path: Path, folder: Path, limit: int = KEPT) -> None:
 
 def found(folder: Path, case: str, level: str) -> dict[str, Any]:
     """What the two re-runs of a case say: cuDNN's reason (cudnn_log.parse of its API log, or of
-    the frontend's), the backend PyTorch chose and by which path, and how it ran without cuDNN."""
+    the frontend's), else what the log shows it did last, the backend PyTorch chose and by which
+    path, and how the case ran without cuDNN."""
     logged = _line(folder / rundir.RESULTS)
     off = _line(folder / CUDNN_OFF / rundir.RESULTS)
     said = None
     which = None
+    did = None
     for name in (LOG, FRONTEND_LOG):
         try:
-            said = cudnn_log.parse(cudnn_log.read(folder / name))
+            text = cudnn_log.read(folder / name)
         except OSError:
+            continue
+        said = cudnn_log.parse(text)
+        if said is not None and not said.error and not _cudnn_failed(logged):
+            # cuDNN warns NOT_SUPPORTED for each engine it rules out while choosing one, on calls
+            # that then succeed too (seen on an H200, cuDNN 9.19: "NOT_SUPPORTED_SHAPE; Reason:
+            # leading_dim_in_bits_in % 128 != 0" before a conv that passed). Such a warning explains
+            # a failure that is cuDNN's own status, not an illegal address or a timeout.
             said = None
         if said is not None:
             which = name
             break
+        if which is None and text.strip():
+            # A log that names no failure is still named: "cuDNN wrote no log" would be false.
+            which, did = name, cudnn_log.activity(text) if name == LOG else None
     return {
         "schema": SCHEMA, "case": case, "level": level,
         "status": logged.get("status"), "backend": logged.get("backend"), "cudnn_path": logged.get("cudnn_path"),
         "cudnn_off": off.get("status"),
-        "cudnn_is_the_cause": logged.get("status") in ("failed", "error") and off.get("status") == "passed",
+        # A timeout or a crash with cuDNN is a failure too (seen on an H200: a transposed conv3d past
+        # 2^31 output elements ran past 90 s with cuDNN and passed in 2.5 s without it).
+        "cudnn_is_the_cause": logged.get("status") in FAILING and off.get("status") == "passed",
         "cudnn": None if said is None else {
             "status": said.status, "subcode": said.subcode, "meaning": said.meaning, "cause": said.cause,
             "reason": said.reason, "function": said.function, "line": said.line, "count": said.count,
         },
+        "activity": None if did is None else {
+            # executions: in the part read (the log's last 1 MB), not in the whole run.
+            "executions": did.executions, "last_operation": did.last_operation, "last_call": did.last_call,
+        },
         "log": f"{DIR}/{case}/{which}" if which else None,
     }
+
+
+def _cudnn_failed(record: dict[str, Any]) -> bool:
+    """Whether the case failed with one of cuDNN's own statuses (its family is a cudnn_ one)."""
+    message, exc_type = record.get("message"), record.get("exc_type")
+    family = families.classify(message if isinstance(message, str) else None, status=str(record.get("status")),
+                               exc_type=exc_type if isinstance(exc_type, str) else None)
+    return family is not None and family.startswith("cudnn_")
 
 
 def _line(results: Path) -> dict[str, Any]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import unicodedata
 from dataclasses import replace
 from html.parser import HTMLParser
@@ -21,9 +22,11 @@ from convmatrix.report import model as report_model
 from convmatrix.report import render
 from convmatrix.report.model import CaseRow, CellRow, GpuInfo, Report, Rerun
 from convmatrix.report.verdicts import Health
+from convmatrix.results import rundir
 from convmatrix.results.outcomes import Delta, Outcome, Verdict
 from convmatrix.results.read import FirstCause
-from testkit import env_json, record, write_result
+from convmatrix.run import explain
+from testkit import REPO, env_json, record, write_result
 
 HOSTILE = (
     "cuDNN error: CUDNN_STATUS_NOT_SUPPORTED \x1b[31mred\x1b[0m \x1b]0;owned title\x07"
@@ -438,6 +441,35 @@ def test_what_explain_found_is_one_line_under_the_case_in_every_format(tmp_path:
     rebuilt = report_model.build(results.load([str(tmp_path)]).results, "control")
     assert next(c for c in rebuilt.cases if c.cell == "cell").explained.log is None  # type: ignore[union-attr]
 
+
+
+def test_a_real_h200_run_explains_its_two_failures_in_every_format(tmp_path: Path) -> None:
+    """Issue 23, on a GPU: the suite through the harness with --explain=info on an H200 (torch
+    2.11.0+cu130, cuDNN 9.19.0; tests/data/gpu/h200-torch2.11-cudnn9.19/README.md). explain.json is
+    derived again from the captured logs by today's code, as the harness writes it."""
+    shutil.copytree(REPO / "tests" / "data" / "gpu" / "h200-torch2.11-cudnn9.19" / "run", tmp_path / "run")
+    cell = tmp_path / "run" / "host@h200-sm90@h200box"
+    illegal, slow = ("conv2d-fp32-k1-bwd-over2g-pointwise_extreme-wide_channels",
+                     "conv_transpose3d-fp16-k4-s2-p1-over2g-int32_other_ops-out4g")
+    for case in (illegal, slow):
+        rundir.write_json(cell / "explain" / f"{case}.json", explain.found(cell / "explain" / case, case, "info"))
+    built = report_model.build(results.load([str(tmp_path / "run")]).results, "host")
+    rows = {c.case: c for c in built.cases if c.outcome.failing}
+    assert set(rows) == {illegal, slow} and rows[illegal].family == "cuda_illegal_address"
+    lines = {
+        illegal: ("explained: cuDNN's log names no failure; the last plan it executed: CONVOLUTION_BACKWARD_FILTER; "
+                  f"backend Cudnn (GET); without cuDNN: passed, so cuDNN's path is the cause; log explain/{illegal}/cudnn.log"),
+        slow: ("explained: cuDNN's log names no failure; backend CudnnTranspose (GET); without cuDNN: passed, "
+               f"so cuDNN's path is the cause; log explain/{slow}/cudnn.log"),
+    }
+    for fmt in ("text", "markdown"):
+        shown = render.render(built, fmt)
+        assert all(line in shown for line in lines.values()), fmt
+    html = render.render(built, "html")
+    assert all(escape.html_cell(line) in html for line in lines.values())
+    cases = {c["case"]: c for c in json.loads(render.render(built, "json"))["cases"] if c["explained"]}
+    assert cases[illegal]["explained"]["last_operation"] == "CONVOLUTION_BACKWARD_FILTER"
+    assert cases[slow]["explained"]["cudnn_is_the_cause"] is True and cases[slow]["explained"]["log"].endswith("cudnn.log")
 
 
 def test_each_case_row_carries_its_parameters_in_json_and_the_html_case_view(tmp_path: Path) -> None:

@@ -16,9 +16,11 @@ from pathlib import Path
 import pytest
 
 from convmatrix.results import families
-from convmatrix.results.cudnn_log import REASON_LIMIT, Explained, parse, read
+from convmatrix.results.cudnn_log import REASON_LIMIT, Activity, Explained, activity, parse, read
 
 LOGS = Path(__file__).parents[2] / "data" / "cudnn_logs"
+# Logs this project captured on an H200 (torch 2.11.0+cu130, cuDNN 9.19.0): see its README.md.
+H200 = Path(__file__).parents[2] / "data" / "gpu" / "h200-torch2.11-cudnn9.19"
 
 
 def log(name: str) -> str:
@@ -39,7 +41,7 @@ def test_cudnn9_error_log_llm_c() -> None:
     got = parse(log("llm_c_366_cudnn9_error.log"))
     assert got == Explained(status="CUDNN_STATUS_EXECUTION_FAILED", subcode=5000,
                             meaning="the GPU program failed to execute", cause="unknown",
-                            reason="rtc->loadModule()", function=None, line=2, count=2)
+                            reason="rtc->loadModule()", function=None, line=2, count=2, error=True)
     # The quote starts mid-message (no header above line 2); the second message has its header.
     second = parse("\n".join(log("llm_c_366_cudnn9_error.log").split("\n")[9:]))
     assert second is not None and second.function == "cudnnBackendFinalize" and second.line == 2
@@ -54,6 +56,49 @@ def test_cudnn9_warnings_in_a_ci_log_onnxruntime() -> None:
     assert got.reason == "core_engine.getStatus()"
     assert got.function is None  # the header above is an I! one: not the failing call
     assert (got.line, got.count) == (10, 3)
+
+
+def test_h200_cudnn9_19_engine_rejections_of_a_call_that_passed() -> None:
+    # Captured: a conv over one 1x1x46341x46343 fp16 sample passed, and cuDNN 9.19's warning level
+    # still logged NOT_SUPPORTED for each engine it ruled out, with the 9.x sub-status names.
+    text = read(H200 / "capture" / "cudnn-big_single_sample-L2.log")
+    got = parse(text)
+    assert got is not None and got.error is False
+    assert (got.status, got.subcode, got.function) == ("CUDNN_STATUS_NOT_SUPPORTED", 3000, "cudnnBackendFinalize")
+    assert got.reason == "!isValidSetting(name, c)"
+    assert "CUDNN_STATUS_NOT_SUPPORTED_SHAPE; Reason: leading_dim_in_bits_in % 128 != 0" in text
+    assert activity(text) == Activity(executions=0, last_operation=None, last_call="cudnnBackendFinalize")
+
+
+@pytest.mark.parametrize("name", ["ok_fp16_nhwc", "find_bf16_conv3d", "det_dilated_tconv3d"])
+def test_h200_a_warning_of_success_is_no_failure(name: str) -> None:
+    # Captured: every call at the warning level opens with "Warning: CUDNN_STATUS_SUCCESS; Reason:
+    # cuDNN Library configuration is set to AUTO ..." (a W! message that is no failure).
+    text = read(H200 / "capture" / f"cudnn-{name}-L2.log")
+    assert "W! CuDNN (v91900 56) function cudnnBackendFinalize() called:" in text
+    assert "Warning: CUDNN_STATUS_SUCCESS" in text and parse(text) is None
+
+
+def test_h200_info_level_names_the_last_plan_executed() -> None:
+    # Captured (its end): the info level dumps each execution plan, then cudnnBackendExecute.
+    text = read(H200 / "capture" / "cudnn-big_single_sample-L3.log")
+    got = activity(text)
+    assert got is not None and got.last_operation == "CONVOLUTION_FORWARD" and got.executions >= 1
+    assert got.last_call == "cudnnBackendDestroyDescriptor"
+
+
+def test_activity_takes_the_operation_before_the_last_execute() -> None:
+    # Constructed from the captured layout: a later plan's dump that was never executed is not it.
+    def block(function: str, *lines: str) -> str:
+        return "\n".join([f"I! CuDNN (v91900 56) function {function}() called:", *lines, "i! Time: x", ""]) + "\n"
+    text = (block("cudnnBackendFinalize", "i!     operation: type=CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR:")
+            + block("cudnnBackendExecute")
+            + block("cudnnBackendFinalize",
+                    "i!     operation: type=CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR:"))
+    assert activity(text) == Activity(executions=1, last_operation="CONVOLUTION_FORWARD",
+                                      last_call="cudnnBackendFinalize")
+    assert activity("no header here\n" * 3) is None
+    assert activity("i!  operation: type=CUDNN_BACKEND_OPERATION_" + "A" * 100_000 + "_DESCRIPTOR") is None
 
 
 @pytest.mark.parametrize("name", ["cudnn_frontend_39_cudnn8_info.log", "nvidia_docs_cudnn9_info.log"])
@@ -84,7 +129,7 @@ def test_cudnn9_warning_with_a_subcode() -> None:
     assert got == Explained(status="CUDNN_STATUS_NOT_SUPPORTED_SHAPE", subcode=3002,
                             meaning="no engine supports this tensor shape", cause="software",
                             reason="kernel dims must be at most 32", function="cudnnBackendFinalize",
-                            line=2, count=1)
+                            line=2, count=1, error=False)
 
 
 def test_cudnn8_error_keeps_cudnn8_number() -> None:
