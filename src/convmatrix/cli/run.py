@@ -16,7 +16,8 @@ def add_parser(sub: Any) -> None:
     ru = sub.add_parser(
         "run", help="run the suite for the matrix's cells on this machine, into a run directory",
         description="Run options: --out DIR, --shard I/N, --resume, --gpus 0,1, --every-gpu, "
-                    "--rerun-blocking, --jobs N, --prepare-ahead N, --prepare-disk GB, --reuse-results; "
+                    "--rerun-blocking, --jobs N, --prepare-ahead N, --prepare-disk GB, --reuse-results, "
+                    "--engine docker|podman; "
                     "suite options after --.")
     ru.add_argument("-m", "--matrix", default=None, help="matrix file (default as for `matrix`)")
     ru.add_argument("--lane", action="append", default=[], choices=sorted(LANES), help="only these lanes")
@@ -28,6 +29,8 @@ def add_parser(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     loaded = matrix.load(args.matrix or matrix.default_matrix())
     opts = options.parse(args.run_options)
+    if opts.engine:
+        loaded = loaded.through(opts.engine)
     cells = [c for c in loaded.cells if (not args.lane or c.lane in args.lane) and (not args.cell or c.id in args.cell)]
     unknown = sorted(set(args.cell) - {c.id for c in loaded.cells})
     if unknown:

@@ -28,6 +28,9 @@ class Cell:
     base_in_id: bool = False  # set when base is a matrix axis, so ids stay unique
     flavour: str = ""  # container cells: "wheel" (torch from wheels) or "system" (the base's own torch)
     knobs: str = ""  # the remedy knob set, canonical (knobs.py); "" = the suite's defaults
+    # container cells: the engine that runs them ("docker" or "podman"); not part of the stack, so
+    # not of the id or the axis values: the same cell through another engine is the same cell.
+    engine: str = ""
 
     @property
     def id(self) -> str:
@@ -58,6 +61,7 @@ class Cell:
         """The axis values, for matching include/exclude/control tables and for cell.json."""
         data = asdict(self)
         del data["base_in_id"]
+        del data["engine"]
         if not self.flavour:
             del data["flavour"]
         if not self.knobs:

@@ -18,8 +18,9 @@ TOP_KEYS = {"name", "description", "wheelhouse", "cases", "axes", "include", "ex
             "fleet"}
 MAX_CASE_FILES = 64
 FLEET_KEYS = {"gpus"}
-CONTAINER_KEYS = {"base", "flavour"}
+CONTAINER_KEYS = {"base", "flavour", "engine"}
 FLAVOURS = ("wheel", "system")
+ENGINES = ("docker", "podman")  # run/lanes/containers.py ENGINES
 CELL_AXES = ("lane", "torch", "cuda", "cudnn", "python")
 SHOWN_REASONS = 4  # reasons the "no cells" error spells out; the rest are counted
 DEFAULT_MATRIX = "matrix/default.toml"
@@ -61,6 +62,16 @@ class Matrix:
                 return cell
         raise BadInput(f"{self.path}: no cell {cell_id!r} in this matrix")
 
+    def through(self, engine: str) -> Matrix:
+        """The same matrix with its container cells run by another engine (run option --engine)."""
+        if engine not in ENGINES:
+            raise BadInput(f"run options: --engine {engine!r} is not one of {', '.join(ENGINES)}")
+
+        def moved(cell: Cell) -> Cell:
+            return replace(cell, engine=engine) if cell.lane == "container" else cell
+        return replace(self, cells=tuple(moved(c) for c in self.cells),
+                       control=moved(self.control) if self.control else None)
+
 
 def load(path: str | Path) -> Matrix:
     path = Path(path)
@@ -96,6 +107,9 @@ class _Parser:
         self.flavour = container.get("flavour", "wheel")
         if self.flavour not in FLAVOURS:
             raise self.fail("[container].flavour", f"{self.flavour!r} is not one of {', '.join(FLAVOURS)}")
+        engine = container.get("engine", "docker")
+        if engine not in ENGINES:
+            raise self.fail("[container].engine", f"{engine!r} is not one of {', '.join(ENGINES)}")
         axes = self.axes(self.table(raw, "axes"))
         base_is_axis = "base" in axes
         cells, pruned = self.expand(axes, default_base, base_is_axis)
@@ -105,6 +119,7 @@ class _Parser:
         cells = self.include(raw, axes, cells, default_base, base_is_axis, optional)
         if not cells:
             raise self.fail("[axes]", no_cells(axes, pruned, excluded))
+        cells = [replace(c, engine=engine) if c.lane == "container" else c for c in cells]
         control = self.control(raw, cells, pruned)
         wheelhouse = raw.get("wheelhouse")
         if wheelhouse is not None and not isinstance(wheelhouse, str):

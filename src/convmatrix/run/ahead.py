@@ -43,14 +43,15 @@ class Limits:
     disk_gb: float | None  # None: no bound
     disk_paths: tuple[Path, ...] = ()  # where builds take disk besides the engine's data (the venvs)
     engine: bool = True  # whether the engine's data root counts too (a run with container cells)
+    engine_name: str = "docker"  # which engine's: the container cells' (--engine, [container].engine)
 
 
 class DiskBudget:
     """Disk taken since the run began, on the filesystems the builds write to: paths, and the
     engine's data root when `engine` (asked here, so only a run with a disk bound asks it)."""
 
-    def __init__(self, paths: tuple[Path, ...], *, engine: bool = True) -> None:
-        wanted = (*paths, engine_root()) if engine else paths
+    def __init__(self, paths: tuple[Path, ...], *, engine: bool = True, engine_name: str = "docker") -> None:
+        wanted = (*paths, engine_root(engine_name)) if engine else paths
         self.paths = [p for p in wanted if p.exists()]
         self.start = self.free()
 
@@ -73,16 +74,16 @@ def build_paths() -> tuple[Path, ...]:
     return (venvs,)
 
 
-def engine_root() -> Path:
+def engine_root(name: str = "docker") -> Path:
     """Where the engine keeps images and build cache, as it says (`docker info`: DockerRootDir,
-    which data-root or a rootless engine moves); DOCKER_ROOT only when it cannot say (no engine,
-    no docker SDK)."""
+    which data-root or a rootless engine moves; Podman answers with its graph root); DOCKER_ROOT
+    only when it cannot say (no engine, no docker SDK)."""
     try:
         from convmatrix.run.lanes import containers  # the docker SDK: loaded only where a run bounds disk
     except ImportError:
         return DOCKER_ROOT
     try:
-        with containers.client() as engine:
+        with containers.client(name) as engine:
             return containers.engine_root(engine) or DOCKER_ROOT
     except InfrastructureError:
         return DOCKER_ROOT
@@ -101,7 +102,7 @@ class Preparer:
         self.limits = limits
         self.slot_free = slot_free
         self.log = log
-        self.budget = (DiskBudget(limits.disk_paths, engine=limits.engine)
+        self.budget = (DiskBudget(limits.disk_paths, engine=limits.engine, engine_name=limits.engine_name)
                        if limits.disk_gb is not None else None)
         self.executor = ThreadPoolExecutor(max_workers=max(1, limits.builds), thread_name_prefix="prepare")
         self.locks: dict[tuple[str, str, str], threading.Lock] = {}

@@ -1,6 +1,6 @@
 """Run options given after `--` to the nox lane sessions: --out, --shard, --resume, --gpus,
 --every-gpu, --rerun-blocking, --explain[=info], --jobs, --prepare-ahead, --prepare-disk, --reuse-results, --host,
---expect-gpu."""
+--expect-gpu, --engine."""
 
 from __future__ import annotations
 
@@ -38,6 +38,7 @@ class RunOptions:
     host: str = "localhost"  # the machine the run is on (--host, $CONVMATRIX_HOST, the hostname)
     expect_gpus: tuple[str, ...] = ()  # --expect-gpu: GPU keys this runner must cover (no GPU at all: exit 4)
     suite_args: tuple[str, ...]  # passed to pytest unchanged (after a second `--`)
+    engine: str | None = None  # --engine docker|podman: the container cells' engine, over the matrix's
     case_files: tuple[dict[str, Any], ...] = ()  # the run's case files as cell.json records them (run/cases.py)
 
 
@@ -65,6 +66,7 @@ def parse(args: Sequence[str], *, default_out: Path | None = None) -> RunOptions
     parser.add_argument("--reuse-results", action="store_true")
     parser.add_argument("--host")
     parser.add_argument("--expect-gpu", action="append", default=[])
+    parser.add_argument("--engine", choices=("docker", "podman"))
     try:
         ns, unknown = parser.parse_known_args(args)
     except argparse.ArgumentError as exc:
@@ -93,6 +95,7 @@ def parse(args: Sequence[str], *, default_out: Path | None = None) -> RunOptions
         host=host_name(ns.host),
         expect_gpus=values.gpu_keys("run options: --expect-gpu", ns.expect_gpu),
         suite_args=tuple(suite_args),
+        engine=ns.engine,
     )
 
 

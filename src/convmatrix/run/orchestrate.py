@@ -175,7 +175,8 @@ class Scheduler:
         # One cell at a time with nothing prepared beside it: its output can go to the terminal too.
         alone = self.slots == 1 and (len(jobs) <= 1 or self.opts.prepare_ahead == 0)
         limits = ahead.Limits(builds=self.opts.prepare_ahead, disk_gb=self.opts.prepare_disk_gb,
-                              disk_paths=ahead.build_paths())
+                              disk_paths=ahead.build_paths(),
+                              engine_name=next((c.engine for c in cells if c.engine), "docker"))
         self.progress = progress.choose(self.log, streaming=alone)
         if isinstance(self.progress, progress.LiveLine):
             self.log = self.progress.say  # every line above the live one, never through it
@@ -410,7 +411,7 @@ def suite_args(cell: Cell, opts: options.RunOptions) -> tuple[str, ...]:
 
 
 def record_not_run(target: runner.Target, reason: str, matrix: Matrix, *, field: str = "not_run") -> None:
-    """A planned cell this runner cannot run (no torch for the host lane, no Docker engine; with
+    """A planned cell this runner cannot run (no torch for the host lane, no container engine; with
     field "unsupported", a driver older than the stack's CUDA needs): a results directory holding
     its cell.json with the reason, so every format shows it (NOT RUN, greyed when the matrix made
     it optional; UNSUPPORTED) instead of leaving it out."""

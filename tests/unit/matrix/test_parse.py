@@ -270,3 +270,25 @@ def test_a_bad_case_file_entry_names_the_field(write_matrix: Callable[[str], Pat
     with pytest.raises(BadInput) as caught:
         matrix.load(write_matrix(BASE.replace('name = "t"', f'name = "t"\ncases = {value}')))
     assert ": cases: " in str(caught.value) and says in str(caught.value)
+
+
+def test_the_container_engine_is_a_matrix_key_and_a_run_option(write_matrix: Callable[[str], Path]) -> None:
+    """Issue 26, item 1: [container].engine, and --engine over it; the same cell ids either way."""
+    text = BASE.replace('lane = ["baremetal"]', 'lane = ["container", "baremetal"]')
+    docker = matrix.load(write_matrix(text + '[container]\nbase = "convmatrix/base:bookworm"\n'))
+    podman = matrix.load(write_matrix(text + '[container]\nbase = "convmatrix/base:bookworm"\nengine = "podman"\n'))
+    assert [c.id for c in docker.cells] == [c.id for c in podman.cells]
+    assert {(c.lane, c.engine) for c in docker.cells} == {("container", "docker"), ("baremetal", "")}
+    assert {(c.lane, c.engine) for c in podman.cells} == {("container", "podman"), ("baremetal", "")}
+    assert all("engine" not in c.values() for c in podman.cells)  # not an axis: include/exclude never see it
+    moved = docker.through("podman")
+    assert {c.engine for c in moved.lane("container")} == {"podman"} and moved.lane("baremetal") == docker.lane("baremetal")
+    with pytest.raises(BadInput, match="--engine 'lxc' is not one of docker, podman"):
+        docker.through("lxc")
+
+
+@pytest.mark.parametrize("value", ['"lxc"', '"podman; rm -rf /"', "1", '["podman"]', '""'])
+def test_a_bad_engine_names_the_field(write_matrix: Callable[[str], Path], value: str) -> None:
+    text = BASE.replace('lane = ["baremetal"]', 'lane = ["container"]')
+    with pytest.raises(BadInput, match=r"\[container\]\.engine.*is not one of docker, podman"):
+        matrix.load(write_matrix(text + f'[container]\nbase = "convmatrix/base:bookworm"\nengine = {value}\n'))

@@ -44,7 +44,7 @@ def made(path: Path, *, days_ago: float, size: int = 10_000) -> Path:
     return path
 
 
-def no_engine() -> contextlib.AbstractContextManager[Any]:
+def no_engine(name: str = "docker") -> contextlib.AbstractContextManager[Any]:
     raise containers.EngineError("docker: the engine is not reachable (/var/run/docker.sock: No such file "
                                  "or directory); start dockerd or set DOCKER_HOST")
 
@@ -277,16 +277,23 @@ def test_max_gb_weighs_images_venvs_and_results_together() -> None:
 def test_the_disk_bound_measures_the_engine_s_root(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     root = tmp_path / "docker-root"
     root.mkdir()
-    monkeypatch.setattr(containers, "client", lambda: contextlib.nullcontext(FakeEngine([], root=str(root))))
+    asked: list[str] = []
+
+    def client(name: str = "docker") -> Any:
+        asked.append(name)
+        return contextlib.nullcontext(FakeEngine([], root=str(root)))
+    monkeypatch.setattr(containers, "client", client)
     assert ahead.engine_root() == root
     budget = ahead.DiskBudget(ahead.build_paths())
     assert root in budget.paths
+    # A run whose container cells go through Podman measures Podman's root (its graph root).
+    assert ahead.DiskBudget(ahead.build_paths(), engine_name="podman").paths and asked == ["docker", "docker", "podman"]
 
 
 def test_the_disk_bound_falls_back_to_var_lib_docker_only_when_the_engine_cannot_say(
     monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(containers, "client", lambda: contextlib.nullcontext(FakeEngine([], root=None)))
+    monkeypatch.setattr(containers, "client", lambda name="docker": contextlib.nullcontext(FakeEngine([], root=None)))
     assert ahead.engine_root() == ahead.DOCKER_ROOT
     monkeypatch.setattr(containers, "client", no_engine)
     assert ahead.engine_root() == ahead.DOCKER_ROOT

@@ -83,3 +83,10 @@ def test_non_ascii_digits_are_not_indices(args: list[str]) -> None:
 
 def test_every_gpu_is_a_run_option() -> None:
     assert options.parse(["--every-gpu"]).every_gpu and not options.parse([]).every_gpu
+
+
+def test_the_engine_option() -> None:
+    assert options.parse(["--engine", "podman"]).engine == "podman"
+    assert options.parse([]).engine is None
+    with pytest.raises(BadInput, match=r"run options: .*--engine.*invalid choice"):
+        options.parse(["--engine", "$(reboot)"])

@@ -2,8 +2,9 @@
 
 No container registry is reachable in air-gapped clusters or in this project's CI, so the
 container lane's base image is built from the Debian mirror that apt already uses: debootstrap
-into a temporary directory, then `tar | docker import`. Stdlib and the docker CLI only, so that
-it runs before anything else is installed (`python -m convmatrix.run.lanes.base_image`).
+into a temporary directory, then `tar | docker import` (or `podman import`: `--engine podman`).
+Stdlib and the engine's CLI only, so that it runs before anything else is installed
+(`python -m convmatrix.run.lanes.base_image [--engine podman]`).
 """
 
 from __future__ import annotations
@@ -45,6 +46,13 @@ def default_docker() -> str:
     if env := os.environ.get("CONVMATRIX_DOCKER"):
         return env
     return "/usr/bin/docker" if Path("/usr/bin/docker").exists() else "docker"
+
+
+def engine_cli(engine: str) -> str:
+    """The CLI that imports into that engine's store: Docker's (default_docker), or Podman's."""
+    if engine == "podman":
+        return os.environ.get("CONVMATRIX_PODMAN") or shutil.which("podman") or "podman"
+    return default_docker()
 
 
 def parse_mirror(sources: str, suite: str = SUITE) -> str | None:
@@ -111,7 +119,7 @@ def image_id(docker: str, tag: str) -> str | None:
         raise BadInput(f"docker CLI not found ({docker}): install docker.io (as root: .ci/docker-up)") from None
     if proc.returncode == 0:
         return proc.stdout.strip()
-    if "no such image" in proc.stderr.lower():
+    if "no such image" in proc.stderr.lower() or "image not known" in proc.stderr.lower():  # docker, podman
         return None
     reason = _first_line(proc.stderr)
     raise BadInput(f"Docker daemon not reachable through {docker}: {reason}; start it (as root: .ci/docker-up)")
@@ -136,7 +144,7 @@ def _build(docker: str, tag: str, debootstrap: str, log: Log) -> str:
             log(f"debootstrap {SUITE} from {mirror} (a few minutes)")
             _debootstrap(debootstrap, root, mirror)
             _slim(root)
-            log(f"docker import as {tag}")
+            log(f"{Path(docker).name} import as {tag}")
             found = _import(docker, root, tag)
         finally:
             _unmount_guest(root)
@@ -173,7 +181,8 @@ def _import(docker: str, root: Path, tag: str) -> str:
             tar.stdout.close()
         tar_rc = tar.wait()
     if proc.returncode != 0 or tar_rc != 0:
-        raise BadInput(f"docker import of {tag} failed: {_first_line(proc.stderr) or f'tar exit {tar_rc}'}")
+        why = _first_line(proc.stderr) or f"tar exit {tar_rc}"
+        raise BadInput(f"{Path(docker).name} import of {tag} failed: {why}")
     return proc.stdout.strip()
 
 
@@ -196,9 +205,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m convmatrix.run.lanes.base_image", description=__doc__)
     parser.add_argument("--tag", default=TAG, help=f"image tag (default {TAG})")
     parser.add_argument("--force", action="store_true", help="rebuild even when the tag exists")
+    parser.add_argument("--engine", choices=("docker", "podman"), default="docker",
+                        help="the engine whose image store gets it (default docker)")
     args = parser.parse_args(argv)
     try:
-        print(ensure(tag=args.tag, force=args.force))
+        print(ensure(tag=args.tag, force=args.force, docker=engine_cli(args.engine)))
     except ConvmatrixError as exc:
         print(f"convmatrix: {exc}", file=sys.stderr)
         return exc.exit_code

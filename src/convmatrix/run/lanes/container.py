@@ -1,6 +1,7 @@
 """The container lane: an image per cell, built when missing and reused while its inputs are
 unchanged (lanes/images.py), the suite run in it through the docker SDK, least-privileged
-(lanes/containers.py, the one owner of engine calls). `convmatrix build` builds ahead of a run.
+(lanes/containers.py, the one owner of engine calls), on Docker or Podman (the cell's `engine`:
+[container].engine or the run option --engine). `convmatrix build` builds ahead of a run.
 
 It runs in the `convmatrix run` process like every lane, not as an executable of its own: the
 interrupt handling (interrupts.py) and the results accounting (orchestrate.py) are the same for
@@ -33,10 +34,10 @@ SYSTEM_CA = Path("/etc/ssl/certs/ca-certificates.crt")
 
 class Container:
     def problem(self, cell: Cell) -> str | None:
-        return docker_problem()
+        return podman_problem() if cell.engine == "podman" else docker_problem()
 
     def prepare(self, cell: Cell, matrix: Matrix, log: Log) -> Prepared:
-        with containers.client() as engine:
+        with containers.client(cell.engine or "docker") as engine:
             image = ensure_image(engine, matrix, cell, log)
         return Prepared(python=CELL_PYTHON, record=image, lock=image["image_id"])
 
@@ -63,7 +64,7 @@ class Container:
                          **runner.with_results(run.env, containers.RESULTS_MOUNT)},
             readonly=mounts,
         )
-        with containers.client() as engine:
+        with containers.client(target.cell.engine or "docker") as engine:
             outcome = containers.run(engine, spec, run.out / "log.txt")
         if outcome.oom_killed:
             log(f"{target.cell.id}: the container was killed for lack of memory (OOM)")
@@ -120,6 +121,18 @@ def docker_problem() -> str | None:
     return None
 
 
+def podman_problem() -> str | None:
+    """Why Podman cannot run containers here (no podman, or its API does not answer and cannot
+    be started), or None."""
+    if shutil.which("podman") is None:
+        return "no podman on this machine"
+    try:
+        with containers.client("podman"):
+            return None
+    except containers.EngineError as exc:
+        return str(exc).removeprefix("podman: ")
+
+
 # --- images: what to build, and building it ----------------------------------------------------
 
 def secrets() -> images.Secrets:
@@ -152,7 +165,8 @@ def todo(engine: Any, plan_list: list[images.Plan]) -> list[Todo]:
         if p.digest in built:
             out.append(Todo(plan=p, reason=None))
         elif not containers.image_id(engine, p.cell.base):
-            out.append(Todo(plan=p, reason=f"not built; base {p.cell.base} is not here (docker pull it, "
+            name = containers.kind_of(engine).name
+            out.append(Todo(plan=p, reason=f"not built; base {p.cell.base} is not here ({name} pull it, "
                                            f"or `nox -s base-image` for convmatrix/base:bookworm)"))
         else:
             out.append(Todo(plan=p, reason="not built for these inputs (new cell, or its Dockerfile, build "
@@ -170,7 +184,8 @@ def select(matrix: Matrix, globs: Sequence[str]) -> list[Cell]:
 def build_all(matrix: Matrix, globs: Sequence[str] = (), *, dry_run: bool = False,
               wheelhouse: Path | None = None, log: Log = print) -> list[Todo]:
     """Build every missing image of the selected container cells; returns what was (to be) built."""
-    with containers.client() as engine:
+    engine_name = next((c.engine for c in matrix.lane("container") if c.engine), "docker")
+    with containers.client(engine_name) as engine:
         work = todo(engine, plans(engine, matrix, select(matrix, globs), wheelhouse or matrix.wheelhouse))
     for item in work:
         state = "up to date" if item.reason is None else f"{'would build' if dry_run else 'building'}: {item.reason}"
@@ -178,7 +193,7 @@ def build_all(matrix: Matrix, globs: Sequence[str] = (), *, dry_run: bool = Fals
     if not dry_run:
         for item in work:
             if item.reason is not None:
-                images.build(item.plan, secrets(), log)
+                images.build(item.plan, secrets(), log, engine=engine_name)
     return work
 
 
@@ -187,5 +202,5 @@ def ensure_image(engine: Any, matrix: Matrix, cell: Cell, log: Log) -> dict[str,
     (item,) = todo(engine, plans(engine, matrix, [cell], matrix.wheelhouse))
     if item.reason is not None:
         log(f"{cell.id}: building {item.plan.tag}: {item.reason}")
-        images.build(item.plan, secrets(), log)
+        images.build(item.plan, secrets(), log, engine=containers.kind_of(engine).name)
     return containers.describe(engine, item.plan)

@@ -1,6 +1,14 @@
-"""Every Docker engine call (the SDK), except the BuildKit build itself: the container lane's, and
-the few of `convmatrix gc` (images by label, their removal) and of --prepare-disk (the engine's
-data root).
+"""Every container engine call (the docker SDK), except the image build itself: the container
+lane's, and the few of `convmatrix gc` (images by label, their removal) and of --prepare-disk (the
+engine's data root).
+
+Two engines answer the same SDK: Docker, and Podman through its Docker-compatible API
+(`podman system service`, started here on its socket when none answers; it exits by itself once
+idle). What differs is kept here, in run_kwargs and client: the socket, GPUs (Docker's NVIDIA
+device request; on Podman a CDI device request naming `nvidia.com/gpu=<index>`, which Podman's
+compatible API honours from 5.4.0), Podman's explicit resource limits (below), and the name of its
+removal event (`remove`, Docker's `destroy`). docs/container.md says how Apptainer or enroot would
+plug into the same seam.
 
 Containers run least-privileged: never as root (the invoking uid:gid, or nobody's when the harness
 is root), every capability dropped, no-new-privileges, a read-only root file system with a tmpfs
@@ -28,7 +36,11 @@ import contextlib
 import datetime
 import itertools
 import os
+import re
+import resource
+import shutil
 import socket
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -38,7 +50,7 @@ from typing import Any, BinaryIO
 
 import docker
 from docker.errors import APIError, DockerException, ImageNotFound, NotFound
-from docker.types import DeviceRequest
+from docker.types import DeviceRequest, Ulimit
 
 from convmatrix import interrupts, popen
 from convmatrix.errors import InfrastructureError
@@ -54,6 +66,13 @@ PIDS_LIMIT = 16384  # threads count: torch starts one per core (and xdist a proc
 TMPFS = {"/tmp": "rw,nosuid,nodev,size=4g"}  # HOME and the working directory: the only scratch besides /results
 
 
+ENGINES = ("docker", "podman")
+CDI_GPU = "nvidia.com/gpu={}"  # the CDI name nvidia-ctk gives a GPU by its NVML (nvidia-smi) index
+PODMAN_CDI_API = (5, 4)  # Podman's compatible API honours a CDI device request from 5.4.0 (containers/podman#25171)
+PODMAN_IDLE = 300  # seconds a `podman system service` started here waits, idle, before it exits
+PODMAN_START = 15.0  # seconds for that service's socket to answer
+
+
 def cell_user() -> tuple[int, int]:
     """The uid:gid a cell container runs as: the harness's own, except that root's is nobody's."""
     return NOBODY if os.getuid() == 0 else (os.getuid(), os.getgid())
@@ -65,10 +84,10 @@ class EngineError(InfrastructureError):
     failure of the cell, never a finding about its stack."""
 
 
-def unix_socket_problem() -> str | None:
+def unix_socket_problem(host: str | None = None) -> str | None:
     """Why the engine's unix socket does not answer, checked with a socket we close ourselves:
     the SDK leaks its socket when a connect fails (docker 7.x, UnixHTTPConnection.connect)."""
-    host = os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+    host = host or os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
     if not host.startswith("unix://"):
         return None  # tcp/ssh engines: the SDK reports those itself
     with contextlib.closing(socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)) as probe:
@@ -80,24 +99,96 @@ def unix_socket_problem() -> str | None:
     return None
 
 
-@contextlib.contextmanager
-def client() -> Iterator[Any]:
-    """A connection to the engine, closed however the block ends (no socket left to the GC)."""
-    problem = unix_socket_problem()
-    if problem:
-        raise EngineError(f"docker: the engine is not reachable ({problem}); start dockerd or set DOCKER_HOST")
+def podman_host() -> str:
+    """Podman's API socket: $CONTAINER_HOST (Podman's own variable), else root's
+    /run/podman/podman.sock, else the user's $XDG_RUNTIME_DIR/podman/podman.sock (rootless)."""
+    if given := os.environ.get("CONTAINER_HOST"):
+        return given
+    if os.getuid() == 0:
+        return "unix:///run/podman/podman.sock"
+    runtime = os.environ.get("XDG_RUNTIME_DIR") or f"/run/user/{os.getuid()}"
+    return f"unix://{runtime}/podman/podman.sock"
+
+
+def start_podman_service(host: str) -> str | None:
+    """Start `podman system service` on a unix socket that does not answer, detached (its own
+    session, so that the run's interrupt does not end it under another run) and ending by itself
+    after PODMAN_IDLE idle seconds; None once the socket answers, else why not."""
+    podman = shutil.which("podman")
+    if podman is None:
+        return "no podman on PATH"
+    if not host.startswith("unix://"):
+        return f"{host}: not a unix socket this machine can start a service on"
+    path = Path(host.removeprefix("unix://"))
     try:
-        engine = docker.from_env(timeout=300)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        subprocess.Popen([podman, "system", "service", f"--time={PODMAN_IDLE}", host], stdin=subprocess.DEVNULL,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    except OSError as exc:
+        return f"cannot start `podman system service`: {exc.strerror or exc}"
+    deadline = time.monotonic() + PODMAN_START
+    while (problem := unix_socket_problem(host)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return problem
+
+
+@contextlib.contextmanager
+def client(engine: str = "docker") -> Iterator[Any]:
+    """A connection to the engine, closed however the block ends (no socket left to the GC)."""
+    if engine not in ENGINES:
+        raise EngineError(f"unknown container engine {engine!r}: one of {', '.join(ENGINES)}")
+    if engine == "podman":
+        host = podman_host()
+        if unix_socket_problem(host) and (problem := start_podman_service(host)):
+            raise EngineError(f"podman: the engine is not reachable ({problem}); start `podman system service` "
+                              "or set CONTAINER_HOST")
+        base_url: str | None = host
+        hint = "start `podman system service` or set CONTAINER_HOST"
+    else:
+        if problem := unix_socket_problem():
+            raise EngineError(f"docker: the engine is not reachable ({problem}); start dockerd or set DOCKER_HOST")
+        base_url = None  # DOCKER_HOST, DOCKER_TLS_VERIFY, ... as the docker CLI reads them
+        hint = "start dockerd or set DOCKER_HOST"
+    try:
+        sdk = docker.DockerClient(base_url=base_url, timeout=300) if base_url else docker.from_env(timeout=300)
     except DockerException as exc:
-        raise EngineError(f"docker: the engine is not reachable ({first_line(exc)}); start dockerd "
-                          "or set DOCKER_HOST") from None
-    with contextlib.closing(engine):
+        raise EngineError(f"{engine}: the engine is not reachable ({first_line(exc)}); {hint}") from None
+    with contextlib.closing(sdk):
         try:
-            engine.ping()
+            sdk.ping()
+            sdk.convmatrix_engine = identify(sdk.version())
         except DockerException as exc:
-            raise EngineError(f"docker: the engine is not reachable ({first_line(exc)}); start dockerd "
-                              "or set DOCKER_HOST") from None
-        yield engine
+            raise EngineError(f"{engine}: the engine is not reachable ({first_line(exc)}); {hint}") from None
+        if sdk.convmatrix_engine.name != engine:
+            raise EngineError(f"{engine}: the socket answers as {sdk.convmatrix_engine}, not {engine}")
+        yield sdk
+
+
+@dataclass(frozen=True)
+class EngineKind:
+    """Which engine answered, and its version (a tuple, for the features that need one)."""
+
+    name: str  # docker | podman
+    version: tuple[int, ...] = ()
+
+    def __str__(self) -> str:
+        return f"{self.name} {'.'.join(map(str, self.version))}" if self.version else self.name
+
+
+def identify(version: dict[str, Any]) -> EngineKind:
+    """The engine of a /version answer: Podman lists a component named "Podman Engine"."""
+    components = version.get("Components") if isinstance(version, dict) else None
+    named = {str(c.get("Name")): str(c.get("Version", "")) for c in components or [] if isinstance(c, dict)}
+    podman = named.get("Podman Engine")
+    text = podman if podman is not None else str(version.get("Version", "")) if isinstance(version, dict) else ""
+    numbers = tuple(int(n) for n in re.findall(r"\d+", text.split("-")[0])[:3])
+    return EngineKind("podman" if podman is not None else "docker", numbers)
+
+
+def kind_of(engine: Any) -> EngineKind:
+    """What client() found the engine to be (Docker for an engine made elsewhere, a test's fake)."""
+    found = getattr(engine, "convmatrix_engine", None)
+    return found if isinstance(found, EngineKind) else EngineKind("docker")
 
 
 def first_line(exc: BaseException) -> str:
@@ -111,7 +202,7 @@ def image_id(engine: Any, reference: str) -> str:
     except ImageNotFound:
         return ""
     except APIError as exc:
-        raise EngineError(f"docker: cannot inspect {reference}: {first_line(exc)}") from None
+        raise EngineError(f"{kind_of(engine).name}: cannot inspect {reference}: {first_line(exc)}") from None
 
 
 def built_digests(engine: Any) -> set[str]:
@@ -119,7 +210,7 @@ def built_digests(engine: Any) -> set[str]:
     try:
         images = engine.images.list(filters={"label": LABEL_HASH})
     except APIError as exc:
-        raise EngineError(f"docker: cannot list images: {first_line(exc)}") from None
+        raise EngineError(f"{kind_of(engine).name}: cannot list images: {first_line(exc)}") from None
     return {str(img.labels.get(LABEL_HASH)) for img in images}
 
 
@@ -169,7 +260,7 @@ def labelled_images(engine: Any, label: str) -> list[LabelledImage]:
     try:
         images = engine.images.list(filters={"label": label})
     except (DockerException, OSError) as exc:
-        raise EngineError(f"docker: cannot list images: {first_line(exc)}") from None
+        raise EngineError(f"{kind_of(engine).name}: cannot list images: {first_line(exc)}") from None
     own: dict[str, int] = {}
     with contextlib.suppress(DockerException, OSError, AttributeError, TypeError, ValueError):
         for entry in engine.df().get("Images") or ():
@@ -198,9 +289,9 @@ def remove_image(engine: Any, image: LabelledImage) -> str | None:
         except APIError as exc:
             if exc.status_code == 409:
                 return f"in use ({first_line(exc)})"
-            return f"docker: cannot remove {reference}: {first_line(exc)}"
+            return f"{kind_of(engine).name}: cannot remove {reference}: {first_line(exc)}"
         except (DockerException, OSError) as exc:
-            return f"docker: cannot remove {reference}: {first_line(exc)}"
+            return f"{kind_of(engine).name}: cannot remove {reference}: {first_line(exc)}"
     return None
 
 
@@ -217,13 +308,9 @@ class RunSpec:
     readonly: dict[str, str] = field(default_factory=dict)  # more host folders -> where they are mounted, read-only
 
 
-def run_kwargs(spec: RunSpec) -> dict[str, Any]:
+def run_kwargs(spec: RunSpec, engine: EngineKind = EngineKind("docker")) -> dict[str, Any]:
     """The engine arguments of a run, for containers.create (unit-tested: this is what a GPU
     runner is sent)."""
-    device_requests = (
-        [DeviceRequest(device_ids=[str(spec.gpu_index)], capabilities=[["gpu"]])]
-        if spec.gpu_index is not None else []
-    )
     uid, gid = cell_user()
     memory = os.environ.get("CONVMATRIX_CONTAINER_MEMORY")
     return {
@@ -247,15 +334,53 @@ def run_kwargs(spec: RunSpec) -> dict[str, Any]:
             str(spec.results_dir.resolve()): {"bind": RESULTS_MOUNT, "mode": "rw"},
             **{host: {"bind": inside, "mode": "ro"} for host, inside in spec.readonly.items()},
         },
-        "device_requests": device_requests,
+        "device_requests": gpu_requests(spec.gpu_index, engine),
+        **({"ulimits": podman_ulimits()} if engine.name == "podman" else {}),
     }
+
+
+def gpu_requests(index: int | None, engine: EngineKind) -> list[DeviceRequest]:
+    """The GPU as the engine takes it: Docker's NVIDIA device request, or on Podman a CDI device
+    request for `nvidia.com/gpu=<index>` (the `--device nvidia.com/gpu=<index>` of `podman run`);
+    an older Podman, whose compatible API drops device requests, is one clear error."""
+    if index is None:
+        return []
+    if engine.name != "podman":
+        return [DeviceRequest(device_ids=[str(index)], capabilities=[["gpu"]])]
+    if engine.version and engine.version < PODMAN_CDI_API:
+        need = ".".join(map(str, PODMAN_CDI_API))
+        raise EngineError(f"{engine}: its Docker-compatible API attaches no GPU (CDI device requests need "
+                          f"podman {need} or later, containers/podman#25171); upgrade podman, or use --engine docker")
+    return [DeviceRequest(driver="cdi", device_ids=[CDI_GPU.format(index)])]
+
+
+def podman_ulimits() -> list[Ulimit]:
+    """Podman, unlike Docker, sets a root container's open-file and process limits itself
+    (1048576 files, 32768 processes), and the OCI runtime cannot raise a hard limit past the
+    service's own: on a machine whose limits are lower (a CI sandbox) every start fails with
+    "error setting rlimits". The cell gets the harness's own open-file limit, as a baremetal cell
+    does, and a process limit equal to its pids limit."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    hard = hard if hard != resource.RLIM_INFINITY else soft
+    return [Ulimit(name="nofile", soft=min(soft, hard), hard=hard),
+            Ulimit(name="nproc", soft=PIDS_LIMIT, hard=PIDS_LIMIT)]
+
+
+def cli_line(spec: RunSpec, engine: EngineKind) -> str:
+    """The same run as one command line (log.txt's first line): what to type to repeat it by hand,
+    GPUs as that engine's CLI takes them (`--gpus device=N`, or Podman's `--device nvidia.com/gpu=N`)."""
+    gpu: list[str] = []
+    if spec.gpu_index is not None:
+        gpu = (["--device", CDI_GPU.format(spec.gpu_index)] if engine.name == "podman"
+               else ["--gpus", f"device={spec.gpu_index}"])
+    return " ".join([engine.name, "run", "--rm", *gpu, spec.image, *spec.command])
 
 
 class Watch:
     """The engine's events about one container, read on a thread of their own: how it ended
     (`die`, with its exit code), whether the kernel OOM-killed a process in it (`oom`), and its
-    removal (`destroy`). Events, not an inspect after the end: with auto_remove the engine may
-    remove the container, and its state, the moment it exits."""
+    removal (Docker's `destroy`, Podman's `remove`). Events, not an inspect after the end: with
+    auto_remove the engine may remove the container, and its state, the moment it exits."""
 
     def __init__(self, engine: Any, container_id: str, since: int) -> None:
         # `since`: the engine subscribes only after it answered, so replay from before the
@@ -280,7 +405,7 @@ class Watch:
                     code = str((event.get("Actor") or {}).get("Attributes", {}).get("exitCode", ""))
                     self.exit_code = int(code) if code.lstrip("-").isdigit() else None
                     self.died.set()
-                elif action == "destroy":
+                elif action in ("destroy", "remove"):
                     self.removed = True
                     return
         except Exception:  # the stream was closed under us, or the engine went away
@@ -315,10 +440,11 @@ class Outcome:
 class Running:
     """A started container: its output as it comes, and how it ended."""
 
-    def __init__(self, container: Any, output: Any, watch: Watch) -> None:
+    def __init__(self, container: Any, output: Any, watch: Watch, engine: str = "docker") -> None:
         self.container = container
         self.output = output
         self.watch = watch
+        self.engine = engine  # its name, for the messages
 
     def outcome(self) -> Outcome:
         """Once its output ended: the exit status, after the engine removed it (so that an
@@ -330,10 +456,10 @@ class Running:
             try:
                 code = int(self.container.wait(timeout=EVENT_WAIT).get("StatusCode", 1))
             except NotFound:
-                raise EngineError(f"docker: the container {self.container.short_id} was removed "
+                raise EngineError(f"{self.engine}: the container {self.container.short_id} was removed "
                                   "before its exit status was known") from None
             except (DockerException, OSError) as exc:
-                raise EngineError(f"docker: lost the container {self.container.short_id}: "
+                raise EngineError(f"{self.engine}: lost the container {self.container.short_id}: "
                                   f"{first_line(exc)}") from None
         return Outcome(exit_code=code, oom_killed=self.watch.oom_killed)
 
@@ -344,16 +470,17 @@ def started(engine: Any, spec: RunSpec, log: BinaryIO) -> Iterator[Running]:
     removes when it exits; ended early (an exception, Interrupted among them) it is killed,
     and removed here where the engine has not confirmed its removal in time."""
     container = output = watch = None
+    name = kind_of(engine).name
     running = False  # auto_remove applies only to a container that started
     interrupt: Interrupted | None = None
     try:
         with signals_deferred():
             try:
-                container = engine.containers.create(**run_kwargs(spec))
+                container = engine.containers.create(**run_kwargs(spec, kind_of(engine)))
             except ImageNotFound:
-                raise EngineError(f"docker: image {spec.image} is missing; run `nox -s build`") from None
+                raise EngineError(f"{name}: image {spec.image} is missing; run `nox -s build`") from None
             except (DockerException, OSError) as exc:
-                raise EngineError(f"docker: cannot create the container: {first_line(exc)}") from None
+                raise EngineError(f"{name}: cannot create the container: {first_line(exc)}") from None
             try:
                 watch = Watch(engine, container.id, since=int(time.time()) - 60)
                 output = container.attach(stdout=True, stderr=True, stream=True, logs=False)
@@ -361,8 +488,8 @@ def started(engine: Any, spec: RunSpec, log: BinaryIO) -> Iterator[Running]:
                 running = True
             except (DockerException, OSError) as exc:
                 # "could not select device driver" is a GPU runner without the NVIDIA container runtime.
-                raise EngineError(f"docker: cannot start the container: {first_line(exc)}") from None
-        yield Running(container, output, watch)
+                raise EngineError(f"{name}: cannot start the container: {first_line(exc)}") from None
+        yield Running(container, output, watch, kind_of(engine).name)
     except BaseException as exc:
         if container is not None:
             with signals_deferred():
@@ -417,7 +544,7 @@ def remove(container: Any, watch: Watch | None) -> bool:
 def run(engine: Any, spec: RunSpec, log: Path) -> Outcome:
     """Run the suite in a container, appending all it prints to log; its exit status."""
     with log.open("ab") as out:
-        out.write(f"$ docker run {spec.image} {' '.join(spec.command)}\n".encode())
+        out.write(f"$ {cli_line(spec, kind_of(engine))}\n".encode())
         out.flush()
         with started(engine, spec, out) as running:
             # Run in a worker thread (concurrent cells), an interrupt reaches it as a kill from the
@@ -437,7 +564,8 @@ def run(engine: Any, spec: RunSpec, log: Path) -> Outcome:
                     cutter.close()
                     interrupts.raise_if_stopped()
                     out.write(f"convmatrix: lost the container: {first_line(exc)}\n".encode())
-                    raise EngineError(f"docker: lost the container of {spec.image}: {first_line(exc)}") from None
+                    raise EngineError(f"{running.engine}: lost the container of {spec.image}: "
+                                      f"{first_line(exc)}") from None
             interrupts.raise_if_stopped()
             return running.outcome()
 
@@ -450,4 +578,4 @@ def kill(container: Any) -> None:
 def describe(engine: Any, p: Plan) -> dict[str, str]:
     """What cell.json records of the image: its id, tag and content hash (and the base's id)."""
     return {"image": p.tag, "image_id": image_id(engine, p.tag), "image_hash": p.digest,
-            "base": p.cell.base, "base_id": image_id(engine, p.cell.base)}
+            "base": p.cell.base, "base_id": image_id(engine, p.cell.base), "engine": str(kind_of(engine))}

@@ -134,8 +134,16 @@ def docker_cli() -> str:
     return docker or "docker"
 
 
-def build_command(p: Plan, context: Path, secrets: Secrets, docker: str) -> list[str]:
-    command = [docker, "build", "--progress=plain", "--tag", p.tag,
+def podman_cli() -> str:
+    """Podman's client: $CONVMATRIX_PODMAN, else `podman` on PATH. Its builder (Buildah) takes the
+    same Dockerfile: RUN --mount of type cache, secret and bind, and --secret id=...,src=..."""
+    return os.environ.get("CONVMATRIX_PODMAN") or shutil.which("podman") or "podman"
+
+
+def build_command(p: Plan, context: Path, secrets: Secrets, docker: str, *, engine: str = "docker") -> list[str]:
+    # --progress is BuildKit's; Buildah prints every step plainly, and has no such option.
+    progress = ["--progress=plain"] if engine == "docker" else []
+    command = [docker, "build", *progress, "--tag", p.tag,
                "--label", f"{LABEL_CELL}={p.cell.id}", "--label", f"{LABEL_HASH}={p.digest}"]
     for key, value in p.args.items():
         command += ["--build-arg", f"{key}={value}"]
@@ -159,10 +167,10 @@ def make_context(p: Plan, directory: Path) -> None:
                 shutil.copy2(wheel, wheels / wheel.name)
 
 
-def build(p: Plan, secrets: Secrets, log: Callable[[str], None] = print) -> None:
-    """Build one image with BuildKit, each line of its output to log; InfrastructureError with
-    the last line on failure."""
-    docker = docker_cli()
+def build(p: Plan, secrets: Secrets, log: Callable[[str], None] = print, *, engine: str = "docker") -> None:
+    """Build one image with BuildKit (or Podman's Buildah), each line of its output to log;
+    InfrastructureError with the last line on failure."""
+    docker = podman_cli() if engine == "podman" else docker_cli()
     tail: list[str] = []
 
     def line(text: str) -> None:
@@ -172,9 +180,9 @@ def build(p: Plan, secrets: Secrets, log: Callable[[str], None] = print) -> None
 
     with tempfile.TemporaryDirectory(prefix="convmatrix-build-") as tmp:
         make_context(p, Path(tmp))
-        command = build_command(p, Path(tmp), secrets, docker)
+        command = build_command(p, Path(tmp), secrets, docker, engine=engine)
         code = popen.stream(command, env=dict(os.environ, DOCKER_BUILDKIT="1"), echo=False, on_line=line)
     if code == popen.NOT_STARTED:
-        raise InfrastructureError(f"docker: cannot run {docker}: {tail[0] if tail else 'not found'}")
+        raise InfrastructureError(f"{engine}: cannot run {docker}: {tail[0] if tail else 'not found'}")
     if code != 0:
         raise InfrastructureError(f"{p.cell.id}: image build failed (exit {code}): {tail[0] if tail else 'no output'}")

@@ -264,3 +264,89 @@ def test_case_files_are_mounted_read_only_beside_the_suite(tmp_path: Path) -> No
     volumes = containers.run_kwargs(given)["volumes"]
     assert volumes[str(folder)] == {"bind": "/cases/0", "mode": "ro"}
     assert [v["mode"] for v in volumes.values()].count("rw") == 1  # the results scratch alone
+
+
+# --- Podman through the same SDK (issue 26, item 1) ---------------------------------------------
+
+PODMAN = containers.EngineKind("podman", (5, 4, 2))
+
+
+def test_podman_gets_the_gpu_as_a_cdi_device_request(tmp_path: Path) -> None:
+    (request,) = containers.run_kwargs(spec(tmp_path, 1), PODMAN)["device_requests"]
+    assert request["Driver"] == "cdi" and request["DeviceIDs"] == ["nvidia.com/gpu=1"]
+    assert containers.run_kwargs(spec(tmp_path, None), PODMAN)["device_requests"] == []
+    # The command line log.txt opens with says the same, as each engine's CLI takes it.
+    assert containers.cli_line(spec(tmp_path, 1), PODMAN).startswith("podman run --rm --device nvidia.com/gpu=1 sha256:img")
+    assert containers.cli_line(spec(tmp_path, 1), containers.EngineKind("docker")).startswith(
+        "docker run --rm --gpus device=1 sha256:img")
+
+
+def test_a_podman_whose_api_drops_device_requests_is_one_clear_error(tmp_path: Path) -> None:
+    old = containers.EngineKind("podman", (4, 3, 1))
+    with pytest.raises(containers.EngineError, match=r"podman 4\.3\.1: .*podman 5\.4 or later.*--engine docker"):
+        containers.run_kwargs(spec(tmp_path, 0), old)
+    assert containers.run_kwargs(spec(tmp_path, None), old)["device_requests"] == []  # a CPU run is fine
+
+
+def test_podman_cells_get_the_harness_open_file_limit_and_their_pids_limit(tmp_path: Path) -> None:
+    import resource
+
+    limits = {u["Name"]: (u["Soft"], u["Hard"]) for u in containers.run_kwargs(spec(tmp_path, None), PODMAN)["ulimits"]}
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    assert limits["nofile"][1] <= (hard if hard != resource.RLIM_INFINITY else soft)
+    assert limits["nproc"] == (containers.PIDS_LIMIT, containers.PIDS_LIMIT)
+    assert "ulimits" not in containers.run_kwargs(spec(tmp_path, None))  # Docker sets none: left alone
+    # Every other isolation argument is the same on both engines.
+    docker_kwargs = containers.run_kwargs(spec(tmp_path, None))
+    podman_kwargs = containers.run_kwargs(spec(tmp_path, None), PODMAN)
+    del podman_kwargs["ulimits"]
+    assert podman_kwargs == docker_kwargs
+
+
+@pytest.mark.parametrize(("version", "kind"), [
+    ({"Version": "20.10.24+dfsg1", "Components": [{"Name": "Engine", "Version": "20.10.24+dfsg1"}]},
+     containers.EngineKind("docker", (20, 10, 24))),
+    ({"Version": "4.3.1", "Components": [{"Name": "Podman Engine", "Version": "4.3.1"},
+                                          {"Name": "Conmon", "Version": "2.1.6"}]},
+     containers.EngineKind("podman", (4, 3, 1))),
+    ({"Version": "5.4.0-dev", "Components": [{"Name": "Podman Engine", "Version": "5.4.0-dev"}]},
+     containers.EngineKind("podman", (5, 4, 0))),
+    ({}, containers.EngineKind("docker", ())),
+    ({"Components": "not a list"}, containers.EngineKind("docker", ())),
+])
+def test_the_engine_is_told_by_its_version_answer(version: dict[str, Any], kind: containers.EngineKind) -> None:
+    assert containers.identify(version) == kind
+
+
+def test_podmans_socket_is_its_own_variable_else_roots_else_the_users(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CONTAINER_HOST", "unix:///somewhere/podman.sock")
+    assert containers.podman_host() == "unix:///somewhere/podman.sock"
+    monkeypatch.delenv("CONTAINER_HOST")
+    monkeypatch.setattr(os, "getuid", lambda: 0)
+    assert containers.podman_host() == "unix:///run/podman/podman.sock"
+    monkeypatch.setattr(os, "getuid", lambda: 1000)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", "/run/user/1000")
+    assert containers.podman_host() == "unix:///run/user/1000/podman/podman.sock"
+
+
+def test_an_unknown_engine_or_a_podman_that_cannot_start_is_one_line(monkeypatch: pytest.MonkeyPatch,
+                                                                     tmp_path: Path) -> None:
+    with pytest.raises(containers.EngineError, match="unknown container engine 'lxc'"), containers.client("lxc"):
+        pass
+    monkeypatch.setenv("CONTAINER_HOST", f"unix://{tmp_path}/none/podman.sock")
+    monkeypatch.setenv("PATH", str(tmp_path))  # no podman to start a service with
+    with pytest.raises(containers.EngineError) as caught, containers.client("podman"):
+        pass
+    assert str(caught.value) == ("podman: the engine is not reachable (no podman on PATH); start `podman system "
+                                 "service` or set CONTAINER_HOST")
+
+
+def test_podmans_removal_event_is_the_end_of_the_watch(tmp_path: Path) -> None:
+    """Podman 4.3 says `remove` where Docker says `destroy` (seen on Debian 12's podman)."""
+    engine = FakeEngine(events=[event("create"), event("start"), event("die", exitCode="3"), event("remove")])
+    engine.convmatrix_engine = PODMAN  # type: ignore[attr-defined]
+    outcome = containers.run(engine, spec(tmp_path, None), tmp_path / "log.txt")
+    assert outcome == containers.Outcome(exit_code=3, oom_killed=False)
+    assert engine.calls == ["create", "events", "attach", "start"]  # the engine removed it: nothing more
+    assert "ulimits" in engine.kwargs
+    assert (tmp_path / "log.txt").read_text().startswith("$ podman run --rm sha256:img python -m pytest /suite")

@@ -84,3 +84,15 @@ def test_each_torch_install_has_its_own_pip_cache_and_cudnn_overrides_share_it()
     mounts = [line for line in dockerfile.splitlines() if "--mount=type=cache" in line]
     assert mounts and all("id=convmatrix-pip-${CACHE_ID}" in line for line in mounts)
 
+
+
+def test_podman_builds_the_same_dockerfile_with_the_same_secrets(tmp_path: Path) -> None:
+    """Issue 26, item 1: Buildah takes the same --secret and build arguments; --progress is BuildKit's."""
+    ca = tmp_path / "ca.pem"
+    ca.write_text("CERT")
+    p = images.plan(cell(), "wheel", inputs())
+    docker = images.build_command(p, tmp_path / "ctx", images.Secrets(ca=ca), "docker")
+    podman = images.build_command(p, tmp_path / "ctx", images.Secrets(ca=ca), "podman", engine="podman")
+    assert "--progress=plain" in docker and "--progress=plain" not in podman
+    assert podman[0] == "podman" and docker[1:] == [docker[1], "--progress=plain", *podman[2:]]
+    assert podman[podman.index("--secret") + 1] == f"id=ca,src={ca}"
