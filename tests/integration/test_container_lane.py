@@ -21,7 +21,7 @@ from convmatrix.results import rundir
 from convmatrix.run.lanes import base_image, containers
 from convmatrix.run.lanes.images import LABEL_CELL, docker_cli
 from suiterun import PLUGINS
-from testkit import REPO, ran
+from testkit import HOSTILE_STEP, REPO, ran
 
 pytestmark = pytest.mark.usefixtures("docker_engine")
 CONTAINER = "container-torch2.13.0-cpu-cudnnbundled-py3.11"
@@ -393,11 +393,6 @@ def test_exit_status_and_oom_are_read_although_the_engine_removes_the_container(
 
 
 # --- hardened cell containers (issue 21, item 1) -------------------------------------------------
-
-HOSTILE_STEP = ("id -u; grep -E '^(CapEff|NoNewPrivs)' /proc/self/status; touch /planted || echo rootfs read-only; "
-                "cp /bin/sh /results/rootsh; chmod 4755 /results/rootsh; cp /bin/sh /results/results.jsonl; "
-                "chmod 4755 /results/results.jsonl; ln -s /etc/shadow /results/env.json; echo done")
-
 
 def test_a_cell_container_cannot_plant_a_root_shell(base: str, tmp_path: Path) -> None:
     """A suite step that copied a shell into /results with the setuid bit left a root shell on the

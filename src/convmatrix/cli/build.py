@@ -15,11 +15,13 @@ def add_parser(sub: Any) -> None:
     b.add_argument("--cell", action="append", default=[], metavar="GLOB", help="only cells whose id matches")
     b.add_argument("--dry-run", action="store_true", help="say what would be built and why; build nothing")
     b.add_argument("--wheelhouse", type=Path, help="install from these wheels only (overrides the matrix)")
+    b.add_argument("--engine", choices=("docker", "podman"), help="the engine to build for (overrides the matrix)")
 
 
 def run(args: argparse.Namespace) -> int:
     from convmatrix.run.lanes import container  # needs the docker SDK; the other commands do not
 
-    container.build_all(matrix.load(args.matrix or matrix.default_matrix()), args.cell, dry_run=args.dry_run,
+    loaded = matrix.load(args.matrix or matrix.default_matrix())
+    container.build_all(loaded.through(args.engine) if args.engine else loaded, args.cell, dry_run=args.dry_run,
                         wheelhouse=args.wheelhouse.resolve() if args.wheelhouse else None)
     return 0

@@ -312,6 +312,11 @@ def run_kwargs(spec: RunSpec, engine: EngineKind = EngineKind("docker")) -> dict
     """The engine arguments of a run, for containers.create (unit-tested: this is what a GPU
     runner is sent)."""
     uid, gid = cell_user()
+    if engine.name == "podman" and os.getuid() != 0:
+        # Rootless Podman maps uid 0 of the container to the invoking user and every other uid into
+        # the user's subordinate range (where the harness's uid would not own its scratch
+        # directory): the cell runs as that root, which is the user on the host, with no capability.
+        uid, gid = 0, 0
     memory = os.environ.get("CONVMATRIX_CONTAINER_MEMORY")
     return {
         "image": spec.image,

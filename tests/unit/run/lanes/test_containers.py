@@ -350,3 +350,18 @@ def test_podmans_removal_event_is_the_end_of_the_watch(tmp_path: Path) -> None:
     assert engine.calls == ["create", "events", "attach", "start"]  # the engine removed it: nothing more
     assert "ulimits" in engine.kwargs
     assert (tmp_path / "log.txt").read_text().startswith("$ podman run --rm sha256:img python -m pytest /suite")
+
+
+def test_rootless_podman_runs_the_cell_as_its_root_which_is_the_user(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rootless Podman maps the container's uid 0 to the invoking user and every other uid into the
+    user's subordinate range, where the user's own uid would not own the scratch directory (seen:
+    "cannot create /results/results.jsonl: Permission denied" as pmtest, uid 1001)."""
+    monkeypatch.setattr(os, "getuid", lambda: 1001)
+    monkeypatch.setattr(os, "getgid", lambda: 1001)
+    rootless = containers.run_kwargs(spec(tmp_path, None), PODMAN)
+    assert rootless["user"] == "0:0" and rootless["cap_drop"] == ["ALL"]
+    assert rootless["security_opt"] == ["no-new-privileges"]
+    assert containers.run_kwargs(spec(tmp_path, None))["user"] == "1001:1001"  # Docker: the user's own uid
+    monkeypatch.setattr(os, "getuid", lambda: 0)
+    assert containers.run_kwargs(spec(tmp_path, None), PODMAN)["user"] == "65534:65534"  # rootful: nobody

@@ -1,0 +1,144 @@
+"""The container lane through Podman for real (issue 26, item 1): the same cell, image recipe and
+isolation as through Docker, and the same report. Tested here as root (rootful Podman 4.3.1 from
+Debian 12, runc); GPUs are not (no GPU here): their CDI arguments are unit-tested in
+tests/unit/run/lanes/test_containers.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from convmatrix.run.lanes import base_image, container, containers
+from testkit import HOSTILE_STEP, ran
+
+pytestmark = pytest.mark.usefixtures("docker_engine")
+CELL = "container-torch2.13.0-cpu-cudnnbundled-py3.11"
+MATRIX = """
+name = "one-container-cell"
+wheelhouse = "{wheelhouse}"
+[axes]
+lane = ["container"]
+torch = ["2.13.0"]
+cuda = ["cpu"]
+cudnn = ["bundled"]
+python = ["3.11"]
+[container]
+base = "convmatrix/base:bookworm"
+engine = "podman"
+"""
+
+
+@pytest.fixture(scope="module")
+def podman_base() -> str:
+    """convmatrix/base:bookworm in Podman's own image store: copied from Docker's (built from Debian
+    packages by base_image.ensure) rather than debootstrapped twice."""
+    if shutil.which("podman") is None:
+        if os.environ.get("CI"):
+            pytest.fail("CI must have podman (.ci/run installs it)")
+        pytest.skip("no podman on this machine (apt-get install podman)")
+    docker_id = base_image.ensure()
+    podman = base_image.engine_cli("podman")
+    if not base_image.image_id(podman, base_image.TAG):
+        saved = subprocess.Popen([base_image.default_docker(), "save", base_image.TAG], stdout=subprocess.PIPE)
+        loaded = subprocess.run([podman, "load"], stdin=saved.stdout, capture_output=True, text=True, check=False)
+        assert saved.wait() == 0 and loaded.returncode == 0, loaded.stderr
+    found = base_image.image_id(podman, base_image.TAG)
+    assert found and docker_id.removeprefix("sha256:") == found.removeprefix("sha256:")
+    return base_image.TAG
+
+
+def convmatrix(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "convmatrix", *args], capture_output=True, text=True,
+                          timeout=3600, check=False)
+
+
+@pytest.fixture(scope="module")
+def both(tmp_path_factory: pytest.TempPathFactory, wheelhouse: Path, podman_base: str) -> dict[str, Path]:
+    """The same matrix run through Podman (its [container].engine) and through Docker (--engine)."""
+    tmp = tmp_path_factory.mktemp("engines")
+    matrix = tmp / "m.toml"
+    matrix.write_text(MATRIX.format(wheelhouse=wheelhouse))
+    outs = {}
+    for engine in ("podman", "docker"):
+        out = tmp / engine
+        done = convmatrix("run", "-m", str(matrix), "--out", str(out), *(["--engine", "docker"] if engine == "docker" else []))
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+        outs[engine] = out
+    return outs
+
+
+def test_a_container_cell_runs_through_podman_to_the_same_report_as_through_docker(both: dict[str, Path]) -> None:
+    reports = {}
+    for engine, out in both.items():
+        meta = json.loads((ran(out, CELL) / "cell.json").read_text())
+        assert meta["engine"].startswith(f"{engine} ") and meta["image_id"].startswith("sha256:")
+        assert meta["exit_code"] == 0
+        assert (ran(out, CELL) / "log.txt").read_text().startswith(f"$ {engine} run --rm sha256:")
+        report = convmatrix("report", str(out), "--control", CELL, "--format", "json")
+        assert report.returncode == 0, report.stderr
+        reports[engine] = json.loads(report.stdout)
+    statuses = {engine: {(c["case"], c["outcome"]) for c in r["cases"]} for engine, r in reports.items()}
+    assert statuses["podman"] == statuses["docker"] and len(statuses["podman"]) > 200
+    cells = {engine: [(c["cell"], c["verdict"], c["observed"]["torch"]) for c in r["cells"]] for engine, r in reports.items()}
+    assert cells["podman"] == cells["docker"] == [(CELL, "control", "2.13.0+cpu")]
+    # Same suite, same stack: the results lines differ only in what is timing or placement.
+    lines = {engine: {json.loads(x)["case"]: json.loads(x)["status"]
+                      for x in (ran(out, CELL) / "results.jsonl").read_text().splitlines()} for engine, out in both.items()}
+    assert lines["podman"] == lines["docker"]
+
+
+def test_podman_leaves_no_container_behind(both: dict[str, Path]) -> None:
+    listed = subprocess.run([base_image.engine_cli("podman"), "ps", "-a", "-q"], capture_output=True, text=True,
+                            check=True)
+    assert listed.stdout.split() == []
+
+
+def test_a_podman_cell_container_cannot_plant_a_root_shell(podman_base: str, tmp_path: Path) -> None:
+    """The same hostile suite step as under Docker (test_container_lane.py), through Podman."""
+    out = tmp_path / "run" / "c@cpu@h"
+    out.mkdir(parents=True)
+    (tmp_path / "suite").mkdir()
+    with container.scratch(out) as place:
+        spec = containers.RunSpec(image=podman_base, command=["sh", "-c", HOSTILE_STEP], results_dir=place,
+                                  suite_dir=tmp_path / "suite", gpu_index=None, environment={})
+        with containers.client("podman") as engine:
+            outcome = containers.run(engine, spec, out / "log.txt")
+    log = (out / "log.txt").read_text()
+    assert outcome.exit_code == 0 and "done" in log, log
+    uid = "65534" if os.getuid() == 0 else str(os.getuid())
+    assert f"\n{uid}\n" in log and "CapEff:\t0000000000000000" in log and "NoNewPrivs:\t1" in log, log
+    assert "rootfs read-only" in log
+    assert sorted(p.name for p in out.iterdir()) == ["log.txt", "results.jsonl"]
+    assert not (out / "results.jsonl").stat().st_mode & 0o7000
+
+
+def test_every_limit_applies_under_podman(podman_base: str, tmp_path: Path) -> None:
+    """podman inspect of a created cell container: what run_kwargs asks for is what Podman set."""
+    (tmp_path / "results").mkdir()
+    (tmp_path / "suite").mkdir()
+    spec = containers.RunSpec(image=podman_base, command=["true"], results_dir=tmp_path / "results",
+                              suite_dir=tmp_path / "suite", gpu_index=None, environment={})
+    with containers.client("podman") as engine:
+        kind = containers.kind_of(engine)
+        kwargs = {k: v for k, v in containers.run_kwargs(spec, kind).items() if k != "auto_remove"}
+        created = engine.containers.create(**kwargs)
+        try:
+            done = subprocess.run([base_image.engine_cli("podman"), "inspect", created.id], capture_output=True,
+                                  text=True, check=True)
+        finally:
+            created.remove(force=True)
+    assert kind.name == "podman"
+    (info,) = json.loads(done.stdout)
+    host = info["HostConfig"]
+    assert host["CapDrop"] and "no-new-privileges" in " ".join(host["SecurityOpt"])
+    assert host["ReadonlyRootfs"] is True and host["PidsLimit"] == containers.PIDS_LIMIT
+    assert host["NetworkMode"] == "none" and host["Privileged"] is False
+    assert info["Config"]["User"] == ("65534:65534" if os.getuid() == 0 else f"{os.getuid()}:{os.getgid()}")
+    limits = {u["Name"]: u["Hard"] for u in host["Ulimits"]}
+    assert limits["RLIMIT_NPROC"] == containers.PIDS_LIMIT
