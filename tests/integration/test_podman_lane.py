@@ -44,7 +44,8 @@ def podman_base() -> str:
         pytest.skip("no podman on this machine (apt-get install podman)")
     docker_id = base_image.ensure()
     podman = base_image.engine_cli("podman")
-    if not base_image.image_id(podman, base_image.TAG):
+    held = base_image.image_id(podman, base_image.TAG) or ""
+    if held.removeprefix("sha256:") != docker_id.removeprefix("sha256:"):  # missing, or an older one
         saved = subprocess.Popen([base_image.default_docker(), "save", base_image.TAG], stdout=subprocess.PIPE)
         loaded = subprocess.run([podman, "load"], stdin=saved.stdout, capture_output=True, text=True, check=False)
         assert saved.wait() == 0 and loaded.returncode == 0, loaded.stderr
