@@ -120,9 +120,3 @@ def stub_nvidia_smi(bin_dir: Path) -> Path:
     smi.write_text(STUB_SMI)
     smi.chmod(0o755)
     return bin_dir
-
-
-# A suite step that tries to leave a root shell on the host (the container lanes' isolation tests).
-HOSTILE_STEP = ("id -u; grep -E '^(CapEff|NoNewPrivs)' /proc/self/status; touch /planted || echo rootfs read-only; "
-                "cp /bin/sh /results/rootsh; chmod 4755 /results/rootsh; cp /bin/sh /results/results.jsonl; "
-                "chmod 4755 /results/results.jsonl; ln -s /etc/shadow /results/env.json; echo done")

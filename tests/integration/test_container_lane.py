@@ -17,11 +17,12 @@ from pathlib import Path
 
 import pytest
 
+from containerkit import assert_no_root_shell
 from convmatrix.results import rundir
 from convmatrix.run.lanes import base_image, containers
 from convmatrix.run.lanes.images import LABEL_CELL, docker_cli
 from suiterun import PLUGINS
-from testkit import HOSTILE_STEP, REPO, ran
+from testkit import REPO, ran
 
 pytestmark = pytest.mark.usefixtures("docker_engine")
 CONTAINER = "container-torch2.13.0-cpu-cudnnbundled-py3.11"
@@ -398,24 +399,7 @@ def test_a_cell_container_cannot_plant_a_root_shell(base: str, tmp_path: Path) -
     """A suite step that copied a shell into /results with the setuid bit left a root shell on the
     host. Now: not root, no capability, no new privileges, a read-only root, and only the suite's
     own files leave its scratch directory, as plain files without setuid bits."""
-    from convmatrix.run.lanes import container
-
-    out = tmp_path / "run" / "c@cpu@h"
-    out.mkdir(parents=True)
-    (tmp_path / "suite").mkdir()
-    with container.scratch(out) as place:
-        spec = containers.RunSpec(image=base, command=["sh", "-c", HOSTILE_STEP], results_dir=place,
-                                  suite_dir=tmp_path / "suite", gpu_index=None, environment={})
-        with containers.client() as engine:
-            outcome = containers.run(engine, spec, out / "log.txt")
-    log = (out / "log.txt").read_text()
-    assert outcome.exit_code == 0 and "done" in log, log
-    uid = "65534" if os.getuid() == 0 else str(os.getuid())
-    assert f"\n{uid}\n" in log and "CapEff:\t0000000000000000" in log and "NoNewPrivs:\t1" in log, log
-    assert "rootfs read-only" in log
-    assert sorted(p.name for p in out.iterdir()) == ["log.txt", "results.jsonl"]
-    assert not (out / "results.jsonl").stat().st_mode & 0o7000  # no setuid, setgid or sticky bit
-    assert not [p for p in out.rglob("*") if p.is_symlink()]
+    assert_no_root_shell("docker", base, tmp_path)
 
 
 def test_every_limit_applies_under_this_engine(base: str, tmp_path: Path) -> None:

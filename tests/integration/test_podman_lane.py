@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from convmatrix.run.lanes import base_image, container, containers
-from testkit import HOSTILE_STEP, ran
+from containerkit import assert_no_root_shell
+from convmatrix.run.lanes import base_image, containers
+from testkit import ran
 
 pytestmark = pytest.mark.usefixtures("docker_engine")
 CELL = "container-torch2.13.0-cpu-cudnnbundled-py3.11"
@@ -102,21 +103,7 @@ def test_podman_leaves_no_container_behind(both: dict[str, Path]) -> None:
 
 def test_a_podman_cell_container_cannot_plant_a_root_shell(podman_base: str, tmp_path: Path) -> None:
     """The same hostile suite step as under Docker (test_container_lane.py), through Podman."""
-    out = tmp_path / "run" / "c@cpu@h"
-    out.mkdir(parents=True)
-    (tmp_path / "suite").mkdir()
-    with container.scratch(out) as place:
-        spec = containers.RunSpec(image=podman_base, command=["sh", "-c", HOSTILE_STEP], results_dir=place,
-                                  suite_dir=tmp_path / "suite", gpu_index=None, environment={})
-        with containers.client("podman") as engine:
-            outcome = containers.run(engine, spec, out / "log.txt")
-    log = (out / "log.txt").read_text()
-    assert outcome.exit_code == 0 and "done" in log, log
-    uid = "65534" if os.getuid() == 0 else str(os.getuid())
-    assert f"\n{uid}\n" in log and "CapEff:\t0000000000000000" in log and "NoNewPrivs:\t1" in log, log
-    assert "rootfs read-only" in log
-    assert sorted(p.name for p in out.iterdir()) == ["log.txt", "results.jsonl"]
-    assert not (out / "results.jsonl").stat().st_mode & 0o7000
+    assert_no_root_shell("podman", podman_base, tmp_path)
 
 
 def test_every_limit_applies_under_podman(podman_base: str, tmp_path: Path) -> None:
@@ -140,6 +127,6 @@ def test_every_limit_applies_under_podman(podman_base: str, tmp_path: Path) -> N
     assert host["CapDrop"] and "no-new-privileges" in " ".join(host["SecurityOpt"])
     assert host["ReadonlyRootfs"] is True and host["PidsLimit"] == containers.PIDS_LIMIT
     assert host["NetworkMode"] == "none" and host["Privileged"] is False
-    assert info["Config"]["User"] == ("65534:65534" if os.getuid() == 0 else f"{os.getuid()}:{os.getgid()}")
+    assert info["Config"]["User"] == ("65534:65534" if os.getuid() == 0 else "0:0")  # rootless: the user
     limits = {u["Name"]: u["Hard"] for u in host["Ulimits"]}
     assert limits["RLIMIT_NPROC"] == containers.PIDS_LIMIT

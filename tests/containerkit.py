@@ -1,0 +1,35 @@
+"""The container lanes' isolation check, the same on every engine (Docker, Podman)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from convmatrix.run.lanes import container, containers
+
+# A suite step that tries to leave a root shell on the host (the container lanes' isolation tests).
+HOSTILE_STEP = ("id -u; grep -E '^(CapEff|NoNewPrivs)' /proc/self/status; touch /planted || echo rootfs read-only; "
+                "cp /bin/sh /results/rootsh; chmod 4755 /results/rootsh; cp /bin/sh /results/results.jsonl; "
+                "chmod 4755 /results/results.jsonl; ln -s /etc/shadow /results/env.json; echo done")
+
+
+def assert_no_root_shell(engine: str, image: str, tmp_path: Path) -> None:
+    """Run the hostile step in a cell container of that engine: not root (or, rootless Podman,
+    the container's root, which is the user), no capability, no new privileges, a read-only root,
+    and only the suite's own files leave its scratch directory, as plain files without setuid bits."""
+    out = tmp_path / "run" / "c@cpu@h"
+    out.mkdir(parents=True)
+    (tmp_path / "suite").mkdir()
+    with container.scratch(out) as place:
+        spec = containers.RunSpec(image=image, command=["sh", "-c", HOSTILE_STEP], results_dir=place,
+                                  suite_dir=tmp_path / "suite", gpu_index=None, environment={})
+        with containers.client(engine) as engine_client:
+            outcome = containers.run(engine_client, spec, out / "log.txt")
+    log = (out / "log.txt").read_text()
+    assert outcome.exit_code == 0 and "done" in log, log
+    uid = "65534" if os.getuid() == 0 else "0" if engine == "podman" else str(os.getuid())
+    assert f"\n{uid}\n" in log and "CapEff:\t0000000000000000" in log and "NoNewPrivs:\t1" in log, log
+    assert "rootfs read-only" in log
+    assert sorted(p.name for p in out.iterdir()) == ["log.txt", "results.jsonl"]
+    assert not (out / "results.jsonl").stat().st_mode & 0o7000  # no setuid, setgid or sticky bit
+    assert not [p for p in out.rglob("*") if p.is_symlink()]
