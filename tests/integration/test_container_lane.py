@@ -224,8 +224,8 @@ plugins = sys.argv[1]
 run_kwargs = containers.run_kwargs
 
 
-def with_faults(spec):
-    kwargs = run_kwargs(spec)
+def with_faults(spec, *engine):
+    kwargs = run_kwargs(spec, *engine)
     kwargs["volumes"] = {**kwargs["volumes"], plugins: {"bind": "/plugins", "mode": "ro"}}
     kwargs["environment"] = {**kwargs["environment"], "PYTHONPATH": "/plugins",
                              "CONVMATRIX_FAULTS": "/plugins/faults.json"}
@@ -370,7 +370,7 @@ def test_exit_status_and_oom_are_read_although_the_engine_removes_the_container(
     status and an OOM kill still reach the outcome, and nothing is left."""
     limited = containers.run_kwargs
     monkeypatch.setattr(containers, "run_kwargs",
-                        lambda spec: {**limited(spec), "mem_limit": "64m", "memswap_limit": "64m"})
+                        lambda spec, *engine: {**limited(spec, *engine), "mem_limit": "64m", "memswap_limit": "64m"})
     (tmp_path / "results").mkdir()
     (tmp_path / "suite").mkdir()
 
