@@ -93,3 +93,60 @@ def without_ensurepip(base: str) -> str:
                               text=True, timeout=600, check=False, env={**os.environ, "DOCKER_BUILDKIT": "1"})
     assert done.returncode == 0, f"building {tag} failed:\n{done.stdout[-3000:]}{done.stderr[-3000:]}"
     return tag
+
+
+# Stand-ins for the bases the wheel flavour meets (issue 25, item 2), each a layer over
+# convmatrix/base:bookworm that removes with dpkg what the real one lacks (no registry is reachable):
+# Debian's or Ubuntu's python3 without python3-venv (no ensurepip), and NVIDIA's nvidia/cuda
+# runtime images, which carry no Python at all.
+PLAIN_BASES = {
+    "convmatrix-test/plain-base:no-venv":
+        "RUN dpkg --purge python3-venv python3.11-venv && ! python3 -m venv /tmp/probe && python3 -m pip --version\n",
+    # An air-gapped runner's: no python3-venv, and apt reaches no mirror (pip, from the wheelhouse, must do).
+    "convmatrix-test/plain-base:no-venv-offline":
+        "RUN dpkg --purge python3-venv python3.11-venv && rm -rf /etc/apt/sources.list.d/* "
+        "&& echo 'deb http://127.0.0.1:9/debian bookworm main' > /etc/apt/sources.list\n",
+    "convmatrix-test/plain-base:no-python":
+        "RUN apt-get purge -y -qq --auto-remove 'python3*' 'libpython3*' >/dev/null && ! command -v python3\n",
+}
+
+
+def plain_base(tag: str) -> str:
+    """One of PLAIN_BASES, built over the base image (seconds; BuildKit caches the layer)."""
+    with tempfile.TemporaryDirectory(prefix="plain-base-") as tmp:
+        (Path(tmp) / "Dockerfile").write_text(f"FROM {base_image.TAG}\n{PLAIN_BASES[tag]}")
+        done = subprocess.run([docker_cli(), "build", "--progress=plain", "--tag", tag, tmp], capture_output=True,
+                              text=True, timeout=600, check=False, env={**os.environ, "DOCKER_BUILDKIT": "1"})
+    assert done.returncode == 0, f"building {tag} failed:\n{done.stdout[-3000:]}{done.stderr[-3000:]}"
+    return tag
+
+
+# A CUDA base image's own cuDNN on LD_LIBRARY_PATH, as NVIDIA's cudnn-runtime and NGC images carry
+# one: here the real libcudnn.so.9 and libcudnn_graph.so.9 of another release (9.5.1.17, from its
+# PyPI wheel), which the cell's torch wheel must not mix into the cuDNN its own wheel pins.
+SYSTEM_CUDNN_TAG = "convmatrix-test/plain-base:system-cudnn"
+SYSTEM_CUDNN = """FROM {base}
+RUN --mount=type=secret,id=ca --mount=type=cache,target=/root/.cache/pip \\
+    if [ -f /run/secrets/ca ]; then export PIP_CERT=/run/secrets/ca; fi; \\
+    python3 -m pip download -q --no-deps --only-binary=:all: -d /tmp/w nvidia-cudnn-cu12==9.5.1.17 \\
+    && mkdir -p /usr/lib/cudnn-system \\
+    && python3 -c "import zipfile,glob; z=zipfile.ZipFile(glob.glob('/tmp/w/*.whl')[0]); \\
+[open('/usr/lib/cudnn-system/'+n,'wb').write(z.read('nvidia/cudnn/lib/'+n)) \\
+for n in ('libcudnn.so.9', 'libcudnn_graph.so.9')]" \\
+    && rm -rf /tmp/w
+ENV LD_LIBRARY_PATH=/usr/lib/cudnn-system
+"""
+
+
+def system_cudnn_base() -> str:
+    """SYSTEM_CUDNN_TAG, built over the base image (one 600 MB wheel download, cached)."""
+    with tempfile.TemporaryDirectory(prefix="plain-base-") as tmp:
+        (Path(tmp) / "Dockerfile").write_text(SYSTEM_CUDNN.format(base=base_image.TAG))
+        command = [docker_cli(), "build", "--progress=plain", "--tag", SYSTEM_CUDNN_TAG]
+        secrets = container.secrets()
+        if secrets.ca is not None:
+            command += ["--secret", f"id=ca,src={secrets.ca}"]
+        done = subprocess.run([*command, tmp], capture_output=True, text=True, timeout=1800, check=False,
+                              env={**os.environ, "DOCKER_BUILDKIT": "1"})
+    assert done.returncode == 0, f"building {SYSTEM_CUDNN_TAG} failed:\n{done.stdout[-3000:]}{done.stderr[-3000:]}"
+    return SYSTEM_CUDNN_TAG
