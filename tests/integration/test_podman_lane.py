@@ -130,3 +130,13 @@ def test_every_limit_applies_under_podman(podman_base: str, tmp_path: Path) -> N
     assert info["Config"]["User"] == ("65534:65534" if os.getuid() == 0 else "0:0")  # rootless: the user
     limits = {u["Name"]: u["Hard"] for u in host["Ulimits"]}
     assert limits["RLIMIT_NPROC"] == containers.PIDS_LIMIT
+
+
+def test_gc_weighs_podmans_cell_images(both: dict[str, Path], tmp_path: Path) -> None:
+    """`convmatrix gc --engine podman` looks in Podman's store (its own, not Docker's)."""
+    done = subprocess.run([sys.executable, "-m", "convmatrix", "gc", "--dry-run", "--keep-days", "0",
+                           "--engine", "podman"], capture_output=True, text=True, timeout=600, check=False,
+                          env={**os.environ, "CONVMATRIX_HOME": str(tmp_path / "home")})
+    assert done.returncode == 0, done.stderr
+    meta = json.loads((ran(both["podman"], CELL) / "cell.json").read_text())
+    assert f"would remove image localhost/{meta['image']} " in done.stdout, done.stdout

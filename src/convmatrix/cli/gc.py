@@ -35,11 +35,14 @@ def add_parser(sub: Any) -> None:
     g.add_argument("--max-gb", type=amount("--max-gb"), default=None, metavar="G",
                    help="then remove the least recently used until what is left weighs at most G GB")
     g.add_argument("--dry-run", action="store_true", help="say what would be removed, and why; remove nothing")
+    g.add_argument("--engine", choices=("docker", "podman"), default="docker",
+                   help="the engine whose cell images to weigh (default docker; Podman keeps its own store)")
 
 
 def run(args: argparse.Namespace) -> int:
     def say(line: str) -> None:
         print(one_line(line), flush=True)  # paths and image tags may hold anything: no escape reaches the terminal
 
-    run_gc.collect(keep_days=args.keep_days, max_gb=args.max_gb, dry_run=args.dry_run, say=say)
+    run_gc.collect(keep_days=args.keep_days, max_gb=args.max_gb, dry_run=args.dry_run, say=say,
+                   engine_name=args.engine)
     return 0

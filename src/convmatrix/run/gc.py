@@ -143,10 +143,10 @@ def image_items(engine: Any) -> list[Item]:
     return items
 
 
-def default_engine() -> AbstractContextManager[Any]:
+def default_engine(name: str = "docker") -> AbstractContextManager[Any]:
     from convmatrix.run.lanes import containers  # the docker SDK: loaded only where gc looks at images
 
-    return containers.client()
+    return containers.client(name)
 
 
 def gb(size: int, bounded: bool = False) -> str:
@@ -220,7 +220,8 @@ class Collector:
 
 
 def collect(*, keep_days: float = KEEP_DAYS, max_gb: float | None = None, dry_run: bool = False,
-            say: Say = print, now: float | None = None, engine: Engine | None = None) -> Summary:
+            say: Say = print, now: float | None = None, engine: Engine | None = None,
+            engine_name: str = "docker") -> Summary:
     """Remove (with dry_run: list) what is unused for more than keep_days, then the oldest of the
     rest while they weigh more than max_gb; say a line for each, and one for the whole."""
     now = time.time() if now is None else now
@@ -228,7 +229,7 @@ def collect(*, keep_days: float = KEEP_DAYS, max_gb: float | None = None, dry_ru
     with contextlib.ExitStack() as stack:
         reached: Any = None
         try:
-            reached = stack.enter_context((engine or default_engine)())
+            reached = stack.enter_context(engine() if engine else default_engine(engine_name))
             items += image_items(reached)
         except ImportError:
             skipped = "no docker SDK here"

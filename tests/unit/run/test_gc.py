@@ -351,3 +351,17 @@ def test_an_unreachable_engine_is_one_line_and_no_failure() -> None:
     _, lines = collect(keep_days=14, engine=broken)
     skipped = [line for line in lines if "images skipped" in line]
     assert len(skipped) == 1 and "\n" not in skipped[0] and not (home.venvs() / "old").exists()
+
+
+def test_gc_asks_the_engine_it_is_named(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """`convmatrix gc --engine podman` weighs Podman's images: Podman keeps a store of its own."""
+    asked: list[str] = []
+
+    def client(name: str = "docker") -> Any:
+        asked.append(name)
+        return contextlib.nullcontext(FakeEngine([]))
+    monkeypatch.setattr(containers, "client", client)
+    monkeypatch.setenv("CONVMATRIX_HOME", str(tmp_path / "home"))
+    gc_cmd.run(argparse.Namespace(keep_days=14.0, max_gb=None, dry_run=True, engine="podman"))
+    gc.collect(dry_run=True, say=lambda line: None)
+    assert asked == ["podman", "docker"]
