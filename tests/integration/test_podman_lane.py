@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from containerkit import assert_no_root_shell
+from containerkit import HOSTILE_STEP, assert_no_root_shell
 from convmatrix.run.lanes import base_image, containers
 from testkit import ran
 
@@ -140,3 +141,74 @@ def test_gc_weighs_podmans_cell_images(both: dict[str, Path], tmp_path: Path) ->
     assert done.returncode == 0, done.stderr
     meta = json.loads((ran(both["podman"], CELL) / "cell.json").read_text())
     assert f"would remove image localhost/{meta['image']} " in done.stdout, done.stdout
+
+
+ROOTLESS_USER = "cmrootless"
+ROOTLESS_STEP = """
+import json, sys
+from pathlib import Path
+from convmatrix.run.lanes import container, containers
+out = Path(sys.argv[1]) / "run" / "c@cpu@h"
+out.mkdir(parents=True)
+(Path(sys.argv[1]) / "suite").mkdir()
+with container.scratch(out) as place:
+    spec = containers.RunSpec(image="convmatrix/base:bookworm", command=["sh", "-c", sys.argv[2]], results_dir=place,
+                              suite_dir=Path(sys.argv[1]) / "suite", gpu_index=None, environment={})
+    with containers.client("podman") as engine:
+        kind, root = str(containers.kind_of(engine)), containers.engine_root(engine)
+        outcome = containers.run(engine, spec, out / "log.txt")
+print(json.dumps({"kind": kind, "root": str(root), "exit": outcome.exit_code, "log": (out / "log.txt").read_text(),
+                  "files": sorted(p.name for p in out.iterdir()),
+                  "owner": (out / "results.jsonl").stat().st_uid if (out / "results.jsonl").exists() else None}))
+"""
+
+
+def as_user(command: str, home: Path, timeout: int = 900) -> subprocess.CompletedProcess[str]:
+    env = f"HOME={home} XDG_RUNTIME_DIR={home}/run"
+    return subprocess.run(["runuser", "-u", ROOTLESS_USER, "--", "sh", "-c", f"cd {home} && {env} {command}"],
+                          capture_output=True, text=True, timeout=timeout, check=False)
+
+
+@pytest.fixture(scope="module")
+def rootless(podman_base: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A user of this machine with Podman rootless: its subordinate ids (useradd adds them), its own
+    image store holding the base, and a venv with the docker SDK to run the harness's code with."""
+    if os.getuid() != 0 or shutil.which("runuser") is None:
+        pytest.skip("making a user for rootless Podman needs root and runuser")
+    if Path("/proc/sys/user/max_user_namespaces").read_text().strip() == "0":
+        pytest.skip("user namespaces are off on this machine: no rootless Podman")
+    subprocess.run(["useradd", "-m", ROOTLESS_USER], capture_output=True, check=False)  # exists: fine
+    home = Path(subprocess.run(["getent", "passwd", ROOTLESS_USER], capture_output=True, text=True,
+                               check=True).stdout.split(":")[5])
+    assert ROOTLESS_USER in Path("/etc/subuid").read_text(), "useradd gave the user no subordinate uids"
+    (home / "run").mkdir(mode=0o700, exist_ok=True)
+    shutil.chown(home / "run", ROOTLESS_USER, ROOTLESS_USER)
+    if not (home / "venv" / "bin" / "python").exists():
+        made = as_user("/usr/bin/python3 -m venv venv && venv/bin/pip install -q docker", home)
+        assert made.returncode == 0, made.stderr[-2000:]
+    tar = home / "base.tar"
+    subprocess.run([base_image.default_docker(), "save", "-o", str(tar), base_image.TAG], check=True, timeout=600)
+    tar.chmod(0o644)
+    loaded = as_user(f"podman load -q -i {tar}", home)
+    tar.unlink()
+    assert loaded.returncode == 0, loaded.stderr[-2000:]
+    return home
+
+
+def test_rootless_podman_runs_a_cell_as_the_user_with_no_capability(rootless: Path) -> None:
+    """Checked on this machine: user namespaces are on, so Podman runs rootless for an ordinary user.
+    The harness's own client starts that user's service on its socket, the engine keeps its images in
+    the user's store, and the cell's files come back owned by the user."""
+    work = rootless / "work"
+    shutil.rmtree(work, ignore_errors=True)
+    (rootless / "step.py").write_text(ROOTLESS_STEP)
+    src = Path(containers.__file__).parents[3]
+    done = as_user(f"PYTHONPATH={src} venv/bin/python step.py {work} {shlex.quote(HOSTILE_STEP)}", rootless)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    uid = int(subprocess.run(["id", "-u", ROOTLESS_USER], capture_output=True, text=True, check=True).stdout)
+    assert found["kind"].startswith("podman") and found["root"].startswith(str(rootless))
+    assert found["exit"] == 0 and "done" in found["log"], found["log"]
+    assert "\n0\n" in found["log"] and "CapEff:\t0000000000000000" in found["log"] and "NoNewPrivs:\t1" in found["log"]
+    assert "rootfs read-only" in found["log"]
+    assert found["files"] == ["log.txt", "results.jsonl"] and found["owner"] == uid
