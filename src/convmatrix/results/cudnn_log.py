@@ -136,12 +136,15 @@ def read(path: Path, limit: int = 1 << 20) -> str:
     return data.decode("utf-8", errors="replace")
 
 
-def parse(text: str) -> Explained | None:
+def parse(text: str, *, warnings: bool = True) -> Explained | None:
     """What the log says about the failure, or None when it holds no error and no NOT_SUPPORTED.
 
     The message picked is the first error with a NOT_SUPPORTED status, else the first warning with
     one, else the first error of any status. ``count`` counts messages, not lines: the traceback
-    lines of one message (consecutive status lines) count once.
+    lines of one message (consecutive status lines) count once. With ``warnings`` False only errors
+    count: for a failure that is not one of cuDNN's statuses (an illegal address), where the
+    NOT_SUPPORTED warnings cuDNN writes while ruling engines out are no reason (seen on an H200:
+    they precede calls that pass, and an E! block of EXECUTION_FAILED_CUDART is the real one).
     """
     found: list[_Found] = []
     count = 0
@@ -152,7 +155,7 @@ def parse(text: str) -> Explained | None:
         line = raw.rstrip("\r")
         hit = _status_line(line, number, function) if "CUDNN_STATUS_" in line or "cudnn_status" in line else None
         if hit is not None:
-            qualifies = hit.error or hit.status.startswith(_NOT_SUPPORTED)
+            qualifies = hit.error or (warnings and hit.status.startswith(_NOT_SUPPORTED))
             if qualifies and not in_run:
                 count += 1
             in_run = in_run or qualifies

@@ -126,13 +126,11 @@ def found(folder: Path, case: str, level: str) -> dict[str, Any]:
             text = cudnn_log.read(folder / name)
         except OSError:
             continue
-        said = cudnn_log.parse(text)
-        if said is not None and not said.error and not _cudnn_failed(logged):
-            # cuDNN warns NOT_SUPPORTED for each engine it rules out while choosing one, on calls
-            # that then succeed too (seen on an H200, cuDNN 9.19: "NOT_SUPPORTED_SHAPE; Reason:
-            # leading_dim_in_bits_in % 128 != 0" before a conv that passed). Such a warning explains
-            # a failure that is cuDNN's own status, not an illegal address or a timeout.
-            said = None
+        # cuDNN warns NOT_SUPPORTED for each engine it rules out while choosing one, on calls that
+        # then succeed too (seen on an H200, cuDNN 9.19: "NOT_SUPPORTED_SHAPE; Reason:
+        # leading_dim_in_bits_in % 128 != 0" before a conv that passed). Such a warning explains a
+        # failure that is cuDNN's own status; for an illegal address or a timeout only errors count.
+        said = cudnn_log.parse(text, warnings=_cudnn_failed(logged))
         if said is not None:
             which = name
             break

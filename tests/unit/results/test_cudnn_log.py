@@ -307,3 +307,27 @@ def test_explain_status_and_status_code() -> None:
     assert families.status_code("CUDNN_STATUS_NOT_SUPPORTED_SHAPE", cudnn8=True) == 3002
     assert families.status_code("CUDNN_STATUS_RUNTIME_PREREQUISITE_MISSING") == 11  # cuDNN 8 only
     assert families.status_code("CUDNN_STATUS_NOPE") is None
+
+
+def test_h200_the_error_block_of_an_illegal_access_under_launch_blocking() -> None:
+    # Captured: the illegal-address case's repro script under CUDA_LAUNCH_BLOCKING=1 at the info
+    # level (its end): cuDNN 9.19's E! block names the CUDA runtime's err 700 in its input transform.
+    text = read(H200 / "blocking" / "cudnn.log")
+    got = parse(text)
+    assert got is not None and got.error is True and got.function == "cudnnBackendExecute"
+    assert (got.status, got.subcode, got.cause) == ("CUDNN_STATUS_EXECUTION_FAILED_CUDART", 5003, "unknown")
+    assert got.reason == "err 700 an illegal memory access was encountered != cudaSuccess :: cudaGetLastError()"
+    assert "Reason: x_tensor.transformInput(" in text
+    found = activity(text)
+    assert found is not None and found.last_operation == "CONVOLUTION_BACKWARD_FILTER"
+
+
+def test_without_warnings_only_errors_explain() -> None:
+    # The captured warnings of a call that passed, then the captured error block: the NOT_SUPPORTED
+    # warning ranks first, unless only errors count (a failure that is no cuDNN status).
+    text = read(H200 / "capture" / "cudnn-big_single_sample-L2.log") + "\n" + read(H200 / "blocking" / "cudnn.log")
+    ranked = parse(text)
+    assert ranked is not None and ranked.status == "CUDNN_STATUS_NOT_SUPPORTED" and ranked.error is False
+    errors_only = parse(text, warnings=False)
+    assert errors_only is not None and errors_only.status == "CUDNN_STATUS_EXECUTION_FAILED_CUDART"
+    assert parse(read(H200 / "capture" / "cudnn-big_single_sample-L2.log"), warnings=False) is None

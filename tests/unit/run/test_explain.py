@@ -111,3 +111,15 @@ def test_h200_what_the_fixed_code_wrote_on_the_gpu_is_what_it_derives_here() -> 
     assert written == explain.found(cell / "explain" / ILLEGAL, ILLEGAL, "warn")
     assert written["log"] == f"explain/{ILLEGAL}/cudnn.log" and written["cudnn"] is None
     assert written["activity"]["last_operation"] is None  # the warning level dumps no plans
+
+
+def test_h200_an_illegal_access_is_explained_by_cudnns_error_not_by_its_engine_warnings(tmp_path: Path) -> None:
+    # The captured failure, its log the captured warnings of a passing call followed by the
+    # CUDA_LAUNCH_BLOCKING=1 run's error block: the error is the explanation.
+    folder = tmp_path / "explain" / ILLEGAL
+    shutil.copytree(H200_CELL / "explain" / ILLEGAL, folder)
+    (folder / "cudnn.log").write_text((H200 / "capture" / "cudnn-big_single_sample-L2.log").read_text()
+                                      + "\n" + (H200 / "blocking" / "cudnn.log").read_text())
+    found = explain.found(folder, ILLEGAL, "info")
+    assert found["cudnn"]["status"] == "CUDNN_STATUS_EXECUTION_FAILED_CUDART"
+    assert found["cudnn"]["reason"].startswith("err 700 an illegal memory access") and found["cudnn_is_the_cause"]
