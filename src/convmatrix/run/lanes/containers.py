@@ -71,6 +71,7 @@ CDI_GPU = "nvidia.com/gpu={}"  # the CDI name nvidia-ctk gives a GPU by its NVML
 PODMAN_CDI_API = (5, 4)  # Podman's compatible API honours a CDI device request from 5.4.0 (containers/podman#25171)
 PODMAN_IDLE = 300  # seconds a `podman system service` started here waits, idle, before it exits
 PODMAN_START = 15.0  # seconds for that service's socket to answer
+_SERVICES: list[subprocess.Popen[bytes]] = []  # services started without setsid: held, never collected running
 
 
 def cell_user() -> tuple[int, int]:
@@ -120,12 +121,18 @@ def start_podman_service(host: str) -> str | None:
     if not host.startswith("unix://"):
         return f"{host}: not a unix socket this machine can start a service on"
     path = Path(host.removeprefix("unix://"))
+    command = [podman, "system", "service", f"--time={PODMAN_IDLE}", host]
+    quiet: dict[str, Any] = {"stdin": subprocess.DEVNULL, "stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        subprocess.Popen([podman, "system", "service", f"--time={PODMAN_IDLE}", host], stdin=subprocess.DEVNULL,
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    except OSError as exc:
-        return f"cannot start `podman system service`: {exc.strerror or exc}"
+        if setsid := shutil.which("setsid"):
+            # setsid --fork: the service is not our child, so nothing of it is left to reap or to
+            # outlive (a Popen of a process that is still running warns when it is collected).
+            subprocess.run([setsid, "--fork", *command], check=False, timeout=30, **quiet)
+        else:
+            _SERVICES.append(subprocess.Popen(command, start_new_session=True, **quiet))
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"cannot start `podman system service`: {getattr(exc, 'strerror', None) or exc}"
     deadline = time.monotonic() + PODMAN_START
     while (problem := unix_socket_problem(host)) and time.monotonic() < deadline:
         time.sleep(0.2)

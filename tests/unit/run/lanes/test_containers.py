@@ -365,3 +365,30 @@ def test_rootless_podman_runs_the_cell_as_its_root_which_is_the_user(tmp_path: P
     assert containers.run_kwargs(spec(tmp_path, None))["user"] == "1001:1001"  # Docker: the user's own uid
     monkeypatch.setattr(os, "getuid", lambda: 0)
     assert containers.run_kwargs(spec(tmp_path, None), PODMAN)["user"] == "65534:65534"  # rootful: nobody
+
+
+def test_a_podman_service_started_here_is_left_to_no_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Seen: the first start of the service left a running Popen to the garbage collector, whose
+    ResourceWarning ("subprocess N is still running") failed the calling test. A stand-in
+    `podman` that listens on the socket it is given for a few seconds."""
+    import gc
+    import sys
+    import warnings
+
+    fake = tmp_path / "bin" / "podman"
+    fake.parent.mkdir()
+    fake.write_text(f"""#!{sys.executable}
+import socket, sys, time
+s = socket.socket(socket.AF_UNIX)
+s.bind(sys.argv[-1].removeprefix("unix://"))
+s.listen()
+time.sleep(3)
+""")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake.parent}{os.pathsep}{os.environ['PATH']}")
+    host = f"unix://{tmp_path}/run/podman.sock"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert containers.start_podman_service(host) is None
+        gc.collect()
+    assert containers.unix_socket_problem(host) is None
