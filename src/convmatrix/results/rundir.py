@@ -37,6 +37,7 @@ from types import ModuleType
 from typing import Any, BinaryIO
 
 from convmatrix.errors import BadInput
+from convmatrix.shipped import shipped
 
 # The report files written beside a run's results (nox -s nightly, the fleet engines' merge):
 # format, file name.
@@ -45,15 +46,10 @@ REPORT_FILES = (("json", "report.json"), ("markdown", "report.md"), ("html", "re
 
 
 def find_suite_dir() -> Path:
-    """The suite this harness runs: the checkout's suites/ when this file is a source tree's
-    (src/convmatrix/results/rundir.py, an editable install among them: each clone runs its own
-    suite), else the copy the wheel carries beside the package (convmatrix/suites/, pyproject.toml
-    maps suites/ there). `convmatrix --version` and every cell.json name the one chosen."""
-    here = Path(__file__).resolve()
-    checkout = here.parents[3] / "suites"
-    if here.parents[2].name == "src" and (checkout / "conftest.py").is_file():
-        return checkout
-    return here.parents[1] / "suites"
+    """The suite this harness runs: the checkout's suites/ from a source tree (each clone runs its
+    own suite), else the copy the wheel carries (convmatrix/suites/). `convmatrix --version` and
+    every cell.json name the one chosen."""
+    return shipped("suites", "conftest.py")
 
 
 SUITE_DIR = find_suite_dir()

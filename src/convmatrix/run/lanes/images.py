@@ -23,16 +23,12 @@ from convmatrix.errors import BadInput, InfrastructureError
 from convmatrix.matrix.cells import Cell
 from convmatrix.matrix.values import slug
 from convmatrix.run.lanes import install
+from convmatrix.shipped import shipped
 
 
 def find_images_dir() -> Path:
-    """The build context: the checkout's images/ from a source tree, else the copy the wheel
-    carries beside the package (convmatrix/images/, as pyproject.toml maps it; like suites/)."""
-    here = Path(__file__).resolve()
-    checkout = here.parents[4] / "images"
-    if here.parents[3].name == "src" and (checkout / "Dockerfile").is_file():
-        return checkout
-    return here.parents[2] / "images"
+    """The build context: the checkout's images/ from a source tree, else the wheel's copy."""
+    return shipped("images", "Dockerfile")
 
 
 IMAGES_DIR = find_images_dir()
