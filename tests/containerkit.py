@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
 from pathlib import Path
+from typing import Any
 
-from convmatrix.run.lanes import container, containers
+from convmatrix.run.lanes import base_image, container, containers
+from convmatrix.run.lanes.images import docker_cli
 
 # A suite step that tries to leave a root shell on the host (the container lanes' isolation tests).
 HOSTILE_STEP = ("id -u; grep -E '^(CapEff|NoNewPrivs)' /proc/self/status; touch /planted || echo rootfs read-only; "
@@ -33,3 +37,24 @@ def assert_no_root_shell(engine: str, image: str, tmp_path: Path) -> None:
     assert sorted(p.name for p in out.iterdir()) == ["log.txt", "results.jsonl"]
     assert not (out / "results.jsonl").stat().st_mode & 0o7000  # no setuid, setgid or sticky bit
     assert not [p for p in out.rglob("*") if p.is_symlink()]
+
+
+def inspect_cell_container(engine: str, image: str, tmp_path: Path) -> dict[str, Any]:
+    """The engine's own `inspect` of a cell container created (never started) with run_kwargs, as
+    that engine's CLI prints it: what the engine really set, to compare with what was asked."""
+    (tmp_path / "results").mkdir()
+    (tmp_path / "suite").mkdir()
+    spec = containers.RunSpec(image=image, command=["true"], results_dir=tmp_path / "results",
+                              suite_dir=tmp_path / "suite", gpu_index=None, environment={})
+    with containers.client(engine) as engine_client:
+        assert containers.kind_of(engine_client).name == engine
+        kwargs = containers.run_kwargs(spec, containers.kind_of(engine_client))
+        created = engine_client.containers.create(**{k: v for k, v in kwargs.items() if k != "auto_remove"})
+        try:
+            cli = docker_cli() if engine == "docker" else base_image.engine_cli("podman")
+            done = subprocess.run([cli, "inspect", created.id], capture_output=True, text=True, check=True)
+        finally:
+            created.remove(force=True)
+    (info,) = json.loads(done.stdout)
+    assert isinstance(info, dict)
+    return info

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from containerkit import assert_no_root_shell
+from containerkit import assert_no_root_shell, inspect_cell_container
 from convmatrix.results import rundir
 from convmatrix.run.lanes import base_image, containers
 from convmatrix.run.lanes.images import LABEL_CELL, docker_cli
@@ -404,18 +404,7 @@ def test_a_cell_container_cannot_plant_a_root_shell(base: str, tmp_path: Path) -
 
 def test_every_limit_applies_under_this_engine(base: str, tmp_path: Path) -> None:
     """docker inspect of a created cell container: what run_kwargs asks for is what the engine set."""
-    (tmp_path / "results").mkdir()
-    (tmp_path / "suite").mkdir()
-    spec = containers.RunSpec(image=base, command=["true"], results_dir=tmp_path / "results",
-                              suite_dir=tmp_path / "suite", gpu_index=None, environment={})
-    kwargs = {k: v for k, v in containers.run_kwargs(spec).items() if k != "auto_remove"}
-    with containers.client() as engine:
-        created = engine.containers.create(**kwargs)
-        try:
-            done = subprocess.run([docker_cli(), "inspect", created.id], capture_output=True, text=True, check=True)
-        finally:
-            created.remove(force=True)
-    (info,) = json.loads(done.stdout)
+    info = inspect_cell_container("docker", base, tmp_path)
     host = info["HostConfig"]
     assert host["CapDrop"] == ["ALL"] and "no-new-privileges" in host["SecurityOpt"]
     assert host["ReadonlyRootfs"] is True and host["PidsLimit"] == containers.PIDS_LIMIT

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from containerkit import HOSTILE_STEP, assert_no_root_shell
+from containerkit import HOSTILE_STEP, assert_no_root_shell, inspect_cell_container
 from convmatrix.run.lanes import base_image, containers
 from testkit import ran
 
@@ -109,21 +109,7 @@ def test_a_podman_cell_container_cannot_plant_a_root_shell(podman_base: str, tmp
 
 def test_every_limit_applies_under_podman(podman_base: str, tmp_path: Path) -> None:
     """podman inspect of a created cell container: what run_kwargs asks for is what Podman set."""
-    (tmp_path / "results").mkdir()
-    (tmp_path / "suite").mkdir()
-    spec = containers.RunSpec(image=podman_base, command=["true"], results_dir=tmp_path / "results",
-                              suite_dir=tmp_path / "suite", gpu_index=None, environment={})
-    with containers.client("podman") as engine:
-        kind = containers.kind_of(engine)
-        kwargs = {k: v for k, v in containers.run_kwargs(spec, kind).items() if k != "auto_remove"}
-        created = engine.containers.create(**kwargs)
-        try:
-            done = subprocess.run([base_image.engine_cli("podman"), "inspect", created.id], capture_output=True,
-                                  text=True, check=True)
-        finally:
-            created.remove(force=True)
-    assert kind.name == "podman"
-    (info,) = json.loads(done.stdout)
+    info = inspect_cell_container("podman", podman_base, tmp_path)
     host = info["HostConfig"]
     assert host["CapDrop"] and "no-new-privileges" in " ".join(host["SecurityOpt"])
     assert host["ReadonlyRootfs"] is True and host["PidsLimit"] == containers.PIDS_LIMIT
