@@ -469,6 +469,13 @@ def test_a_real_h200_run_explains_its_two_failures_in_every_format(tmp_path: Pat
     assert all(escape.html_cell(line) in html for line in lines.values())
     cases = {c["case"]: c for c in json.loads(render.render(built, "json"))["cases"] if c["explained"]}
     assert cases[illegal]["explained"]["last_operation"] == "CONVOLUTION_BACKWARD_FILTER"
+    # junit carries no annotation lines, but the same two failing cases, and only those.
+    suites = ET.fromstring(render.render(built, "junit"))
+    failed = {tc.get("name") for tc in suites.iter("testcase")
+              if tc.find("failure") is not None or tc.find("error") is not None}
+    assert {name for name in failed if name} and all(any(case in (name or "") for case in (illegal, slow))
+                                                     for name in failed)
+    assert all(any(case in (name or "") for name in failed) for case in (illegal, slow))
     assert cases[slow]["explained"]["cudnn_is_the_cause"] is True and cases[slow]["explained"]["log"].endswith("cudnn.log")
 
 
@@ -485,3 +492,31 @@ def test_each_case_row_carries_its_parameters_in_json_and_the_html_case_view(tmp
     shown = ("parameters: op=conv_transpose2d n=2 c_in=8 c_out=4 size=8x8 kernel=4 stride=2 padding=1 bias=False "
              "dtype=bfloat16 memory_format=channels_last direction=backward_weight benchmark=False")
     assert escape.html_cell(shown) in render.render(built, "html")
+
+
+@pytest.mark.parametrize("operation", ["<script>alert(1)</script>", "CONV\x1b[2J", "conv_forward", "A" * 65, 5, True,
+                                       ["CONVOLUTION_FORWARD"], "CONVOLUTION FORWARD", ""])
+def test_a_hostile_last_operation_is_never_shown(tmp_path: Path, operation: Any) -> None:
+    """explain/<case>.json is untrusted: only a cuDNN operation name (A-Z, digits, _) reaches a report."""
+    write_result(tmp_path, "control", [record("c")], env=env_json("control"))
+    cell = write_result(tmp_path, "cell", [record("c", status="failed", message="CUDA error: an illegal memory access")],
+                        env=env_json("cell"))
+    (cell / "explain").mkdir()
+    activity: dict[str, Any] = {"executions": "many", "last_operation": operation, "last_call": "<b>"}
+    found = {"schema": 1, "case": "c", "level": "info", "status": "failed", "cudnn_off": "passed",
+             "cudnn_is_the_cause": True, "cudnn": None, "log": "explain/c/cudnn.log", "activity": activity}
+    (cell / "explain" / "c.json").write_text(json.dumps(found))
+    built = report_model.build(results.load([str(tmp_path)]).results, "control")
+    row = next(c for c in built.cases if c.cell == "cell")
+    assert row.explained is not None and row.explained.last_operation is None
+    for fmt in ("text", "markdown", "html", "json"):
+        shown = render.render(built, fmt)
+        said = "cuDNN's log names no failure; without cuDNN"
+        assert (escape.html_cell(said) if fmt == "html" else said) in shown or fmt == "json", fmt
+        assert "the last plan it executed" not in shown and "alert(1)" not in shown and "\x1b" not in shown, fmt
+    activity["last_operation"] = "CONVOLUTION_FORWARD"
+    (cell / "explain" / "c.json").write_text(json.dumps(found))
+    rebuilt = report_model.build(results.load([str(tmp_path)]).results, "control")
+    for fmt in ("text", "markdown", "html"):
+        assert "the last plan it executed: CONVOLUTION_FORWARD" in render.render(rebuilt, fmt), fmt
+    assert '"last_operation": "CONVOLUTION_FORWARD"' in render.render(rebuilt, "json")

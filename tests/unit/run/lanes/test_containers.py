@@ -392,3 +392,30 @@ time.sleep(3)
         assert containers.start_podman_service(host) is None
         gc.collect()
     assert containers.unix_socket_problem(host) is None
+
+
+@pytest.mark.parametrize("host", ["unix://{tmp}/$(touch {tmp}/pwned)/p.sock", "unix://{tmp}/a b;touch {tmp}/pwned"])
+def test_a_hostile_container_host_reaches_podman_as_one_argument(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                 host: str) -> None:
+    """$CONTAINER_HOST goes to podman as one argv element, never through a shell; a service that
+    never answers is one line (PODMAN_START shortened here)."""
+    import sys
+
+    fake = tmp_path / "bin" / "podman"
+    fake.parent.mkdir()
+    fake.write_text(f"#!{sys.executable}\nimport json, sys\nopen({str(tmp_path / 'argv')!r}, 'w').write(json.dumps(sys.argv[1:]))\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake.parent}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setattr(containers, "PODMAN_START", 1.0)
+    given = host.format(tmp=tmp_path)
+    monkeypatch.setenv("CONTAINER_HOST", given)
+    with pytest.raises(containers.EngineError) as caught, containers.client("podman"):
+        pass
+    assert len(str(caught.value).splitlines()) == 1 and str(caught.value).startswith("podman: the engine is not reachable")
+    import json
+    import time
+    deadline = time.monotonic() + 5
+    while not (tmp_path / "argv").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert json.loads((tmp_path / "argv").read_text())[-1] == given
+    assert not (tmp_path / "pwned").exists()
