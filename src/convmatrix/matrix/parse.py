@@ -66,11 +66,13 @@ class Matrix:
         """The same matrix with its container cells run by another engine (run option --engine)."""
         if engine not in ENGINES:
             raise BadInput(f"run options: --engine {engine!r} is not one of {', '.join(ENGINES)}")
+        return replace(self, cells=tuple(run_by(c, engine) for c in self.cells),
+                       control=run_by(self.control, engine) if self.control else None)
 
-        def moved(cell: Cell) -> Cell:
-            return replace(cell, engine=engine) if cell.lane == "container" else cell
-        return replace(self, cells=tuple(moved(c) for c in self.cells),
-                       control=moved(self.control) if self.control else None)
+
+def run_by(cell: Cell, engine: str) -> Cell:
+    """The cell run by that engine: a container cell's engine; other lanes have none."""
+    return replace(cell, engine=engine) if cell.lane == "container" else cell
 
 
 def load(path: str | Path) -> Matrix:
@@ -119,7 +121,7 @@ class _Parser:
         cells = self.include(raw, axes, cells, default_base, base_is_axis, optional)
         if not cells:
             raise self.fail("[axes]", no_cells(axes, pruned, excluded))
-        cells = [replace(c, engine=engine) if c.lane == "container" else c for c in cells]
+        cells = [run_by(c, engine) for c in cells]
         control = self.control(raw, cells, pruned)
         wheelhouse = raw.get("wheelhouse")
         if wheelhouse is not None and not isinstance(wheelhouse, str):
