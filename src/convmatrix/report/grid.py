@@ -109,8 +109,9 @@ def sub_label(cell: CellRow, axes: Iterable[str], knobs: Mapping[str, Any]) -> s
     if not cudnn:
         return abbreviate(cell.cell)  # no matrix axes to name it by (host lane, direct run): its id
     if cudnn == IMAGE:  # a system base's own cuDNN, named by what the suite saw, and the base always
+        # No env.json (the base was never pulled, the build failed): nothing was seen, not "none".
         seen = cell.observed.get("cudnn")
-        parts = [f"cuDNN {seen or 'none'} (observed)"]
+        parts = [f"cuDNN {seen or 'none'} (observed)" if "cudnn" in cell.observed else "cuDNN (not observed)"]
         axes = ["base", *(a for a in axes if a != "base")]
     else:
         parts = [f"cuDNN {cudnn}"]

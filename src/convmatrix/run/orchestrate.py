@@ -255,8 +255,10 @@ class Scheduler:
             for target in job.todo:
                 if not rundir.is_complete(target.final_dir):  # a finished result outweighs a failed retry
                     record_setup_failure(target, str(exc), self.matrix)
-            self.log(f"{cell.id}: {exc}; recorded in {self.opts.out}")
-            self.outcome.failed.append(f"{cell.id}: {exc}")
+            # A lane's error may already open with the cell's id (a build or install names its cell).
+            said = str(exc) if str(exc).startswith(f"{cell.id}: ") else f"{cell.id}: {exc}"
+            self.log(f"{said}; recorded in {self.opts.out}")
+            self.outcome.failed.append(said)
             self.progress.add(-len(job.todo))  # runs that will not happen leave the total
             return
         if ready.prepared is None:

@@ -138,3 +138,13 @@ def test_the_grid_groups_a_system_base_by_the_torch_it_carried_and_names_the_bas
     assert report_grid.sub_label(seen, [], {}) == "cuDNN 90500 (observed) · nvcr.io/nvidia/pytorch:24.10-py3"
     assert report_grid.sub_label(seen, ["lane", "base"], {}) == (
         "cuDNN 90500 (observed) · nvcr.io/nvidia/pytorch:24.10-py3 · container")
+
+
+def test_a_system_base_that_never_ran_says_its_cudnn_was_not_observed() -> None:
+    # A base that was never pulled wrote no env.json: the row must not claim the suite saw "none".
+    never = row(system_cell(), {})
+    assert report_grid.group_title(never) == "container · (not observed)"
+    assert report_grid.sub_label(never, [], {}) == "cuDNN (not observed) · nvcr.io/nvidia/pytorch:24.10-py3"
+    # A suite that ran on a torch without cuDNN did observe none.
+    cpu_only = row(system_cell(), {"torch": "2.5.1+cpu", "cudnn": None})
+    assert report_grid.sub_label(cpu_only, [], {}) == "cuDNN none (observed) · nvcr.io/nvidia/pytorch:24.10-py3"

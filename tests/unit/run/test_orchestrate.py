@@ -155,13 +155,16 @@ def test_a_cell_that_cannot_run_is_recorded_not_run_or_with_strict_invalid(setup
 
 
 def test_a_failed_setup_is_recorded_the_others_still_run_and_the_run_fails(setup: Setup) -> None:
-    matrix, go, _lines, out = setup
+    matrix, go, lines, out = setup
     broken = matrix.cells[0].id
     lane = FakeLane(broken=[broken])
-    with pytest.raises(InfrastructureError, match=f"{broken}: install failed"):
+    with pytest.raises(InfrastructureError, match=f"{broken}: install failed") as raised:
         go(lane)
     assert len(lane.runs) == len(matrix.cells) - 1
     assert meta(ran(out, broken))["error"] == f"{broken}: install failed"
+    # The lane's message already names its cell: the run's last line and its log say it once.
+    assert f"{broken}: {broken}" not in str(raised.value)
+    assert not [line for line in lines if f"{broken}: {broken}" in line]
 
 
 def test_a_failed_retry_never_replaces_a_complete_result(setup: Setup) -> None:
