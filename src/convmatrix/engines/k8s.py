@@ -7,6 +7,8 @@ channel between the pods."""
 
 from __future__ import annotations
 
+import base64
+import gzip
 import json
 import re
 import shlex
@@ -18,6 +20,7 @@ from typing import Any
 from convmatrix.engines import ShardPlan, check_text, merge_commands
 from convmatrix.errors import BadInput
 from convmatrix.matrix import Matrix
+from convmatrix.results import rundir
 from convmatrix.run import options
 
 MARKERS = ".shards"  # under the results directory: one file per shard that ended for good, "done|failed CODE"
@@ -38,6 +41,11 @@ DEFAULT_SHM = "8Gi"
 DEFAULT_MERGE_DEADLINE_S = 24 * 3600  # without --deadline; with it, the shards' deadline and MERGE_SLACK_S
 MERGE_SLACK_S = 900  # the merge starts with the shards: past their deadline, this long for the last markers
 EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+# Linux refuses to exec a command with any one argument longer than MAX_ARG_STRLEN, 32 pages
+# (131072 bytes with 4 KiB pages; www.in-ulm.de/~mascheck/various/argmax/, "maximum length of one
+# argument"); a container's `sh -c SCRIPT` is one such argument. Seen here: a 140 KB script ended in
+# "Argument list too long" before the merge wrote anything.
+MAX_ARGUMENT = 131072
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -75,6 +83,33 @@ def check_name(name: str) -> str:
     if not DNS_LABEL.fullmatch(name):
         raise BadInput(f"--name {name!r}: use lower-case letters, digits and '-', at most 47 characters")
     return name
+
+
+# Object names (https://kubernetes.io/docs/concepts/overview/working-with-objects/names/): a
+# namespace is a DNS label (RFC 1123, at most 63 characters), a PersistentVolumeClaim a DNS
+# subdomain (at most 253). The API server refuses anything else, long after `kubectl apply`.
+_DNS_LABEL_63 = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+
+
+def check_namespace(text: str | None) -> str | None:
+    if text is not None and not _DNS_LABEL_63.fullmatch(text):
+        raise BadInput(f"--namespace {text!r}: a namespace is lower-case letters, digits and '-', "
+                       "a letter or digit first and last, at most 63 characters")
+    return text
+
+
+def check_claim(text: str) -> str:
+    if len(text) > 253 or not _SUBDOMAIN.fullmatch(text):
+        raise BadInput(f"--claim {text!r}: a PersistentVolumeClaim's name is lower-case letters, digits, "
+                       "'-' and '.', a letter or digit first and last, at most 253 characters")
+    return text
+
+
+def check_image(text: str) -> str:
+    # An image reference holds no white space (https://github.com/distribution/reference, grammar.go).
+    if not text or any(c.isspace() for c in text):
+        raise BadInput(f"--image {text!r}: give an image reference such as registry.local/convmatrix:1")
+    return text
 
 
 # Label and taint keys and values (https://kubernetes.io/docs/concepts/overview/working-with-objects/
@@ -129,6 +164,18 @@ def parse_node_selector(text: str) -> tuple[str, str]:
     return check_key("--node-selector", text, key), check_value("--node-selector", text, value)
 
 
+def node_selector(texts: list[str]) -> tuple[tuple[str, str], ...]:
+    """Every --node-selector, a key at most once (nodeSelector is a map: a second value for a key
+    would silently replace the first)."""
+    pairs: dict[str, str] = {}
+    for text in texts:
+        key, value = parse_node_selector(text)
+        if key in pairs and pairs[key] != value:
+            raise BadInput(f"--node-selector {text!r}: {key} is already {pairs[key]!r}; a node has one value per label")
+        pairs[key] = value
+    return tuple(pairs.items())
+
+
 def check_shm(text: str) -> str:
     """A Kubernetes quantity above zero (8Gi, 512Mi, 1G)."""
     check_text("--shm-size", text)
@@ -163,7 +210,23 @@ def stand_ins(matrix: Matrix, shards: int, matrix_path: str) -> tuple[str, ...]:
 
 
 def manifests(job: K8sJob) -> list[dict[str, Any]]:
-    return [shards_job(job), merge_job(job)]
+    docs = [shards_job(job), merge_job(job)]
+    for doc in docs:
+        spec = doc["spec"]["template"]["spec"]
+        for container in [*spec.get("initContainers", []), *spec["containers"]]:
+            size = max(len(arg.encode()) for arg in container["command"])
+            if size > MAX_ARGUMENT:
+                raise BadInput(f"{doc['metadata']['name']}: the {container['name']} container's script would be "
+                               f"{size} bytes, over the {MAX_ARGUMENT} Linux allows one argument: split the matrix "
+                               f"({len(job.stand_ins)} shard(s) of its cells are written into the merge)")
+    return docs
+
+
+def packed(text: str) -> str:
+    """A stand-in plan as the wait script carries it: gzip, then base64 (about a twentieth of the
+    JSON, whose cells repeat the same keys and values), so that a matrix of thousands of cells fits
+    the one argument a script is (MAX_ARGUMENT). mtime 0: the same matrix gives the same manifest."""
+    return base64.b64encode(gzip.compress(text.encode(), compresslevel=9, mtime=0)).decode()
 
 
 def metadata(job: K8sJob, suffix: str) -> dict[str, Any]:
@@ -217,6 +280,7 @@ def shard_command(job: K8sJob) -> str:
     # backoffLimitPerIndex) every attempt counts as the last. The pod's exit status stays the run's.
     return "\n".join([
         "set -u",
+        *fresh_lines(plan.out),
         "shard=$((JOB_COMPLETION_INDEX + 1))",
         # The host a shard's results are keyed by is the node it runs on (a pod's own hostname is
         # its name): the node name's first label, as long as a host name may be.
@@ -226,6 +290,16 @@ def shard_command(job: K8sJob) -> str:
         *marker_lines(markers),
         'exit "$code"',
     ])
+
+
+def fresh_lines(out: str) -> list[str]:
+    """Refuse a results directory an earlier merge already reported on: the manifest was applied
+    again (its --out is fixed when it is generated), and that run's markers would let this merge
+    start at once, on old results, while the new shards still run."""
+    report = shlex.quote(str(PurePosixPath(out) / rundir.REPORT_FILES[0][1]))
+    said = shlex.quote(f"convmatrix: {out} already holds the report of an earlier run (this manifest was applied "
+                       "before): generate a new one with `convmatrix k8s` for a new run")
+    return [f"if [ -e {report} ]; then echo {said} >&2; exit 2; fi"]
 
 
 def marker_lines(markers: str) -> list[str]:
@@ -277,12 +351,14 @@ def wait_command(job: K8sJob) -> str:
     """Waits until every shard has ended for good (its marker) or the merge deadline passed, says
     which shards did not finish and which failed, and writes a stand-in plan for every shard that
     left none (it never started, or failed before planning), so that the report shows its cells
-    NOT RUN and exits 1. Always exits 0: the report is written whatever happened."""
+    NOT RUN and exits 1. Exits 0 whatever happened to the shards, so that the report is written;
+    2 only for a results directory an earlier run already reported on (fresh_lines)."""
     n = job.plan.shards
     out = PurePosixPath(job.plan.out)
     markers, plans = shlex.quote(str(out / MARKERS)), shlex.quote(str(out / "plans"))
     lines = [
         "set -u",
+        *fresh_lines(job.plan.out),
         f"end=$(( $(date +%s) + {job.merge_deadline} ))",
         "while :; do",
         '  missing=""; failed=""; i=1',
@@ -308,10 +384,11 @@ def wait_command(job: K8sJob) -> str:
         f"  if grep -qsF \"\\\"shard\\\": [$1, {n}]\" {plans}/*.json; then return 0; fi",
         f'  echo "convmatrix: shard $1 of {n} left no plan: its cells are reported NOT RUN"',
         "  for key in $keys; do",
-        f'    printf "%s\\n" "$2" | sed "s/{GPU_KEY_SLOT}/$key/g" > {plans}/k8s-shard-"$1"-of-{n}-no-plan-"$key".json',
+        f'    printf "%s" "$2" | base64 -d | gzip -dc | sed "s/{GPU_KEY_SLOT}/$key/g" \\',
+        f'      > {plans}/k8s-shard-"$1"-of-{n}-no-plan-"$key".json',
         "  done",
         "}",
-        *(f"stand_in {i} {shlex.quote(text)}" for i, text in enumerate(job.stand_ins, start=1)),
+        *(f"stand_in {i} {shlex.quote(packed(text))}" for i, text in enumerate(job.stand_ins, start=1)),
         "exit 0",
     ]
     return "\n".join(lines)

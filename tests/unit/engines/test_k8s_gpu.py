@@ -131,6 +131,14 @@ def test_every_pod_stays_in_the_restricted_profile_with_the_gpu_options(capsys: 
     (["--deadline", "-5"], "--deadline '-5'"),
     (["--merge-deadline", "soon"], "--merge-deadline 'soon'"),
     (["--merge-deadline", "60\u2028"], "control character"),
+    # Seen: each went into the manifests (exit 0), which the API server or the kubelet refuses.
+    (["--namespace", "UPPER ns"], "--namespace 'UPPER ns': a namespace is lower-case letters"),
+    (["--namespace", "n" * 64], "at most 63 characters"),
+    (["--claim", "Not A Claim/.."], "--claim 'Not A Claim/..': a PersistentVolumeClaim's name"),
+    (["--image", ""], "--image '': give an image reference"),
+    (["--image", "registry.local/convmatrix:1 --privileged"], "give an image reference"),
+    # Seen: the second value silently replaced the first.
+    (["--node-selector", "a=1", "--node-selector", "a=2"], "--node-selector 'a=2': a is already '1'"),
 ])
 def test_a_bad_gpu_option_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str], args: list[str],
                                                  says: str) -> None:
@@ -238,3 +246,77 @@ def test_without_any_plan_the_stand_ins_name_an_unknown_gpu(tmp_path: Path) -> N
     assert merge.returncode != 0
     report = json.loads((out / "report.json").read_text())
     assert {c["verdict"] for c in report["cells"]} == {"not-run"}
+
+
+def test_the_same_node_selector_twice_is_one_label() -> None:
+    assert k8s.node_selector(["a=1", "b=2", "a=1"]) == (("a", "1"), ("b", "2"))
+
+
+BIG = """name = "big"
+[axes]
+lane = ["baremetal"]
+torch = ["2.4.1", "2.5.1", "2.6.0", "2.7.1", "2.8.0", "2.9.1"]
+cuda = ["cu118", "cu124", "cu126"]
+cudnn = ["bundled", "9.5.1.17"]
+python = ["3.10", "3.11", "3.12", "3.13"]
+knobs = ["default", "pad=8", "benchmark=on", "channels_last=on"]
+"""
+
+
+def test_a_matrix_of_hundreds_of_cells_gives_a_merge_that_linux_can_start(tmp_path: Path) -> None:
+    """Seen: 480 requested cells, 4 shards: the wait script was 140 KB, one argument over Linux's
+    128 KiB, so the init container could not start ("Argument list too long") and no report came.
+    Here the script is exec'd for real, as the kubelet would."""
+    path = tmp_path / "big.toml"
+    path.write_text(BIG)
+    loaded = matrix.load(path)
+    assert len(loaded.cells) > 250
+    out = tmp_path / "results" / "run"
+    job = k8s.K8sJob(plan=ShardPlan(matrix=str(path), out=str(out), shards=4, run_args=()), name="x", image="i",
+                     claim="c", merge_deadline=1, stand_ins=k8s.stand_ins(loaded, 4, str(path)))
+    (merge,) = (d for d in k8s.manifests(job) if d["metadata"]["name"] == "x-merge")
+    script = merge["spec"]["template"]["spec"]["initContainers"][0]["command"][2]
+    assert len(script.encode()) < k8s.MAX_ARGUMENT
+    wait = run_sh(script, tmp_path, timeout=30)
+    assert wait.returncode == 0, wait.stderr
+    written = sorted((out / "plans").iterdir())
+    assert [p.name for p in written] == [f"k8s-shard-{i}-of-4-no-plan-unknown.json" for i in range(1, 5)]
+    expected = [e["cell"] for p in written for e in json.loads(p.read_text())["expected"]]
+    control = loaded.control.id if loaded.control else None
+    assert sorted(set(expected)) == sorted(c.id for c in loaded.cells)  # every cell, the control in each shard
+    assert len(expected) == len(loaded.cells) + 3 * (control is not None)
+
+
+def test_a_merge_script_linux_cannot_start_is_refused_in_one_line(capsys: pytest.CaptureFixture[str],
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(k8s, "MAX_ARGUMENT", 2000)  # the nightly's wait script, its stand-ins packed, is more
+    code, out, err = k8s_cli(capsys)
+    assert code == 2 and out == ""
+    assert len(err.splitlines()) == 1 and "nightly-merge: the wait-for-shards container's script would be" in err
+
+
+def test_a_manifest_applied_again_refuses_the_earlier_runs_results(tmp_path: Path) -> None:
+    """Seen: with an earlier run's markers in OUT (the same saved YAML applied again), the merge
+    went on at once, on old results, while the new shards still ran."""
+    out = tmp_path / "results" / "run"
+    out.mkdir(parents=True)
+    shard_one_ran(out)
+    (out / k8s.MARKERS / "2").write_text("done 0\n")
+    (out / "report.json").write_text("{}")  # the earlier merge's
+    job = five_cells(tmp_path, 3600, out=out)
+    wait = run_sh(k8s.wait_command(job), tmp_path, timeout=30)
+    assert wait.returncode == 2 and wait.stderr.strip().endswith("generate a new one with `convmatrix k8s` for a new run")
+    assert not (out / "plans" / "k8s-shard-2-of-2-no-plan-cpu.json").exists()
+    shard = subprocess.run(["/bin/sh", "-c", k8s.shard_command(job)], env={"JOB_COMPLETION_INDEX": "0", "PATH": "/usr/bin:/bin"},
+                           capture_output=True, text=True, timeout=30, check=False)
+    assert shard.returncode == 2 and f"{out} already holds the report of an earlier run" in shard.stderr
+    assert (out / k8s.MARKERS / "1").read_text() == "done 0\n"  # nothing of the earlier run touched
+
+
+def test_container_cells_are_said_to_be_not_run_in_pods(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _out, err = k8s_cli(capsys)  # the nightly: container cells beside baremetal ones
+    assert code == 0
+    assert len(err.splitlines()) == 1 and "container-lane cell(s) of matrix/nightly.toml" in err
+    assert "will be reported NOT RUN: a pod has no container engine" in err
+    assert main(["k8s", "-m", "matrix/examples/fix-proof.toml", "--shards", "2", "--image", "i", "--claim", "c"]) == 0
+    assert capsys.readouterr().err == ""
