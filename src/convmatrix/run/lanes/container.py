@@ -130,7 +130,7 @@ def podman_problem() -> str | None:
         with containers.client("podman"):
             return None
     except containers.EngineError as exc:
-        return str(exc).removeprefix("podman: ")
+        return str(exc).removeprefix("podman: ").replace("the engine is", "the podman engine is", 1)
 
 
 # --- images: what to build, and building it ----------------------------------------------------

@@ -7,7 +7,7 @@ Two engines answer the same SDK: Docker, and Podman through its Docker-compatibl
 idle). What differs is kept here, in run_kwargs and client: the socket, GPUs (Docker's NVIDIA
 device request; on Podman a CDI device request naming `nvidia.com/gpu=<index>`, which Podman's
 compatible API honours from 5.4.0), Podman's explicit resource limits (below), and the name of its
-removal event (`remove`, Docker's `destroy`). docs/container.md says how Apptainer or enroot would
+removal event (`remove`, Docker's `destroy`). docs/container-lane.md says how Apptainer or enroot would
 plug into the same seam.
 
 Containers run least-privileged: never as root (the invoking uid:gid, or nobody's when the harness

@@ -341,6 +341,20 @@ def test_an_unknown_engine_or_a_podman_that_cannot_start_is_one_line(monkeypatch
                                  "service` or set CONTAINER_HOST")
 
 
+def test_a_podman_cell_that_cannot_run_names_podman(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """What a cell records as not run: the engine by name, as Docker's says 'the docker engine'."""
+    from convmatrix.run.lanes import container
+
+    for name in ("podman", "setsid"):  # a podman whose service never comes up
+        fake = tmp_path / name
+        fake.write_text("#!/bin/sh\nexit 1\n")
+        fake.chmod(0o755)
+    monkeypatch.setattr(containers, "PODMAN_START", 0.5)
+    monkeypatch.setenv("CONTAINER_HOST", f"unix://{tmp_path}/none/podman.sock")
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert (container.podman_problem() or "").startswith("the podman engine is not reachable (")
+
+
 def test_podmans_removal_event_is_the_end_of_the_watch(tmp_path: Path) -> None:
     """Podman 4.3 says `remove` where Docker says `destroy` (seen on Debian 12's podman)."""
     engine = FakeEngine(events=[event("create"), event("start"), event("die", exitCode="3"), event("remove")])
