@@ -7,18 +7,21 @@ $CONVMATRIX_RESULTS_STORE still move their parts elsewhere.
 
 A job that uses a venv or a stored result holds a shared flock on its lock file,
 locks/<kind>/<name>, for as long as it uses it (held(), or hold() until the process ends); gc
-takes an exclusive one without waiting (exclusive()) and leaves alone what it cannot lock. Taking
+takes an exclusive one without waiting (exclusive()) and leaves alone what another holds. Taking
 a hold also touches the lock file: its mtime is when the thing was last used.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+
+from convmatrix.errors import BadInput
 
 VENVS = "venvs"  # the kinds of things held: a venv (by its directory's name) ...
 RESULTS = "results"  # ... a stored result (by its key) ...
@@ -30,23 +33,55 @@ def home() -> Path:
     """$CONVMATRIX_HOME, else ~/.cache/convmatrix (./.convmatrix where there is no home directory)."""
     chosen = os.environ.get("CONVMATRIX_HOME")
     if chosen:
-        return Path(chosen).expanduser().resolve()
+        return folder(Path(chosen).expanduser(), "CONVMATRIX_HOME")
     try:
-        return (Path.home() / ".cache" / "convmatrix").resolve()
+        default = Path.home() / ".cache" / "convmatrix"
     except (RuntimeError, KeyError):  # no $HOME and no passwd entry (an arbitrary container uid)
-        return Path(".convmatrix").resolve()
+        default = Path(".convmatrix")
+    return folder(default, None)
 
 
 def venvs() -> Path:
     """Where the baremetal lane's venvs live: $CONVMATRIX_VENVS, else <home>/venvs."""
     chosen = os.environ.get("CONVMATRIX_VENVS")
-    return Path(chosen).expanduser().resolve() if chosen else home() / "venvs"
+    return folder(Path(chosen).expanduser(), "CONVMATRIX_VENVS") if chosen else home() / "venvs"
 
 
 def results_store() -> Path:
     """Where complete results are kept for --reuse-results: $CONVMATRIX_RESULTS_STORE, else <home>/results."""
     chosen = os.environ.get("CONVMATRIX_RESULTS_STORE")
-    return Path(chosen).expanduser().resolve() if chosen else home() / "results"
+    return folder(Path(chosen).expanduser(), "CONVMATRIX_RESULTS_STORE") if chosen else home() / "results"
+
+
+def folder(path: Path, variable: str | None) -> Path:
+    """path resolved, where it is a folder or one can be made there; else BadInput naming the
+    variable that chose it. Checked here, where the place is chosen: otherwise a symlink loop is a
+    traceback (Path.resolve's RuntimeError) and a file in the way a "Not a directory" deep in a run."""
+    named = f"{variable}={path}" if variable else f"{path} (CONVMATRIX_HOME is not set)"
+    try:
+        resolved = path.resolve()
+        nearest = existing(resolved)
+    except RuntimeError:  # Python 3.11 and 3.12 name a symlink loop only so
+        raise BadInput(f"{named}: a symlink loop") from None
+    except OSError as exc:
+        why = "a symlink loop" if exc.errno == errno.ELOOP else exc.strerror or str(exc)
+        raise BadInput(f"{named}: {why}") from None
+    if not nearest.is_dir():
+        raise BadInput(f"{named}: not a directory" if nearest == resolved else f"{named}: {nearest} is not a directory")
+    return resolved
+
+
+def existing(path: Path) -> Path:
+    """path, or the nearest of its parents that exists (a file in the way: that file); os.stat's
+    other errors raised."""
+    while True:
+        try:
+            os.stat(path)
+            return path
+        except (FileNotFoundError, NotADirectoryError):
+            if path == path.parent:
+                return path
+            path = path.parent
 
 
 def locks() -> Path:
@@ -66,16 +101,19 @@ def touch(path: Path) -> None:
         os.utime(path)
 
 
-def _locked(path: Path, how: int) -> int | None:
+def _locked(path: Path, how: int, *, create: bool = True) -> int | None:
     """An open descriptor of path flocked `how`, or None where a non-blocking lock is taken by
     another. gc removes a lock file it holds once the thing is gone: a lock taken on the file
-    that was unlinked meanwhile is let go, and the one there now taken instead."""
+    that was unlinked meanwhile is let go, and the one there now taken instead. Without `create`
+    the file must be there (FileNotFoundError); any error but the lock being taken is raised."""
     while True:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o644)
+        if create:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        flags = os.O_RDWR | (os.O_CREAT if create else 0) | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+        fd = os.open(path, flags, 0o644)
         try:
             fcntl.flock(fd, how)
-        except BlockingIOError:
+        except BlockingIOError:  # EWOULDBLOCK (EAGAIN): taken by another
             os.close(fd)
             return None
         except BaseException:
@@ -92,8 +130,8 @@ def _locked(path: Path, how: int) -> int | None:
 
 def _shared(kind: str, name: str) -> int | None:
     """A shared hold (waiting while gc removes the thing), the lock file touched; None where no
-    lock file can be made (a read-only home): the job goes on unheld, and gc, which cannot make
-    one either, leaves the thing alone."""
+    lock file can be made (a read-only home): the job goes on unheld, and gc, which cannot lock
+    it either, stops there (exclusive)."""
     try:
         fd = _locked(lock_path(kind, name), fcntl.LOCK_SH)
     except OSError:
@@ -137,26 +175,45 @@ def hold(kind: str, name: str) -> None:
 @contextlib.contextmanager
 def exclusive(kind: str, name: str, *, create: bool = True) -> Iterator[bool]:
     """gc's lock on kind/name: whether it was free (then nobody takes a hold until the block
-    ends); never waits. False also where no lock file can be made. A lock file made here is
-    dated to the epoch, so that it never passes for a use; without `create` (a dry run, which
-    makes nothing), a missing lock file is free."""
+    ends); never waits. A lock file made here is dated to the epoch, so that it never passes for
+    a use; without `create` (a dry run, which makes nothing), a missing lock file is free.
+
+    Where the lock cannot be taken at all (a read-only home), BadInput naming the lock file: the
+    home is a place the user chose, like an unwritable -o (exit 2). Calling that "held" kept
+    everything with exit 0, while a dry run, which makes no lock file, called it free."""
     path = lock_path(kind, name)
     existed = os.path.lexists(path)
-    if not existed and not create:
-        yield True
-        return
-    try:
-        fd = _locked(path, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        fd = None
+    free, fd = _gc_lock(path, create=create)
     try:
         if fd is not None and not existed:
             with contextlib.suppress(OSError):
                 os.utime(fd, (0, 0))
-        yield fd is not None
+        yield free
     finally:
         if fd is not None:
             os.close(fd)
+
+
+def _gc_lock(path: Path, *, create: bool) -> tuple[bool, int | None]:
+    """Whether gc's lock on path is free, and the descriptor that holds it (None: none to hold)."""
+    try:
+        if not create and not os.path.lexists(path):
+            _could_make(path)
+            return True, None
+        fd = _locked(path, fcntl.LOCK_EX | fcntl.LOCK_NB, create=create)
+    except OSError as exc:
+        if isinstance(exc, FileNotFoundError) and not create:
+            return True, None  # a dry run's lock file that a gc removed meanwhile: nobody holds it
+        raise BadInput(f"{path}: gc cannot take its lock: {exc.strerror or exc}") from None
+    return fd is not None, fd
+
+
+def _could_make(path: Path) -> None:
+    """BadInput where the real run could not make path's lock file: its nearest existing folder
+    is not writable (a dry run makes nothing, so it asks)."""
+    nearest = existing(path.parent)
+    if not os.access(nearest, os.W_OK | os.X_OK):
+        raise BadInput(f"{path}: gc cannot take its lock: {nearest} is not writable")
 
 
 def last_held(kind: str, name: str) -> float | None:

@@ -3,17 +3,21 @@ what a running job uses."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import threading
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from convmatrix import home
+from convmatrix.errors import BadInput, InfrastructureError
 from convmatrix.matrix.cells import Cell
 from convmatrix.results import rundir
-from convmatrix.run import reuse
+from convmatrix.run import gc, reuse
 from convmatrix.run.lanes import baremetal
 
 
@@ -102,16 +106,61 @@ def test_a_holder_that_waited_on_a_lock_file_gc_removed_holds_the_new_one() -> N
     thread.join(10)
 
 
-def test_where_no_lock_file_can_be_made_a_job_goes_on_and_gc_keeps_off(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    (tmp_path / "file").write_text("")
-    monkeypatch.setenv("CONVMATRIX_HOME", str(tmp_path / "file" / "home"))
+@pytest.fixture
+def read_only_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """CONVMATRIX_HOME on a read-only mount (a bind mount -o ro), which a test cannot make: writing
+    under it fails with EROFS, and access() says so."""
+    root = tmp_path / "ro"
+    for venv in ("old", "new"):  # an old venv's lock file is there; a new one's gc would have to make
+        (root / "venvs" / venv).mkdir(parents=True)
+    (root / "locks" / "venvs").mkdir(parents=True)
+    (root / "locks" / "venvs" / "old").write_text("")
+    monkeypatch.setenv("CONVMATRIX_HOME", str(root))
+    real_open, real_mkdir, real_access = os.open, os.mkdir, os.access
+
+    def under(path: Any) -> bool:
+        return str(path).startswith(str(root))
+
+    def refused(path: Any) -> OSError:
+        return OSError(errno.EROFS, os.strerror(errno.EROFS), str(path))
+
+    def open_(path: Any, flags: int, *args: Any, **kwargs: Any) -> int:
+        if under(path) and flags & (os.O_RDWR | os.O_WRONLY | os.O_CREAT):
+            raise refused(path)
+        return real_open(path, flags, *args, **kwargs)
+
+    def mkdir(path: Any, *args: Any, **kwargs: Any) -> None:
+        if under(path):
+            raise FileExistsError(errno.EEXIST, "File exists", str(path)) if os.path.lexists(path) else refused(path)
+        real_mkdir(path, *args, **kwargs)
+
+    def access(path: Any, mode: int, *args: Any, **kwargs: Any) -> bool:
+        return not (under(path) and mode & os.W_OK) and real_access(path, mode, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", open_)
+    monkeypatch.setattr(os, "mkdir", mkdir)
+    monkeypatch.setattr(os, "access", access)
+    return root
+
+
+def test_where_no_lock_file_can_be_made_a_job_goes_on_unheld(read_only_home: Path) -> None:
     with home.held(home.VENVS, "v"):
         pass
     home.hold(home.VENVS, "v")
-    with home.exclusive(home.VENVS, "v") as free:
-        assert not free
+    assert not home._KEPT
+
+
+@pytest.mark.parametrize("name", ["old", "new"])  # a lock file there, and one gc would have to make
+@pytest.mark.parametrize("create", [True, False])  # the real run, and the dry run, which makes nothing
+def test_where_gc_cannot_lock_it_says_so_and_never_that_a_job_holds_it(
+    read_only_home: Path, name: str, create: bool
+) -> None:
+    path = read_only_home / "locks" / "venvs" / name
+    with pytest.raises(BadInput) as raised, home.exclusive(home.VENVS, name, create=create):
+        pass
+    # A dry run, which makes no lock file, asks whether it could (access()), as the real run finds out.
+    why = os.strerror(errno.EROFS) if create or name == "old" else f"{path.parent} is not writable"
+    assert raised.value.exit_code == 2 and raised.value.lines() == [f"{path}: gc cannot take its lock: {why}"]
 
 
 def test_a_stored_result_is_marked_used_when_it_is_reused(tmp_path: Path) -> None:
@@ -153,3 +202,62 @@ def test_the_baremetal_lane_holds_the_venvs_it_prepares_and_marks_them_used(
         assert not free  # held until the run (this process) ends
     for fd in home._KEPT.values():
         os.close(fd)
+
+
+def bad_places(tmp_path: Path) -> dict[str, tuple[Path, str]]:
+    """Each a place no home can be, and what the one line says of it."""
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    (tmp_path / "file").write_text("")
+    return {"loop": (tmp_path / "loop", "a symlink loop"), "file": (tmp_path / "file", "not a directory"),
+            "under a file": (tmp_path / "file" / "home", f"{tmp_path / 'file'} is not a directory")}
+
+
+@pytest.mark.parametrize("place", ["loop", "file", "under a file"])
+@pytest.mark.parametrize(("variable", "where"), [("CONVMATRIX_HOME", home.home), ("CONVMATRIX_VENVS", home.venvs),
+                                                 ("CONVMATRIX_RESULTS_STORE", home.results_store)])
+def test_a_place_that_cannot_be_a_folder_is_bad_input_naming_the_variable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, place: str, variable: str, where: Any
+) -> None:
+    path, why = bad_places(tmp_path)[place]
+    monkeypatch.setenv(variable, str(path))
+    with pytest.raises(BadInput) as raised:
+        where()
+    assert raised.value.exit_code == 2 and raised.value.lines() == [f"{variable}={path}: {why}"]
+
+
+@pytest.mark.parametrize("place", ["loop", "file"])
+@pytest.mark.parametrize("command", ["gc", "run"])
+def test_gc_and_run_stop_on_a_bad_home_with_one_line_and_exit_2(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], place: str, command: str
+) -> None:
+    from convmatrix.cli.main import main
+
+    def no_install(*args: Any) -> None:
+        raise AssertionError("a venv was made")
+
+    monkeypatch.setattr(baremetal, "make_venv", no_install)
+    path, why = bad_places(tmp_path)[place]
+    monkeypatch.setenv("CONVMATRIX_HOME", str(path))
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-engine.sock")  # gc never reaches a real engine
+    (tmp_path / "m.toml").write_text('name = "t"\n[axes]\nlane = ["baremetal"]\ntorch = ["2.5.1"]\n'
+                                     'cuda = ["cu124"]\ncudnn = ["bundled"]\npython = ["3.11"]\n')
+    argv = {"gc": ["gc", "--dry-run"],
+            "run": ["run", "-m", str(tmp_path / "m.toml"), "--out", str(tmp_path / "out")]}[command]
+    assert main(argv) == 2
+    assert capsys.readouterr().err.splitlines() == [f"convmatrix: CONVMATRIX_HOME={path}: {why}"]
+
+
+@pytest.mark.parametrize("dry_run", [False, True])
+def test_gc_on_a_read_only_home_stops_at_one_line_and_exit_2_and_a_dry_run_agrees(
+    read_only_home: Path, dry_run: bool
+) -> None:
+    def no_engine() -> Any:
+        raise InfrastructureError("docker: not reachable")
+
+    lines: list[str] = []
+    with pytest.raises(BadInput) as raised:
+        gc.collect(keep_days=0, dry_run=dry_run, say=lines.append, now=time.time() + 86400, engine=no_engine)
+    (line,) = raised.value.lines()
+    assert raised.value.exit_code == 2 and line.startswith(f"{read_only_home}/locks/venvs/")
+    assert ": gc cannot take its lock: " in line and not [x for x in lines if "a running job holds it" in x]
+    assert sorted(p.name for p in (read_only_home / "venvs").iterdir()) == ["new", "old"]

@@ -11,17 +11,17 @@ from convmatrix.escape import one_line
 from convmatrix.run import gc as run_gc
 
 
-def amount(what: str) -> Any:
-    def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{what}: not a number: {text!r}") from None
-        if not math.isfinite(value) or value < 0:
-            raise argparse.ArgumentTypeError(f"{what}: must be 0 or more, not {text}")
-        return value
-
-    return parse
+def amount(text: str) -> float:
+    """A number of days or GB. argparse names the option itself ("argument --keep-days: ...")."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"not a finite number: {text}")
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, not {text}")
+    return value
 
 
 def add_parser(sub: Any) -> None:
@@ -30,9 +30,9 @@ def add_parser(sub: Any) -> None:
                                    "~/.cache/convmatrix, and the engine's images labelled by convmatrix) that was "
                                    "unused for more than --keep-days, then the oldest of the rest while it all "
                                    "weighs more than --max-gb; never what a running job holds.")
-    g.add_argument("--keep-days", type=amount("--keep-days"), default=run_gc.KEEP_DAYS, metavar="N",
+    g.add_argument("--keep-days", type=amount, default=run_gc.KEEP_DAYS, metavar="N",
                    help=f"remove what was last used more than N days ago (default {run_gc.KEEP_DAYS:g})")
-    g.add_argument("--max-gb", type=amount("--max-gb"), default=None, metavar="G",
+    g.add_argument("--max-gb", type=amount, default=None, metavar="G",
                    help="then remove the least recently used until what is left weighs at most G GB")
     g.add_argument("--dry-run", action="store_true", help="say what would be removed, and why; remove nothing")
     g.add_argument("--engine", choices=("docker", "podman"), default="docker",

@@ -5,11 +5,12 @@ home.results_store(), and the cell images (the engine's images labelled images.L
 Each is aged by its last use: a venv's or a stored result's directory mtime (touched at each
 use), an image's creation, and for all three the lock file a job holds it by (home.py), which a
 hold touches. Those unused for more than --keep-days go first; then, with --max-gb, the oldest of
-the rest until what is left weighs no more than that. What a running job holds is never removed:
-gc takes each one's lock exclusively without waiting and leaves it where it cannot, and the engine
-refuses to remove an image a container uses. A directory is renamed out of the way (TRASH) before
-it is removed, so that an interrupted gc never leaves a half venv that looks whole. An engine that
-is not reachable costs only the images: the venvs and stored results are still cleaned.
+the rest until what is left weighs no more than that (on disk, each file once: Weight). What a
+running job holds is never removed: gc takes each one's lock exclusively without waiting and
+leaves it where another holds it, and the engine refuses to remove an image a container uses. A
+directory is renamed out of the way (TRASH) before it is removed, so that an interrupted gc never
+leaves a half venv that looks whole. An engine that is not reachable costs only the images: the
+venvs and stored results are still cleaned.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ import contextlib
 import os
 import shutil
 import time
-from collections.abc import Callable, Iterator
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,6 +39,7 @@ SAVING = ".saving"  # reuse.save's staging directory of a key
 
 Say = Callable[[str], None]
 Engine = Callable[[], AbstractContextManager[Any]]
+Inode = tuple[int, int]  # (st_dev, st_ino): one file however many names link it
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -44,11 +47,12 @@ class Item:
     kind: str  # venv | install log | stored result | image | leftover
     name: str  # what a line shows: a path, an image's tag
     used: float  # last use, seconds since the epoch
-    size: int  # bytes on disk
+    size: int  # bytes on disk: its own files each once (what it shares with others too)
     bounded: bool = False  # the size walk stopped at WALK_LIMIT: at least size
     hold: tuple[str, str] | None = None  # the (kind, name) of the lock a job holds it by
     path: Path | None = None
     image: Any = None  # containers.LabelledImage
+    inodes: dict[Inode, int] = field(default_factory=dict, repr=False, compare=False)  # a local item's, and bytes
 
 
 @dataclass(kw_only=True)
@@ -63,30 +67,60 @@ class Summary:
 def disk_size(path: Path, limit: int = WALK_LIMIT) -> tuple[int, bool]:
     """Bytes on disk under path (each inode once, symlinks not followed), and whether the walk
     stopped at `limit` entries (then at least that)."""
+    inodes, bounded = disk_inodes(path, limit)
+    return sum(inodes.values()), bounded
+
+
+def disk_inodes(path: Path, limit: int = WALK_LIMIT) -> tuple[dict[Inode, int], bool]:
+    """The bytes on disk of each inode under path (symlinks not followed), and whether the walk
+    stopped at `limit` entries (then at least those)."""
     try:
         top = os.lstat(path)
     except OSError:
-        return 0, False
-    total, seen, count, stack = top.st_blocks * 512, {(top.st_dev, top.st_ino)}, 0, [str(path)]
+        return {}, False
+    seen, count, stack = {(top.st_dev, top.st_ino): top.st_blocks * 512}, 0, [str(path)]
     while stack:
         try:
             with os.scandir(stack.pop()) as entries:
                 for entry in entries:
                     count += 1
                     if count > limit:
-                        return total, True
+                        return seen, True
                     try:
                         st = entry.stat(follow_symlinks=False)
                         if entry.is_dir(follow_symlinks=False):
                             stack.append(entry.path)
                     except OSError:
                         continue
-                    if (st.st_dev, st.st_ino) not in seen:
-                        seen.add((st.st_dev, st.st_ino))
-                        total += st.st_blocks * 512
+                    seen[(st.st_dev, st.st_ino)] = st.st_blocks * 512
         except OSError:
             continue
-    return total, False
+    return seen, False
+
+
+class Weight:
+    """What a set of items takes on disk together. uv hard-links the same torch files into every
+    venv, so an inode counts once however many items link it, and dropping an item takes off only
+    what no item left still links (a venv whose files another links frees next to nothing). An
+    image is its own size (the engine already leaves out the layers it shares)."""
+
+    def __init__(self, items: Iterable[Item] = ()) -> None:
+        self.links: Counter[Inode] = Counter()
+        self.total = 0
+        for item in items:
+            self.add(item)
+
+    def add(self, item: Item) -> None:
+        for inode, size in item.inodes.items():
+            self.total += size if not self.links[inode] else 0
+            self.links[inode] += 1
+        self.total += 0 if item.inodes else item.size
+
+    def drop(self, item: Item) -> None:
+        for inode, size in item.inodes.items():
+            self.links[inode] -= 1
+            self.total -= size if not self.links[inode] else 0
+        self.total -= 0 if item.inodes else item.size
 
 
 def mtime(path: Path) -> float:
@@ -97,9 +131,10 @@ def mtime(path: Path) -> float:
 
 
 def local_item(kind: str, path: Path, hold: tuple[str, str] | None) -> Item:
-    size, bounded = disk_size(path)
+    inodes, bounded = disk_inodes(path)
     used = max(mtime(path), (home.last_held(*hold) or 0.0) if hold else 0.0)
-    return Item(kind=kind, name=str(path), used=used, size=size, bounded=bounded, hold=hold, path=path)
+    return Item(kind=kind, name=str(path), used=used, size=sum(inodes.values()), bounded=bounded, hold=hold,
+                path=path, inodes=inodes)
 
 
 def entries(root: Path) -> list[os.DirEntry[str]]:
@@ -251,15 +286,15 @@ def collect(*, keep_days: float = KEEP_DAYS, max_gb: float | None = None, dry_ru
             if gc.act(item, reason):
                 gone.add(id(item))
         if max_gb is not None:
-            total = sum(i.size for i in items if id(i) not in gone)
+            kept = Weight(i for i in items if id(i) not in gone)
             for item in by_age:
-                if total <= max_gb * 1e9:
+                if kept.total <= max_gb * 1e9:
                     break
                 if id(item) in gc.tried:
                     continue
-                if gc.act(item, f"over --max-gb {max_gb:g} ({total / 1e9:.1f} GB kept)"):
+                if gc.act(item, f"over --max-gb {max_gb:g} ({kept.total / 1e9:.1f} GB kept)"):
                     gone.add(id(item))
-                    total -= item.size
+                    kept.drop(item)
     if not dry_run:
         forget_stale_locks(items, images_seen=not skipped, gone=gone)
     say(summary_line(gc.summary, dry_run=dry_run))
@@ -283,8 +318,10 @@ def forget_stale_locks(items: list[Item], *, images_seen: bool, gone: set[int]) 
 
 
 def summary_line(summary: Summary, *, dry_run: bool) -> str:
-    removed = sum(i.size for i in summary.removed)
-    total = sum(i.size for i in summary.found)
+    # What is on disk, each file once: what was removed is what is no longer linked from what is left.
+    total = Weight(summary.found).total
+    removed_ids = {id(i) for i in summary.removed}
+    removed = total - Weight(i for i in summary.found if id(i) not in removed_ids).total
     head = (f"gc (dry run): would remove {len(summary.removed)} ({gb(removed)})" if dry_run else
             f"gc: removed {len(summary.removed)} ({gb(removed)})")
     parts = [f"{head} of {len(summary.found)} ({gb(total)}) in {home.home()}"

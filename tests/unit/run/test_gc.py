@@ -125,6 +125,23 @@ def test_max_gb_passes_over_what_a_job_holds_to_the_next_oldest() -> None:
     assert [i.name for i in summary.held] == [str(oldest)]
 
 
+def test_max_gb_counts_a_file_linked_into_several_venvs_once() -> None:
+    """uv hard-links one torch into every venv: it takes its disk once, and removing one venv of
+    two that link it frees nothing."""
+    shared = made(home.venvs() / "shared", days_ago=3, size=2 * MB)
+    linking = home.venvs() / "linking"
+    linking.mkdir()
+    os.link(shared / "data", linking / "data")
+    os.utime(linking, (NOW - DAY, NOW - DAY))
+    own = made(home.venvs() / "own", days_ago=2, size=MB)
+    summary, lines = collect(keep_days=14, max_gb=0.0035, dry_run=True)  # 3 MB on disk, not 5
+    assert not summary.removed and lines[-2].startswith("gc (dry run): would remove 0 (0.0 MB) of 3 (3.0 MB) in ")
+    summary, lines = collect(keep_days=14, max_gb=0.0025)
+    # Removing the oldest freed nothing (the newest still links its file): the next oldest goes too.
+    assert not shared.exists() and not own.exists() and linking.exists()
+    assert lines[-2].startswith("gc: removed 2 (1.0 MB) of 3 (3.0 MB) in ")
+
+
 def test_an_interrupted_removal_never_leaves_a_half_venv_under_its_name(monkeypatch: pytest.MonkeyPatch) -> None:
     venv = made(home.venvs() / "old", days_ago=20)
 
@@ -323,11 +340,18 @@ def parse(argv: list[str]) -> argparse.Namespace:
     return top.parse_args(["gc", *argv])
 
 
-@pytest.mark.parametrize("argv", [["--keep-days", "-1"], ["--keep-days", "x"], ["--max-gb", "nan"], ["--bogus"]])
-def test_bad_arguments_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(("argv", "why"), [
+    (["--keep-days", "-1"], "argument --keep-days: must be 0 or more, not -1"),
+    (["--keep-days", "x"], "argument --keep-days: not a number: 'x'"),
+    (["--keep-days", "inf"], "argument --keep-days: not a finite number: inf"),
+    (["--max-gb", "nan"], "argument --max-gb: not a finite number: nan"),
+    (["--bogus"], "unrecognized arguments: --bogus"),
+])
+def test_bad_arguments_exit_2_saying_what_is_wrong_once(argv: list[str], why: str,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exited:
         parse(argv)
-    assert exited.value.code == 2
+    assert exited.value.code == 2 and capsys.readouterr().err.splitlines()[-1].endswith(f": error: {why}")
 
 
 def test_the_command_cleans_and_exits_0(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
