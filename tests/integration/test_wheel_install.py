@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -35,7 +36,7 @@ def build_wheel(tmp: Path) -> Path:
     nothing written into the checkout)."""
     src = tmp / "src-copy"
     ignore = shutil.ignore_patterns("__pycache__", "*.egg-info", ".ruff_cache", ".mypy_cache")
-    for name in ("src", "suites", "images"):
+    for name in ("src", "suites", "images", "matrix"):
         shutil.copytree(REPO / name, src / name, ignore=ignore)
     for name in ("pyproject.toml", "README.md"):
         shutil.copy2(REPO / name, src / name)
@@ -104,5 +105,16 @@ def test_the_wheel_alone_runs_and_reports_a_host_cell(tmp_path: Path) -> None:
     assert "host" in text.stdout
 
     sh(convmatrix, "triage", cell_dir / "log.txt", cwd=work, env=env)
+    # A failed job's log: the commands that would prove a fix name what this install has (its
+    # suite, by path), not a checkout's suites/, matrix/ or noxfile, which `work` lacks.
+    job = work / "job.log"
+    job.write_text("RuntimeError: cuDNN error: CUDNN_STATUS_NOT_SUPPORTED. This error may appear if you passed "
+                   "in a non-contiguous input.\n")
+    verify = json.loads(sh(convmatrix, "triage", job, "--format", "json", cwd=work, env=env).stdout)["verify"]
+    assert verify[0].startswith(f"python -m pytest {installed_suite} "), verify
+    named = [w for cmd in verify for w in shlex.split(cmd) if "/" in w and not w.startswith("reports/")]
+    assert all(Path(w).is_absolute() and Path(w).exists() for w in named) and "nox" not in str(verify), verify
+    assert any(cmd.startswith("convmatrix run -m ") and "/convmatrix/matrix/examples/fix-proof.toml" in cmd
+               for cmd in verify), verify  # the wheel carries the example matrix
     dry = sh(convmatrix, "slurm", "-m", matrix, "--shards", "1", "--out", work / "fleet", "--dry-run", cwd=work, env=env)
     assert "sbatch" in dry.stdout or "#SBATCH" in dry.stdout, dry.stdout

@@ -7,7 +7,12 @@ to the ``pytest -k`` expression that selects the suite cases a fix-proof run sho
 
 from __future__ import annotations
 
+import shlex
+from pathlib import Path
+
+from convmatrix.results import rundir
 from convmatrix.results.families import FAMILIES, SIGNATURE
+from convmatrix.shipped import shipped
 
 _NEWER_CUDNN = (
     "try a newer cuDNN with the same torch: pip install 'nvidia-cudnn-cu12==<newer>' in the job's venv, "
@@ -109,7 +114,8 @@ SUITE_K: dict[str, str] = {
     "numeric_mismatch": "fp16 or bf16 or autocast",
 }
 
-_FIX_PROOF = "matrix/examples/fix-proof.toml"
+_FIX_PROOF = ("matrix/examples", "fix-proof.toml")  # folder (as shipped() finds it), file
+_FIX_PROOF_OUT = "reports/runs/fix-proof"
 
 assert set(REMEDIES) == set(FAMILIES), "every family needs remedies"
 
@@ -120,14 +126,30 @@ def remedies_for(family: str | None) -> list[str]:
     return list(REMEDIES.get(family, REMEDIES["other"]))
 
 
+def fix_proof_matrix() -> Path | None:
+    """The fix-proof example matrix: the checkout's matrix/examples/fix-proof.toml, else the copy an
+    installed package carries (convmatrix/matrix/examples/); None where there is neither."""
+    folder, name = _FIX_PROOF
+    path = shipped(folder, name) / name
+    return path if path.is_file() else None
+
+
 def verify_commands(family: str | None) -> list[str]:
-    """Commands to copy that would show the family gone after the fix."""
+    """Commands to copy that would show the family gone after the fix. They name the suite and the
+    fix-proof matrix by where this convmatrix has them (a checkout's, or an installed wheel's), so
+    they work from any directory: triage runs wherever the log is, seldom in a checkout. `python` is
+    the job's own (torch and pytest): the suite needs nothing of convmatrix."""
     if family is None:
         return []
     k = SUITE_K.get(family)
     select = f" -k '{k}'" if k else ""
-    return [
-        f"python -m pytest suites/ --results-dir reports/triage --cell-id triage{select}",
-        f"CONVMATRIX_MATRIX={_FIX_PROOF} nox -s baremetal -- --out reports/runs/fix-proof",
-        "convmatrix report reports/runs/fix-proof --fail-on signature",
-    ]
+    suite = shlex.quote(str(rundir.find_suite_dir()))
+    commands = [f"python -m pytest {suite} --results-dir reports/triage --cell-id triage{select}"]
+    matrix = fix_proof_matrix()
+    if matrix is not None:  # a wheel built without the example has none to name: no command that needs it
+        # --strict, as `nox -s baremetal` runs it: a cell that could not run here proves nothing.
+        commands += [
+            f"convmatrix run -m {shlex.quote(str(matrix))} --strict --out {_FIX_PROOF_OUT}",
+            f"convmatrix report {_FIX_PROOF_OUT} --fail-on signature",
+        ]
+    return commands

@@ -12,6 +12,7 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import shlex
 import shutil
 import subprocess
 import sys
@@ -22,6 +23,7 @@ from typing import Any
 
 import pytest
 
+from convmatrix import shipped
 from convmatrix.cli import main as cli
 from convmatrix.results.families import FAMILIES, SIGNATURE, classify
 from convmatrix.triage import remedies, scan
@@ -394,9 +396,67 @@ def test_cli_bad_input(
 def test_every_family_has_remedies_and_verification() -> None:
     for family in FAMILIES:
         assert remedies.remedies_for(family), family
-        assert any("nox -s baremetal" in cmd for cmd in remedies.verify_commands(family))
+        assert any(cmd.startswith("convmatrix run -m ") for cmd in remedies.verify_commands(family))
     assert "-k '" in remedies.verify_commands(SIGNATURE)[0]
     assert remedies.remedies_for(None) == [] and remedies.verify_commands(None) == []
+
+
+def named_paths(commands: list[str]) -> list[Path]:
+    """Every file or folder the commands name (the words with a slash that are not options' values
+    the command writes: reports/...)."""
+    words = [word for cmd in commands for word in shlex.split(cmd)]
+    return [Path(w) for w in words if "/" in w and not w.startswith("reports/")]
+
+
+def test_verify_commands_in_a_checkout_name_its_suite_and_fix_proof_matrix() -> None:
+    """They used to name suites/ and matrix/examples/ relative to the current directory and run
+    nox: only a checkout's top folder had those."""
+    commands = remedies.verify_commands(SIGNATURE)
+    assert commands == [
+        f"python -m pytest {REPO / 'suites'} --results-dir reports/triage --cell-id triage -k '{remedies.SUITE_K[SIGNATURE]}'",
+        f"convmatrix run -m {REPO / 'matrix' / 'examples' / 'fix-proof.toml'} --strict --out reports/runs/fix-proof",
+        "convmatrix report reports/runs/fix-proof --fail-on signature",
+    ]
+    assert all(path.is_absolute() and path.exists() for path in named_paths(commands)), commands
+
+
+def fake_wheel(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, fix_proof: bool) -> Path:
+    """An installed convmatrix (site-packages/convmatrix, a space in its path) with the suite it
+    carries, and the fix-proof matrix when the wheel has one."""
+    package = tmp_path / "my venv" / "lib" / "python3.11" / "site-packages" / "convmatrix"
+    (package / "suites").mkdir(parents=True)
+    (package / "suites" / "conftest.py").write_text("")
+    if fix_proof:
+        (package / "matrix" / "examples").mkdir(parents=True)
+        (package / "matrix" / "examples" / "fix-proof.toml").write_text("")
+    monkeypatch.setattr(shipped, "PACKAGE", package)
+    return package
+
+
+def test_verify_commands_of_an_installed_wheel_name_its_suite(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    package = fake_wheel(tmp_path, monkeypatch, fix_proof=True)
+    commands = remedies.verify_commands("cuda_oom")
+    assert commands == [
+        f"python -m pytest '{package / 'suites'}' --results-dir reports/triage --cell-id triage -k 'conv3d'",
+        f"convmatrix run -m '{package / 'matrix' / 'examples' / 'fix-proof.toml'}' --strict --out reports/runs/fix-proof",
+        "convmatrix report reports/runs/fix-proof --fail-on signature",
+    ]
+    assert all(path.is_absolute() and path.exists() for path in named_paths(commands)), commands
+    # The text triage prints them as they are (no nox, nothing relative to a checkout).
+    lines, _ = build_log(ERRORS["cuda_oom"])
+    code, out, _ = main([str(write(tmp_path / "job.log", lines))], capsys)
+    assert code == 0 and all(f"  $ {cmd}\n" in out for cmd in commands) and "nox" not in out, out
+
+
+def test_a_wheel_without_the_fix_proof_matrix_names_no_command_that_needs_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    package = fake_wheel(tmp_path, monkeypatch, fix_proof=False)
+    commands = remedies.verify_commands(SIGNATURE)
+    assert commands == [
+        f"python -m pytest '{package / 'suites'}' --results-dir reports/triage --cell-id triage "
+        f"-k '{remedies.SUITE_K[SIGNATURE]}'",
+    ]
 
 
 # --- every path, one answer -------------------------------------------------------------------
