@@ -4,6 +4,7 @@ of its cells per task, then a merge task that writes the report (see engines/)."
 from __future__ import annotations
 
 import argparse
+import secrets
 import shlex
 import sys
 import time
@@ -134,6 +135,7 @@ def cmd_k8s(args: argparse.Namespace) -> int:
         claim=claim, mount=mount, gpus=args.gpus, convmatrix=command(args.convmatrix),
         namespace=namespace, tolerations=tolerations, node_selector=selector, shm=shm, deadline=deadline,
         merge_deadline=merge_deadline, stand_ins=k8s.stand_ins(loaded, shard_plan.shards, str(matrix_path)),
+        token=secrets.token_hex(6),
     )
     print(k8s.to_yaml(k8s.manifests(job)), end="")
     if boxed := [c.id for c in loaded.lane("container")]:

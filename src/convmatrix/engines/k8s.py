@@ -20,7 +20,6 @@ from typing import Any
 from convmatrix.engines import ShardPlan, check_text, merge_commands
 from convmatrix.errors import BadInput
 from convmatrix.matrix import Matrix
-from convmatrix.results import rundir
 from convmatrix.run import options
 
 MARKERS = ".shards"  # under the results directory: one file per shard that ended for good, "done|failed CODE"
@@ -77,6 +76,10 @@ class K8sJob:
     merge_deadline: int = DEFAULT_MERGE_DEADLINE_S  # how long the merge waits for the shards' markers
     # Per shard, the plan (JSON) the merge writes for it if it left none (stand_ins()).
     stand_ins: tuple[str, ...] = ()
+    # This manifest's own: its markers carry it, so that a merge counts only its own shards'
+    # (another manifest's run into the same --out, `-- --resume`, left markers of its own), and
+    # once its merge ran, the same manifest applied again is refused (merged_lines).
+    token: str = "run"
 
 
 def check_name(name: str) -> str:
@@ -215,7 +218,7 @@ def manifests(job: K8sJob) -> list[dict[str, Any]]:
         spec = doc["spec"]["template"]["spec"]
         for container in [*spec.get("initContainers", []), *spec["containers"]]:
             size = max(len(arg.encode()) for arg in container["command"])
-            if size > MAX_ARGUMENT:
+            if size >= MAX_ARGUMENT:  # the limit counts the argument's terminating NUL
                 raise BadInput(f"{doc['metadata']['name']}: the {container['name']} container's script would be "
                                f"{size} bytes, over the {MAX_ARGUMENT} Linux allows one argument: split the matrix "
                                f"({len(job.stand_ins)} shard(s) of its cells are written into the merge)")
@@ -280,30 +283,34 @@ def shard_command(job: K8sJob) -> str:
     # backoffLimitPerIndex) every attempt counts as the last. The pod's exit status stays the run's.
     return "\n".join([
         "set -u",
-        *fresh_lines(plan.out),
+        *refuse_merged_lines(job),
         "shard=$((JOB_COMPLETION_INDEX + 1))",
         # The host a shard's results are keyed by is the node it runs on (a pod's own hostname is
         # its name): the node name's first label, as long as a host name may be.
         'export CONVMATRIX_HOST="$(printf %.63s "${NODE_NAME%%.*}")"',
         f'{run} --shard "$shard/{plan.shards}" {shlex.join(plan.run_args)}'.rstrip(),
         "code=$?",
-        *marker_lines(markers),
+        *marker_lines(markers, job.token),
         'exit "$code"',
     ])
 
 
-def fresh_lines(out: str) -> list[str]:
-    """Refuse a results directory an earlier merge already reported on: the manifest was applied
-    again (its --out is fixed when it is generated), and that run's markers would let this merge
-    start at once, on old results, while the new shards still run."""
-    report = shlex.quote(str(PurePosixPath(out) / rundir.REPORT_FILES[0][1]))
-    said = shlex.quote(f"convmatrix: {out} already holds the report of an earlier run (this manifest was applied "
-                       "before): generate a new one with `convmatrix k8s` for a new run")
-    return [f"if [ -e {report} ]; then echo {said} >&2; exit 2; fi"]
+def merged_path(job: K8sJob) -> str:
+    return shlex.quote(str(PurePosixPath(job.plan.out) / MARKERS / f"merged-{job.token}"))
 
 
-def marker_lines(markers: str) -> list[str]:
-    """The shard's marker, from $code and $shard (and $INDEX_FAILURES, the downward API's)."""
+def refuse_merged_lines(job: K8sJob) -> list[str]:
+    """Refuse to run again once this manifest's merge ran (the Jobs deleted and the same YAML
+    applied again): its --out and its token are fixed when it is printed, so its old markers
+    would let the merge start at once, on old results, while the new shards still run."""
+    said = shlex.quote(f"convmatrix: this manifest's run already ended, its merge reported on {job.plan.out}: "
+                       "print a new manifest with `convmatrix k8s` for a new run (`-- --resume` keeps what ran)")
+    return [f"if [ -e {merged_path(job)} ]; then echo {said} >&2; exit 2; fi"]
+
+
+def marker_lines(markers: str, token: str) -> list[str]:
+    """The shard's marker, "STATE CODE TOKEN", from $code and $shard (and $INDEX_FAILURES, the
+    downward API's)."""
     return [
         "failures=${INDEX_FAILURES:-}",
         f'case "$failures" in ""|*[!0-9]*) failures={RETRIES};; esac',
@@ -312,7 +319,7 @@ def marker_lines(markers: str) -> list[str]:
         'else state=""; fi',
         f"m={markers}",
         'if [ -n "$state" ]; then',
-        '  mkdir -p "$m" && echo "$state $code" > "$m/.$shard.tmp" && mv "$m/.$shard.tmp" "$m/$shard"',
+        f'  mkdir -p "$m" && echo "$state $code {token}" > "$m/.$shard.tmp" && mv "$m/.$shard.tmp" "$m/$shard"',
         "fi",
     ]
 
@@ -344,27 +351,40 @@ def shards_job(job: K8sJob) -> dict[str, Any]:
 
 
 def merge_command(job: K8sJob) -> str:
-    return "\n".join(["set -u", *merge_commands(job.convmatrix, job.plan.out)])
+    """The report files, then this manifest's `merged-TOKEN` marker once every one was written (a
+    merge that failed half way may be applied again), then the text report, whose status is the Job's."""
+    *writes, text = merge_commands(job.convmatrix, job.plan.out)
+    return "\n".join(["set -u", "written=1", *(f"{w} || written=0" for w in writes),
+                      f'if [ "$written" = 1 ]; then : > {merged_path(job)}; fi', text])
 
 
 def wait_command(job: K8sJob) -> str:
     """Waits until every shard has ended for good (its marker) or the merge deadline passed, says
     which shards did not finish and which failed, and writes a stand-in plan for every shard that
     left none (it never started, or failed before planning), so that the report shows its cells
-    NOT RUN and exits 1. Exits 0 whatever happened to the shards, so that the report is written;
-    2 only for a results directory an earlier run already reported on (fresh_lines)."""
+    NOT RUN and exits 1. Only markers with this manifest's token count. Exits 0 whatever happened
+    to the shards, so that the report is written; 2 when this manifest's merge already ran
+    (refuse_merged_lines) or the image cannot unpack the stand-ins (no base64 or gzip)."""
     n = job.plan.shards
     out = PurePosixPath(job.plan.out)
     markers, plans = shlex.quote(str(out / MARKERS)), shlex.quote(str(out / "plans"))
     lines = [
         "set -u",
-        *fresh_lines(job.plan.out),
+        *refuse_merged_lines(job),
+        # Checked before the wait, not after hours of it: a stand-in written without them is empty.
+        "for tool in base64 gzip; do",
+        "  command -v \"$tool\" >/dev/null 2>&1 || { echo \"convmatrix: the image has no $tool, which the merge "
+        "needs to unpack the stand-in plans: add it to the image\" >&2; exit 2; }",
+        "done",
         f"end=$(( $(date +%s) + {job.merge_deadline} ))",
         "while :; do",
         '  missing=""; failed=""; i=1',
         f"  while [ \"$i\" -le {n} ]; do",
-        f'    if [ ! -f {markers}/"$i" ]; then missing="$missing $i"',
-        f'    elif [ "$(cut -c1-6 {markers}/"$i")" = failed ]; then failed="$failed $i"; fi',
+        # "STATE CODE TOKEN": another manifest's marker (another token) is no marker of this run.
+        f'    marker=$(cat {markers}/"$i" 2>/dev/null) || marker=""',
+        f'    case "$marker" in *" {job.token}") ;; *) marker="";; esac',
+        '    if [ -z "$marker" ]; then missing="$missing $i"',
+        '    elif [ "${marker%% *}" = failed ]; then failed="$failed $i"; fi',
         "    i=$((i + 1))",
         "  done",
         "  now=$(date +%s)",
@@ -384,8 +404,11 @@ def wait_command(job: K8sJob) -> str:
         f"  if grep -qsF \"\\\"shard\\\": [$1, {n}]\" {plans}/*.json; then return 0; fi",
         f'  echo "convmatrix: shard $1 of {n} left no plan: its cells are reported NOT RUN"',
         "  for key in $keys; do",
-        f'    printf "%s" "$2" | base64 -d | gzip -dc | sed "s/{GPU_KEY_SLOT}/$key/g" \\',
-        f'      > {plans}/k8s-shard-"$1"-of-{n}-no-plan-"$key".json',
+        # Written whole or not at all: an empty or cut plan would stop the report ("not JSON").
+        f'    target={plans}/k8s-shard-"$1"-of-{n}-no-plan-"$key".json',
+        '    if plan=$(printf "%s" "$2" | base64 -d | gzip -dc) && [ -n "$plan" ]; then',
+        f'      printf "%s\\n" "$plan" | sed "s/{GPU_KEY_SLOT}/$key/g" > "$target.tmp" && mv "$target.tmp" "$target"',
+        f'    else echo "convmatrix: shard $1 of {n}: its stand-in plan could not be unpacked" >&2; fi',
         "  done",
         "}",
         *(f"stand_in {i} {shlex.quote(packed(text))}" for i, text in enumerate(job.stand_ins, start=1)),

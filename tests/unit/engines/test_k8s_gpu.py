@@ -6,9 +6,11 @@ finished as NOT RUN. The generated shell runs here for real, with stand-ins for 
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +37,7 @@ base = ["nvcr.io/nvidia/pytorch:24.10-py3", "nvcr.io/nvidia/pytorch:25.01-py3", 
 base = "nvcr.io/nvidia/pytorch:24.10-py3"
 """
 CONTROL = "container-nvcr.io-nvidia-pytorch-24.10-py3"
+TOKEN = "5eed0f1ce0de"  # a manifest's own (convmatrix k8s draws one each time)
 SHARD_1 = ["container-nvcr.io-nvidia-pytorch-25.01-py3", "container-nvcr.io-nvidia-pytorch-25.03-py3"]
 SHARD_2 = ["container-nvcr.io-nvidia-pytorch-25.02-py3", "container-nvcr.io-nvidia-pytorch-25.04-py3"]
 
@@ -147,7 +150,7 @@ def test_a_bad_gpu_option_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[s
     assert len(err.splitlines()) == 1 and says in err, err
 
 
-# The shard's marker: success -> "done 0"; a failure on the last allowed attempt (the index failure
+# The shard's marker, with its manifest's token: success -> "done 0 TOKEN"; a failure on the last allowed attempt (the index failure
 # count the Job controller annotates the pod with reaching backoffLimitPerIndex) -> "failed CODE";
 # a failure with a retry still to come -> nothing, so the merge waits for the retry.
 @pytest.mark.parametrize(("code", "failures", "marker"), [
@@ -158,7 +161,7 @@ def test_a_shard_leaves_its_marker_only_when_it_ended_for_good(tmp_path: Path, c
                                                                 marker: str | None) -> None:
     out = tmp_path / "results" / "run"
     job = k8s.K8sJob(plan=ShardPlan(matrix="m.toml", out=str(out), shards=3, run_args=()), name="x", image="i",
-                     claim="c", convmatrix=("sh", "-c", 'exit "$STUB_CODE"', "stub"))
+                     claim="c", convmatrix=("sh", "-c", 'exit "$STUB_CODE"', "stub"), token=TOKEN)
     script = k8s.shard_command(job)
     done = subprocess.run(["/bin/sh", "-c", script], env={"JOB_COMPLETION_INDEX": "1", "NODE_NAME": "gpu-1",
                                                          "INDEX_FAILURES": failures, "STUB_CODE": str(code),
@@ -166,7 +169,7 @@ def test_a_shard_leaves_its_marker_only_when_it_ended_for_good(tmp_path: Path, c
                           capture_output=True, text=True, timeout=30, check=False)
     assert done.returncode == code  # the pod's status stays the run's: Kubernetes retries on it
     path = out / k8s.MARKERS / "2"
-    assert (path.read_text().strip() if path.exists() else None) == marker
+    assert (path.read_text().strip() if path.exists() else None) == (f"{marker} {TOKEN}" if marker else None)
     left = sorted(p.name for p in (out / k8s.MARKERS).iterdir()) if (out / k8s.MARKERS).exists() else []
     assert left == (["2"] if marker else [])  # no temporary file left behind
 
@@ -177,7 +180,7 @@ def five_cells(tmp_path: Path, deadline: int, *, out: Path) -> k8s.K8sJob:
     loaded = matrix.load(path)
     return k8s.K8sJob(plan=ShardPlan(matrix=str(path), out=str(out), shards=2, run_args=()), name="x", image="i",
                       claim="c", convmatrix=(sys.executable, "-m", "convmatrix"), merge_deadline=deadline,
-                      stand_ins=k8s.stand_ins(loaded, 2, str(path)))
+                      stand_ins=k8s.stand_ins(loaded, 2, str(path)), token=TOKEN)
 
 
 def shard_one_ran(out: Path) -> None:
@@ -191,7 +194,7 @@ def shard_one_ran(out: Path) -> None:
         testkit.write_result(out, cell, [testkit.record("conv1d-fp32-k3-p1")], host=testkit.HOST,
                              cell={"control": cell == CONTROL, "lane": "container", "ended": "2026-12-02T00:01:00Z"})
     (out / k8s.MARKERS).mkdir()
-    (out / k8s.MARKERS / "1").write_text("done 0\n")
+    (out / k8s.MARKERS / "1").write_text(f"done 0 {TOKEN}\n")
 
 
 def run_sh(script: str, cwd: Path, timeout: float) -> subprocess.CompletedProcess[str]:
@@ -226,7 +229,7 @@ def test_the_merge_goes_on_at_once_when_every_shard_ended_and_names_the_failed_o
     out = tmp_path / "results" / "run"
     out.mkdir(parents=True)
     shard_one_ran(out)
-    (out / k8s.MARKERS / "2").write_text("failed 4\n")  # exit 4 before it planned anything (no GPU found)
+    (out / k8s.MARKERS / "2").write_text(f"failed 4 {TOKEN}\n")  # exit 4 before it planned anything (no GPU found)
     job = five_cells(tmp_path, 3600, out=out)
     wait = run_sh(k8s.wait_command(job), tmp_path, timeout=30)
     assert wait.returncode == 0
@@ -295,22 +298,79 @@ def test_a_merge_script_linux_cannot_start_is_refused_in_one_line(capsys: pytest
     assert len(err.splitlines()) == 1 and "nightly-merge: the wait-for-shards container's script would be" in err
 
 
-def test_a_manifest_applied_again_refuses_the_earlier_runs_results(tmp_path: Path) -> None:
-    """Seen: with an earlier run's markers in OUT (the same saved YAML applied again), the merge
-    went on at once, on old results, while the new shards still ran."""
+def test_another_manifests_markers_are_no_markers_of_this_run(tmp_path: Path) -> None:
+    """Seen: markers an earlier run left in OUT let the merge go on at once, on old results, while
+    the new shards still ran. A new manifest into the same OUT (`-- --resume`) counts only its own."""
     out = tmp_path / "results" / "run"
     out.mkdir(parents=True)
     shard_one_ran(out)
-    (out / k8s.MARKERS / "2").write_text("done 0\n")
-    (out / "report.json").write_text("{}")  # the earlier merge's
+    (out / k8s.MARKERS / "2").write_text("done 0 0ld0ld0ld0ld\n")  # the earlier manifest's
+    wait = run_sh(k8s.wait_command(five_cells(tmp_path, 2, out=out)), tmp_path, timeout=30)
+    assert wait.returncode == 0
+    assert "convmatrix: shard(s) 2 of 2 did not finish within the merge deadline (2s)" in wait.stdout
+
+
+def test_the_same_manifest_applied_after_its_merge_is_refused_and_a_half_merge_is_not(tmp_path: Path) -> None:
+    """The same YAML applied again (its Jobs deleted): its --out and token are the earlier run's.
+    Once that run's merge wrote every report file, its shards and merge refuse, saying why; a
+    merge that stopped half way may run again."""
+    out = tmp_path / "results" / "run"
+    out.mkdir(parents=True)
+    shard_one_ran(out)
+    (out / k8s.MARKERS / "2").write_text(f"failed 4 {TOKEN}\n")
     job = five_cells(tmp_path, 3600, out=out)
+    half = replace(job, convmatrix=("sh", "-c", 'case "$*" in *html*) exit 1;; esac; exec "$@"', "half",
+                                    sys.executable, "-m", "convmatrix"))
+    assert run_sh(k8s.wait_command(job), tmp_path, timeout=30).returncode == 0
+    run_sh(k8s.merge_command(half), testkit.REPO, timeout=120)
+    assert (out / "report.json").exists() and not (out / "report.html").exists()  # the html write failed ...
+    assert run_sh(k8s.wait_command(job), tmp_path, timeout=30).returncode == 0  # ... so it may run again
+    merge = run_sh(k8s.merge_command(job), testkit.REPO, timeout=120)
+    assert merge.returncode == 1 and (out / "report.html").exists()  # cells NOT RUN: a red report, written
+
+    again = "this manifest's run already ended, its merge reported on"
     wait = run_sh(k8s.wait_command(job), tmp_path, timeout=30)
-    assert wait.returncode == 2 and wait.stderr.strip().endswith("generate a new one with `convmatrix k8s` for a new run")
-    assert not (out / "plans" / "k8s-shard-2-of-2-no-plan-cpu.json").exists()
-    shard = subprocess.run(["/bin/sh", "-c", k8s.shard_command(job)], env={"JOB_COMPLETION_INDEX": "0", "PATH": "/usr/bin:/bin"},
+    assert wait.returncode == 2 and again in wait.stderr and len(wait.stderr.splitlines()) == 1
+    shard = subprocess.run(["/bin/sh", "-c", k8s.shard_command(job)], env={"JOB_COMPLETION_INDEX": "0",
+                                                                          "PATH": "/usr/bin:/bin"},
                            capture_output=True, text=True, timeout=30, check=False)
-    assert shard.returncode == 2 and f"{out} already holds the report of an earlier run" in shard.stderr
-    assert (out / k8s.MARKERS / "1").read_text() == "done 0\n"  # nothing of the earlier run touched
+    assert shard.returncode == 2 and again in shard.stderr
+    assert (out / k8s.MARKERS / "1").read_text() == f"done 0 {TOKEN}\n"  # nothing of the earlier run touched
+    # A new manifest (another token) into the same OUT, e.g. with -- --resume, is a new run.
+    assert run_sh(k8s.wait_command(replace(job, token="f00d", merge_deadline=1)), tmp_path, timeout=30).returncode == 0
+
+
+def test_an_image_without_gzip_stops_the_merge_before_it_waits(tmp_path: Path) -> None:
+    """Seen: without gzip the stand-ins were written empty, exit 0, and the report then stopped on
+    them ("not JSON"): no report at all."""
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    for name in ("base64", "date", "cat", "sleep"):
+        (tools / name).symlink_to(shutil.which(name) or f"/usr/bin/{name}")
+    job = five_cells(tmp_path, 3600, out=tmp_path / "results" / "run")
+    started = time.monotonic()
+    wait = subprocess.run(["/bin/sh", "-c", k8s.wait_command(job)], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=30, check=False, env={"PATH": str(tools)})
+    assert wait.returncode == 2 and time.monotonic() - started < 10
+    assert wait.stderr.strip() == ("convmatrix: the image has no gzip, which the merge needs to unpack the stand-in "
+                                   "plans: add it to the image")
+
+
+def test_a_stand_in_that_cannot_be_unpacked_is_not_written(tmp_path: Path) -> None:
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    for folder in (Path("/usr/bin"), Path("/bin")):
+        for tool in folder.iterdir():
+            if not (tools / tool.name).exists() and tool.name != "gzip":
+                (tools / tool.name).symlink_to(tool)
+    (tools / "gzip").write_text("#!/bin/sh\nexit 1\n")  # a gzip that fails (a corrupt stream)
+    (tools / "gzip").chmod(0o755)
+    out = tmp_path / "results" / "run"
+    wait = subprocess.run(["/bin/sh", "-c", k8s.wait_command(five_cells(tmp_path, 1, out=out))], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=30, check=False, env={"PATH": str(tools)})
+    assert wait.returncode == 0
+    assert "convmatrix: shard 1 of 2: its stand-in plan could not be unpacked" in wait.stderr
+    assert list((out / "plans").iterdir()) == []  # no empty plan for the report to stop on
 
 
 def test_container_cells_are_said_to_be_not_run_in_pods(capsys: pytest.CaptureFixture[str]) -> None:
