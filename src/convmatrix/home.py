@@ -38,7 +38,12 @@ def home() -> Path:
         default = Path.home() / ".cache" / "convmatrix"
     except (RuntimeError, KeyError):  # no $HOME and no passwd entry (an arbitrary container uid)
         default = Path(".convmatrix")
-    return folder(default, None)
+    try:
+        return folder(default, None)
+    except BadInput:
+        # $HOME is no folder (HOME=/dev/null, as some service accounts have): as with no home at
+        # all. A run that needs no venv or stored result must not stop on it.
+        return folder(Path(".convmatrix"), None)
 
 
 def venvs() -> Path:
@@ -110,7 +115,15 @@ def _locked(path: Path, how: int, *, create: bool = True) -> int | None:
         if create:
             path.parent.mkdir(parents=True, exist_ok=True)
         flags = os.O_RDWR | (os.O_CREAT if create else 0) | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
-        fd = os.open(path, flags, 0o644)
+        try:
+            fd = os.open(path, flags, 0o644)
+        except PermissionError:
+            # A lock file there that this user may not write (another user's, left by a sudo run):
+            # flock needs only a read-only descriptor. Anything else (EROFS, a folder not ours to
+            # create in) is raised.
+            if not os.path.isfile(path) or os.path.islink(path):
+                raise
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
         try:
             fcntl.flock(fd, how)
         except BlockingIOError:  # EWOULDBLOCK (EAGAIN): taken by another
@@ -204,6 +217,8 @@ def _gc_lock(path: Path, *, create: bool) -> tuple[bool, int | None]:
     except OSError as exc:
         if isinstance(exc, FileNotFoundError) and not create:
             return True, None  # a dry run's lock file that a gc removed meanwhile: nobody holds it
+        if exc.errno == errno.ELOOP:  # the lock file is a symlink (O_NOFOLLOW): never followed, kept
+            return False, None
         raise BadInput(f"{path}: gc cannot take its lock: {exc.strerror or exc}") from None
     return fd is not None, fd
 

@@ -261,3 +261,41 @@ def test_gc_on_a_read_only_home_stops_at_one_line_and_exit_2_and_a_dry_run_agree
     assert raised.value.exit_code == 2 and line.startswith(f"{read_only_home}/locks/venvs/")
     assert ": gc cannot take its lock: " in line and not [x for x in lines if "a running job holds it" in x]
     assert sorted(p.name for p in (read_only_home / "venvs").iterdir()) == ["new", "old"]
+
+
+def test_a_home_under_a_home_that_is_a_file_falls_back_as_with_no_home(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Seen: HOME=/dev/null (a service account's) stopped every run with exit 2, lanes that use no
+    venv among them; it is a machine without a home directory, whose default is ./.convmatrix."""
+    monkeypatch.delenv("CONVMATRIX_HOME", raising=False)
+    (tmp_path / "not-a-folder").write_text("")
+    monkeypatch.setenv("HOME", str(tmp_path / "not-a-folder"))
+    monkeypatch.chdir(tmp_path)
+    assert home.home() == tmp_path / ".convmatrix"
+
+
+def test_a_lock_file_gc_may_not_write_costs_that_thing_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Seen: one root-owned lock file (a sudo run's) in a user's home stopped the whole gc with
+    exit 2. flock needs only a read-only descriptor; a symlinked lock file is kept, never followed."""
+    monkeypatch.setenv("CONVMATRIX_HOME", str(tmp_path))
+    locks = tmp_path / "locks" / "venvs"
+    locks.mkdir(parents=True)
+    (locks / "theirs").write_text("")
+    (locks / "linked").symlink_to(tmp_path / "elsewhere")
+    real_open = os.open
+
+    def open_(path: Any, flags: int, *args: Any, **kwargs: Any) -> int:
+        if str(path) == str(locks / "theirs") and flags & os.O_RDWR:  # root ignores modes: refused by hand
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(path))
+        return real_open(path, flags, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", open_)
+    with home.exclusive(home.VENVS, "theirs") as free:
+        assert free
+        with home.exclusive(home.VENVS, "theirs") as again:  # flock across descriptors: now gc's own
+            assert not again
+    with home.held(home.VENVS, "theirs"), home.exclusive(home.VENVS, "theirs") as free:
+        assert not free  # a job holds it, through a read-only descriptor too
+    with home.exclusive(home.VENVS, "linked") as free:
+        assert not free
+    assert not (tmp_path / "elsewhere").exists()

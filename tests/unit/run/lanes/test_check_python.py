@@ -240,3 +240,9 @@ def test_nothing_is_written_outside_its_root(tmp_path: Path, flavour: str) -> No
     left = {p.name for p in tmp_path.iterdir()}
     assert left == {"bin", "state", "root"}, left
     assert os.listdir(env["CONVMATRIX_CHECK_ROOT"]) == ["opt"]
+
+
+def test_an_image_build_never_takes_the_tests_scratch_root_from_a_base() -> None:
+    """A base whose ENV set CONVMATRIX_CHECK_ROOT would move the venv away from /opt/cell."""
+    dockerfile = (REPO / "images" / "Dockerfile").read_text()
+    assert "CONVMATRIX_CHECK_ROOT= /opt/convmatrix/check-python" in dockerfile
