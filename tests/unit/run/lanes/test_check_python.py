@@ -33,7 +33,7 @@ case "$1" in
         echo '  File "<string>", line 1, in <module>' >&2
         echo "ModuleNotFoundError: No module named 'torch'" >&2
         exit 1;;
-    *) cat "$STATE/version"; exit 0;;
+    *) cat "$STATE/version-${0##*/}" 2>/dev/null || cat "$STATE/version"; exit 0;;
     esac;;
 esac
 [ "$1" = -m ] || { echo "fake python3: $*" >&2; exit 2; }
@@ -57,6 +57,7 @@ venv)
         exit 1
     fi
     cp "$STATE/cell-python" "$dir/bin/python"
+    echo "${0##*/}" > "$dir/made-by"
     exit 0;;
 pip)
     if [ ! -f "$STATE/pip" ]; then echo '/usr/bin/python3: No module named pip' >&2; exit 1; fi
@@ -101,6 +102,9 @@ install)
         case "$pkg" in
         python3) cp "$STATE/python3" "$BIN/python3"; chmod +x "$BIN/python3";;
         python3*-venv) : > "$STATE/venv";;
+        python3.*)  # another Python of the distribution, beside its python3 (Ubuntu 22.04's python3.11)
+            [ -f "$STATE/has-$pkg" ] || { echo "E: Unable to locate package $pkg" >&2; exit 100; }
+            cp "$STATE/python3" "$BIN/$pkg"; chmod +x "$BIN/$pkg"; echo "${pkg#python}" > "$STATE/version-$pkg";;
         esac
     done
     exit 0;;
@@ -200,6 +204,21 @@ def test_apt_says_it_installed_python_but_there_is_none(tmp_path: Path) -> None:
 
 def test_another_python(tmp_path: Path) -> None:
     fails_with(check(base(tmp_path, python="3.12")), "Python 3.12", "asks for Python 3.11")
+
+
+def test_another_python_whose_distribution_has_none_of_the_cells(tmp_path: Path) -> None:
+    before = fails_with(check(base(tmp_path, python="3.12", apt="works")), "Python 3.12", "asks for Python 3.11",
+                        "its distribution has no python3.11")
+    assert before == [], before  # apt's own "Unable to locate" says nothing more
+
+
+def test_the_cells_python_beside_the_distributions_default_comes_from_apt(tmp_path: Path) -> None:
+    """Ubuntu 22.04's python3 is 3.10; python3.11 and python3.11-venv are its packages too."""
+    env = base(tmp_path, python="3.10", venv=False, apt="works")
+    (Path(env["STATE"]) / "has-python3.11").touch()
+    assert check(env) == (0, ["convmatrix: python3.11 installed from the base's distribution packages"])
+    made = Path(env["CONVMATRIX_CHECK_ROOT"]) / "opt" / "cell" / "made-by"
+    assert made.read_text().strip() == "python3.11"  # the venv is the cell's Python's, not python3's
 
 
 def test_a_system_base_without_torch_says_so_without_a_traceback(tmp_path: Path) -> None:
