@@ -78,8 +78,13 @@ class K8sJob:
     stand_ins: tuple[str, ...] = ()
     # This manifest's own: its markers carry it, so that a merge counts only its own shards'
     # (another manifest's run into the same --out, `-- --resume`, left markers of its own), and
-    # once its merge ran, the same manifest applied again is refused (merged_lines).
+    # once its merge ran, the same manifest applied again is refused (refuse_merged_lines).
+    # Letters and digits only: it goes into the scripts as is.
     token: str = "run"
+
+    def __post_init__(self) -> None:
+        if not re.fullmatch(r"[a-z0-9]{1,32}", self.token):
+            raise ValueError(f"a manifest's token is lower-case letters and digits, not {self.token!r}")
 
 
 def check_name(name: str) -> str:
