@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from convmatrix import matrix
+from convmatrix.matrix.cells import ENGINES
 
 
 def add_parser(sub: Any) -> None:
@@ -15,7 +16,7 @@ def add_parser(sub: Any) -> None:
     b.add_argument("--cell", action="append", default=[], metavar="GLOB", help="only cells whose id matches")
     b.add_argument("--dry-run", action="store_true", help="say what would be built and why; build nothing")
     b.add_argument("--wheelhouse", type=Path, help="install from these wheels only (overrides the matrix)")
-    b.add_argument("--engine", choices=("docker", "podman"), help="the engine to build for (overrides the matrix)")
+    b.add_argument("--engine", choices=ENGINES, help="the engine to build for (overrides the matrix)")
 
 
 def run(args: argparse.Namespace) -> int:

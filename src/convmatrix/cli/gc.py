@@ -8,6 +8,7 @@ import math
 from typing import Any
 
 from convmatrix.escape import one_line
+from convmatrix.matrix.cells import ENGINES
 from convmatrix.run import gc as run_gc
 
 
@@ -35,7 +36,7 @@ def add_parser(sub: Any) -> None:
     g.add_argument("--max-gb", type=amount, default=None, metavar="G",
                    help="then remove the least recently used until what is left weighs at most G GB")
     g.add_argument("--dry-run", action="store_true", help="say what would be removed, and why; remove nothing")
-    g.add_argument("--engine", choices=("docker", "podman"), default="docker",
+    g.add_argument("--engine", choices=ENGINES, default="docker",
                    help="the engine whose cell images to weigh (default docker; Podman keeps its own store)")
 
 

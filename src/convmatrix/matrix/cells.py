@@ -15,6 +15,8 @@ HOST_ID = "host"
 _MATRIX_ID = re.compile(r"^(?P<lane>baremetal|container)-torch(?P<torch>[^-]+)-(?P<cuda>[^-]+)"
                         r"-cudnn(?P<cudnn>[^-]+)-py(?P<python>[^-]+)(?:-(?P<base>.+))?$")
 SHORT_LANES = {"baremetal": "bm", "container": "ct"}
+# The engines a container cell can be run by ([container].engine, --engine; run/lanes/containers.py).
+ENGINES = ("docker", "podman")
 
 
 @dataclass(frozen=True, kw_only=True)

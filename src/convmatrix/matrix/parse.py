@@ -11,7 +11,7 @@ from typing import Any
 
 from convmatrix.errors import BadInput
 from convmatrix.matrix import knobs, values
-from convmatrix.matrix.cells import Cell
+from convmatrix.matrix.cells import ENGINES, Cell
 from convmatrix.matrix.prune import impossible
 
 TOP_KEYS = {"name", "description", "wheelhouse", "cases", "axes", "include", "exclude", "control", "container",
@@ -20,7 +20,6 @@ MAX_CASE_FILES = 64
 FLEET_KEYS = {"gpus"}
 CONTAINER_KEYS = {"base", "flavour", "engine"}
 FLAVOURS = ("wheel", "system")
-ENGINES = ("docker", "podman")  # run/lanes/containers.py ENGINES
 CELL_AXES = ("lane", "torch", "cuda", "cudnn", "python")
 SHOWN_REASONS = 4  # reasons the "no cells" error spells out; the rest are counted
 DEFAULT_MATRIX = "matrix/default.toml"

@@ -64,13 +64,6 @@ class Summary:
     images_skipped: str = ""  # why, when the images were not looked at
 
 
-def disk_size(path: Path, limit: int = WALK_LIMIT) -> tuple[int, bool]:
-    """Bytes on disk under path (each inode once, symlinks not followed), and whether the walk
-    stopped at `limit` entries (then at least that)."""
-    inodes, bounded = disk_inodes(path, limit)
-    return sum(inodes.values()), bounded
-
-
 def disk_inodes(path: Path, limit: int = WALK_LIMIT) -> tuple[dict[Inode, int], bool]:
     """The bytes on disk of each inode under path (symlinks not followed), and whether the walk
     stopped at `limit` entries (then at least those)."""

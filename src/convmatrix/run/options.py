@@ -16,6 +16,7 @@ from typing import Any
 
 from convmatrix.errors import BadInput
 from convmatrix.matrix import values
+from convmatrix.matrix.cells import ENGINES
 from convmatrix.results import rundir
 
 RUNS_DIR = Path("reports/runs")
@@ -66,7 +67,7 @@ def parse(args: Sequence[str], *, default_out: Path | None = None) -> RunOptions
     parser.add_argument("--reuse-results", action="store_true")
     parser.add_argument("--host")
     parser.add_argument("--expect-gpu", action="append", default=[])
-    parser.add_argument("--engine", choices=("docker", "podman"))
+    parser.add_argument("--engine", choices=ENGINES)
     try:
         ns, unknown = parser.parse_known_args(args)
     except argparse.ArgumentError as exc:

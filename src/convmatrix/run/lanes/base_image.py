@@ -20,6 +20,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from convmatrix.errors import BadInput, ConvmatrixError
+from convmatrix.matrix.cells import ENGINES
+from convmatrix.run.lanes.images import podman_cli
 
 TAG = "convmatrix/base:bookworm"
 SUITE = "bookworm"
@@ -50,9 +52,7 @@ def default_docker() -> str:
 
 def engine_cli(engine: str) -> str:
     """The CLI that imports into that engine's store: Docker's (default_docker), or Podman's."""
-    if engine == "podman":
-        return os.environ.get("CONVMATRIX_PODMAN") or shutil.which("podman") or "podman"
-    return default_docker()
+    return podman_cli() if engine == "podman" else default_docker()
 
 
 def parse_mirror(sources: str, suite: str = SUITE) -> str | None:
@@ -205,7 +205,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m convmatrix.run.lanes.base_image", description=__doc__)
     parser.add_argument("--tag", default=TAG, help=f"image tag (default {TAG})")
     parser.add_argument("--force", action="store_true", help="rebuild even when the tag exists")
-    parser.add_argument("--engine", choices=("docker", "podman"), default="docker",
+    parser.add_argument("--engine", choices=ENGINES, default="docker",
                         help="the engine whose image store gets it (default docker)")
     args = parser.parse_args(argv)
     try:

@@ -55,6 +55,7 @@ from docker.types import DeviceRequest, Ulimit
 from convmatrix import interrupts, popen
 from convmatrix.errors import InfrastructureError
 from convmatrix.interrupts import Interrupted, signals_deferred
+from convmatrix.matrix.cells import ENGINES
 from convmatrix.run.lanes.images import LABEL_HASH, Plan
 
 SUITE_MOUNT = "/suite"
@@ -66,7 +67,6 @@ PIDS_LIMIT = 16384  # threads count: torch starts one per core (and xdist a proc
 TMPFS = {"/tmp": "rw,nosuid,nodev,size=4g"}  # HOME and the working directory: the only scratch besides /results
 
 
-ENGINES = ("docker", "podman")
 CDI_GPU = "nvidia.com/gpu={}"  # the CDI name nvidia-ctk gives a GPU by its NVML (nvidia-smi) index
 PODMAN_CDI_API = (5, 4)  # Podman's compatible API honours a CDI device request from 5.4.0 (containers/podman#25171)
 PODMAN_IDLE = 300  # seconds a `podman system service` started here waits, idle, before it exits
@@ -482,13 +482,14 @@ def started(engine: Any, spec: RunSpec, log: BinaryIO) -> Iterator[Running]:
     removes when it exits; ended early (an exception, Interrupted among them) it is killed,
     and removed here where the engine has not confirmed its removal in time."""
     container = output = watch = None
-    name = kind_of(engine).name
+    kind = kind_of(engine)
+    name = kind.name
     running = False  # auto_remove applies only to a container that started
     interrupt: Interrupted | None = None
     try:
         with signals_deferred():
             try:
-                container = engine.containers.create(**run_kwargs(spec, kind_of(engine)))
+                container = engine.containers.create(**run_kwargs(spec, kind))
             except ImageNotFound:
                 raise EngineError(f"{name}: image {spec.image} is missing; run `nox -s build`") from None
             except (DockerException, OSError) as exc:
@@ -501,7 +502,7 @@ def started(engine: Any, spec: RunSpec, log: BinaryIO) -> Iterator[Running]:
             except (DockerException, OSError) as exc:
                 # "could not select device driver" is a GPU runner without the NVIDIA container runtime.
                 raise EngineError(f"{name}: cannot start the container: {first_line(exc)}") from None
-        yield Running(container, output, watch, kind_of(engine).name)
+        yield Running(container, output, watch, name)
     except BaseException as exc:
         if container is not None:
             with signals_deferred():
