@@ -283,3 +283,18 @@ def test_a_control_that_hits_the_signature_says_so_first_in_every_format(tmp_pat
     assert texts["markdown"].index(alert) < texts["markdown"].index("| stack |")
     assert texts["html"].index(alert) < texts["html"].index('<section id="grid">')
     assert json.loads(texts["json"])["control"]["alerts"] == [alert]
+
+
+@pytest.mark.parametrize("value", ["Podman", "", "podman ", "podman\n", "$(reboot)", "podman;id", "../docker"])
+@pytest.mark.parametrize("command", ["build", "gc", "base_image"])
+def test_every_engine_option_refuses_a_hostile_name_with_exit_2(command: str, value: str,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """--engine of build, gc and the base_image helper: one list (matrix/cells.py ENGINES), nothing
+    else reaches an engine client or a CLI's argv."""
+    from convmatrix.run.lanes import base_image
+
+    entry = base_image.main if command == "base_image" else lambda argv: main([command, *argv])
+    with pytest.raises(SystemExit) as exited:
+        entry(["--engine", value])
+    assert exited.value.code == 2
+    assert "argument --engine: invalid choice" in capsys.readouterr().err

@@ -164,3 +164,26 @@ def test_a_driver_too_old_seen_at_run_time_is_unsupported_not_a_regression(
         said = path.read_text()
         assert "UNSUPPORTED (driver 470.82.01 &lt; 525.60.13 for cu124)" in said
         assert said.index("UNSUPPORTED on this runner") < said.index("cand")
+
+
+def test_a_system_base_that_never_ran_reads_not_observed_in_every_format(tmp_path: Path) -> None:
+    """A system base whose build failed wrote no env.json: every format calls it INVALID, and none
+    claims the suite saw its cuDNN ("cuDNN none (observed)" was shown before)."""
+    run = tmp_path / "run"
+    stack = {"lane": "container", "torch": "image", "cuda": "image", "cudnn": "image", "python": "image",
+             "flavour": "system"}
+    write_result(run, "ctrl", [record("a"), record("b")], env=env_json("ctrl"),
+                 cell={"control": True, "lane": "container", "requested": {**stack, "base": "ngc:24.10"}, **DONE})
+    set_up_failed(run, "cand", lane="container", requested={**stack, "base": "ngc:25.01"})
+    verdicts, junit, code = formats(run, tmp_path)
+    assert verdicts == {"ctrl": "control", "cand": "invalid"} and code == 1 and failing_in_junit(junit, "cand")
+    shown = {}
+    for fmt in ("text", "markdown", "html"):
+        out = tmp_path / f"r.{fmt}"
+        main(["report", str(run), "--format", fmt, "-o", str(out), "--fail-on", "never"])
+        shown[fmt] = out.read_text()
+    for fmt, text in shown.items():
+        assert "cuDNN (not observed) · ngc:25.01" in text, fmt
+        assert "(observed) · ngc:24.10" in text and "cuDNN none (observed) · ngc:25.01" not in text, fmt
+    cand = next(c for c in json.loads((tmp_path / "r.json").read_text())["cells"] if c["cell"] == "cand")
+    assert cand["observed"] == {}
