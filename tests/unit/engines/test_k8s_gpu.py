@@ -197,9 +197,24 @@ def shard_one_ran(out: Path) -> None:
     (out / k8s.MARKERS / "1").write_text(f"done 0 {TOKEN}\n")
 
 
-def run_sh(script: str, cwd: Path, timeout: float) -> subprocess.CompletedProcess[str]:
+def run_sh(script: str, cwd: Path, timeout: float, path: str = "/usr/bin:/bin") -> subprocess.CompletedProcess[str]:
     return subprocess.run(["/bin/sh", "-c", script], cwd=cwd, capture_output=True, text=True, timeout=timeout,
-                          check=False, env={"PATH": "/usr/bin:/bin", "HOME": str(cwd)})
+                          check=False, env={"PATH": path, "HOME": str(cwd)})
+
+
+WAIT_TOOLS = ("base64", "cat", "date", "grep", "mkdir", "mv", "sed", "sleep", "sort")  # the wait's, but gzip
+
+
+def image_tools(tmp_path: Path, fakes: dict[str, str] | None = None) -> str:
+    """A PATH of an image that has WAIT_TOOLS, and these stand-ins (name: script)."""
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    for name in WAIT_TOOLS:
+        (tools / name).symlink_to(shutil.which(name) or f"/usr/bin/{name}")
+    for name, script in (fakes or {}).items():
+        (tools / name).write_text(script)
+        (tools / name).chmod(0o755)
+    return str(tools)
 
 
 def test_the_merge_ends_by_its_deadline_and_reports_a_shard_that_never_ran_as_not_run(tmp_path: Path) -> None:
@@ -343,31 +358,18 @@ def test_the_same_manifest_applied_after_its_merge_is_refused_and_a_half_merge_i
 def test_an_image_without_gzip_stops_the_merge_before_it_waits(tmp_path: Path) -> None:
     """Seen: without gzip the stand-ins were written empty, exit 0, and the report then stopped on
     them ("not JSON"): no report at all."""
-    tools = tmp_path / "bin"
-    tools.mkdir()
-    for name in ("base64", "date", "cat", "sleep"):
-        (tools / name).symlink_to(shutil.which(name) or f"/usr/bin/{name}")
     job = five_cells(tmp_path, 3600, out=tmp_path / "results" / "run")
     started = time.monotonic()
-    wait = subprocess.run(["/bin/sh", "-c", k8s.wait_command(job)], cwd=tmp_path, capture_output=True, text=True,
-                          timeout=30, check=False, env={"PATH": str(tools)})
+    wait = run_sh(k8s.wait_command(job), tmp_path, timeout=30, path=image_tools(tmp_path))
     assert wait.returncode == 2 and time.monotonic() - started < 10
     assert wait.stderr.strip() == ("convmatrix: the image has no gzip, which the merge needs to unpack the stand-in "
                                    "plans: add it to the image")
 
 
 def test_a_stand_in_that_cannot_be_unpacked_is_not_written(tmp_path: Path) -> None:
-    tools = tmp_path / "bin"
-    tools.mkdir()
-    for folder in (Path("/usr/bin"), Path("/bin")):
-        for tool in folder.iterdir():
-            if not (tools / tool.name).exists() and tool.name != "gzip":
-                (tools / tool.name).symlink_to(tool)
-    (tools / "gzip").write_text("#!/bin/sh\nexit 1\n")  # a gzip that fails (a corrupt stream)
-    (tools / "gzip").chmod(0o755)
     out = tmp_path / "results" / "run"
-    wait = subprocess.run(["/bin/sh", "-c", k8s.wait_command(five_cells(tmp_path, 1, out=out))], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=30, check=False, env={"PATH": str(tools)})
+    gzip_fails = image_tools(tmp_path, {"gzip": "#!/bin/sh\nexit 1\n"})  # a corrupt stream, say
+    wait = run_sh(k8s.wait_command(five_cells(tmp_path, 1, out=out)), tmp_path, timeout=30, path=gzip_fails)
     assert wait.returncode == 0
     assert "convmatrix: shard 1 of 2: its stand-in plan could not be unpacked" in wait.stderr
     assert list((out / "plans").iterdir()) == []  # no empty plan for the report to stop on
