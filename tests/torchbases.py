@@ -83,16 +83,25 @@ RUN rm -rf /usr/lib/python3.*/ensurepip && ! python3 -m venv /tmp/probe
 """
 
 
+def build_layer(tag: str, dockerfile: str, *, with_ca: bool = False, timeout: float = 600) -> str:
+    """A layer over another image from a Dockerfile alone (no context), built with BuildKit; with_ca:
+    the proxy's CA as a secret, as the cell images get it (never in a layer)."""
+    with tempfile.TemporaryDirectory(prefix="test-layer-") as tmp:
+        (Path(tmp) / "Dockerfile").write_text(dockerfile)
+        command = [docker_cli(), "build", "--progress=plain", "--tag", tag]
+        secrets = container.secrets() if with_ca else None
+        if secrets is not None and secrets.ca is not None:
+            command += ["--secret", f"id=ca,src={secrets.ca}"]
+        done = subprocess.run([*command, tmp], capture_output=True, text=True, timeout=timeout, check=False,
+                              env={**os.environ, "DOCKER_BUILDKIT": "1"})
+    assert done.returncode == 0, f"building {tag} failed:\n{done.stdout[-3000:]}{done.stderr[-3000:]}"
+    return tag
+
+
 def without_ensurepip(base: str) -> str:
     """The base with `python3 -m venv` broken as on an Ubuntu base without python3-venv (NGC's):
     a layer that removes ensurepip (seconds; BuildKit caches it)."""
-    tag = f"{base}-no-ensurepip"
-    with tempfile.TemporaryDirectory(prefix="torch-base-") as tmp:
-        (Path(tmp) / "Dockerfile").write_text(NO_ENSUREPIP.format(base=base))
-        done = subprocess.run([docker_cli(), "build", "--progress=plain", "--tag", tag, tmp], capture_output=True,
-                              text=True, timeout=600, check=False, env={**os.environ, "DOCKER_BUILDKIT": "1"})
-    assert done.returncode == 0, f"building {tag} failed:\n{done.stdout[-3000:]}{done.stderr[-3000:]}"
-    return tag
+    return build_layer(f"{base}-no-ensurepip", NO_ENSUREPIP.format(base=base))
 
 
 # Stand-ins for the bases the wheel flavour meets (issue 25, item 2), each a layer over
@@ -113,12 +122,7 @@ PLAIN_BASES = {
 
 def plain_base(tag: str) -> str:
     """One of PLAIN_BASES, built over the base image (seconds; BuildKit caches the layer)."""
-    with tempfile.TemporaryDirectory(prefix="plain-base-") as tmp:
-        (Path(tmp) / "Dockerfile").write_text(f"FROM {base_image.TAG}\n{PLAIN_BASES[tag]}")
-        done = subprocess.run([docker_cli(), "build", "--progress=plain", "--tag", tag, tmp], capture_output=True,
-                              text=True, timeout=600, check=False, env={**os.environ, "DOCKER_BUILDKIT": "1"})
-    assert done.returncode == 0, f"building {tag} failed:\n{done.stdout[-3000:]}{done.stderr[-3000:]}"
-    return tag
+    return build_layer(tag, f"FROM {base_image.TAG}\n{PLAIN_BASES[tag]}")
 
 
 # A CUDA base image's own cuDNN on LD_LIBRARY_PATH, as NVIDIA's cudnn-runtime and NGC images carry
@@ -140,13 +144,4 @@ ENV LD_LIBRARY_PATH=/usr/lib/cudnn-system
 
 def system_cudnn_base() -> str:
     """SYSTEM_CUDNN_TAG, built over the base image (one 600 MB wheel download, cached)."""
-    with tempfile.TemporaryDirectory(prefix="plain-base-") as tmp:
-        (Path(tmp) / "Dockerfile").write_text(SYSTEM_CUDNN.format(base=base_image.TAG))
-        command = [docker_cli(), "build", "--progress=plain", "--tag", SYSTEM_CUDNN_TAG]
-        secrets = container.secrets()
-        if secrets.ca is not None:
-            command += ["--secret", f"id=ca,src={secrets.ca}"]
-        done = subprocess.run([*command, tmp], capture_output=True, text=True, timeout=1800, check=False,
-                              env={**os.environ, "DOCKER_BUILDKIT": "1"})
-    assert done.returncode == 0, f"building {SYSTEM_CUDNN_TAG} failed:\n{done.stdout[-3000:]}{done.stderr[-3000:]}"
-    return SYSTEM_CUDNN_TAG
+    return build_layer(SYSTEM_CUDNN_TAG, SYSTEM_CUDNN.format(base=base_image.TAG), with_ca=True, timeout=1800)
