@@ -113,6 +113,7 @@ def cmd_k8s(args: argparse.Namespace) -> int:
     mount = check_path("--mount", args.mount).rstrip("/") or "/"
     if not mount.startswith("/"):
         raise BadInput(f"--mount {args.mount}: must be an absolute path")
+    mount = k8s.check_mount(mount)
     # Normalised first: /results/../etc is /etc, which is not under the mount.
     out = check_path("--out", args.out or f"{mount}/runs/{stamp}")
     if not out.startswith(f"{mount}/"):
@@ -127,6 +128,7 @@ def cmd_k8s(args: argparse.Namespace) -> int:
     deadline = None if args.deadline is None else k8s.check_seconds("--deadline", args.deadline)
     merge_deadline = (k8s.check_seconds("--merge-deadline", args.merge_deadline) if args.merge_deadline is not None
                       else deadline + k8s.MERGE_SLACK_S if deadline is not None else k8s.DEFAULT_MERGE_DEADLINE_S)
+    k8s.check_merge_deadline(merge_deadline, deadline)
     matrix_path = args.matrix or matrix.default_matrix()
     shard_plan = plan(args, out=out, matrix_path=matrix_path)
     loaded = matrix.load(matrix_path)

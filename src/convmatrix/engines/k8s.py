@@ -197,8 +197,40 @@ def check_shm(text: str) -> str:
 def check_seconds(option: str, text: str) -> int:
     check_text(option, text)
     if not _SECONDS.fullmatch(text):
-        raise BadInput(f"{option} {text!r}: give a whole number of seconds, 1 or more")
+        raise BadInput(f"{option} {text!r}: give a whole number of seconds, 1 to 9999999999")
     return int(text)
+
+
+# Where the image's system and the pods' own mounts lie. The claim mounted on or over one of them
+# (`/`, `/dev` over /dev/shm) would stack two volumes on one mountPath (the API server refuses
+# the pod: "must be unique") or hide the shell, the interpreter and /proc that the scripts need;
+# inside a system folder (/usr/local) it would hide part of it too. Inside /tmp or /run it is a
+# mount of its own beneath theirs, which Kubernetes allows.
+SYSTEM_FOLDERS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/usr", "/etc", "/proc", "/sys", "/dev")
+OWN_MOUNTS = ("/tmp", "/run")
+
+
+def check_mount(mount: str) -> str:
+    """An absolute, normalised --mount that is no system folder, lies in none, and holds neither
+    a system folder nor the pods' own mounts."""
+    mount = "/" + mount.lstrip("/")  # normpath keeps a leading "//", which is "/" to the kernel
+    above = mount.rstrip("/") + "/"
+    for reserved in (*OWN_MOUNTS, *SYSTEM_FOLDERS):
+        inside = mount.startswith(f"{reserved}/") and reserved in SYSTEM_FOLDERS
+        if mount == reserved or reserved.startswith(above) or inside:
+            raise BadInput(f"--mount {mount}: the claim cannot be mounted on, over or in {reserved} (the image's "
+                           "system and the pods' own mounts); give a folder of its own such as /results")
+    return mount
+
+
+def check_merge_deadline(merge_deadline: int, deadline: int | None) -> int:
+    """The merge waits at least as long as the shards may run: a shorter wait would report shards
+    NOT RUN that are still running, and its merged marker would then refuse their retries."""
+    if deadline is not None and merge_deadline < deadline:
+        raise BadInput(f"--merge-deadline {merge_deadline}: shorter than --deadline {deadline}, so the merge would "
+                       f"report shards that are still running as NOT RUN; give {deadline} or more (default: "
+                       f"--deadline plus {MERGE_SLACK_S})")
+    return merge_deadline
 
 
 def stand_ins(matrix: Matrix, shards: int, matrix_path: str) -> tuple[str, ...]:
@@ -254,6 +286,9 @@ def volume(job: K8sJob) -> tuple[dict[str, Any], dict[str, Any]]:
 # pod-security-standards): not root, no privilege escalation, every capability dropped, the
 # RuntimeDefault seccomp profile, only PVC and emptyDir volumes; and a read-only root file system,
 # with an emptyDir /tmp as the one scratch place (HOME). fsGroup makes the claim writable for the uid.
+# No pod talks to the API server (markers on the claim, not a watch of the Job), so none gets the
+# namespace's service-account token (automountServiceAccountToken: false; kubernetes.io/docs/tasks/
+# configure-pod-container/configure-service-account, "Opt out of API credential automounting").
 NONROOT = 65534
 POD_SECURITY = {"runAsNonRoot": True, "runAsUser": NONROOT, "runAsGroup": NONROOT, "fsGroup": NONROOT,
                 "seccompProfile": {"type": "RuntimeDefault"}}
@@ -293,8 +328,17 @@ def shard_command(job: K8sJob) -> str:
         # The host a shard's results are keyed by is the node it runs on (a pod's own hostname is
         # its name): the node name's first label, as long as a host name may be.
         'export CONVMATRIX_HOST="$(printf %.63s "${NODE_NAME%%.*}")"',
-        f'{run} --shard "$shard/{plan.shards}" {shlex.join(plan.run_args)}'.rstrip(),
-        "code=$?",
+        # The shell is the container's PID 1, to which the kernel delivers no signal it has no
+        # handler for: a run in the foreground would never hear of an eviction, a preemption or the Job's
+        # deadline, and the grace period would end in SIGKILL with no marker on a last attempt.
+        # In the background it gets the TERM, records the case in flight as interrupted and exits
+        # 143 (docs/contracts.md, Exit codes); then the marker is written as for any failure.
+        " ".join(filter(None, [run, f'--shard "$shard/{plan.shards}"', shlex.join(plan.run_args), "&"])),
+        "child=$!",
+        """trap 'kill -TERM "$child" 2>/dev/null' TERM""",
+        'wait "$child"; code=$?',
+        # A trapped signal ends `wait` early (status > 128): wait on until the run itself ended.
+        'while kill -0 "$child" 2>/dev/null; do wait "$child"; code=$?; done',
         *marker_lines(markers, job.token),
         'exit "$code"',
     ])
@@ -345,11 +389,18 @@ def shards_job(job: K8sJob) -> dict[str, Any]:
     spec: dict[str, Any] = {
         "completionMode": "Indexed", "completions": job.plan.shards, "parallelism": job.plan.shards,
         "backoffLimitPerIndex": RETRIES,  # a shard that failed is retried once; the others go on
+        # A retry starts only once the pod it replaces has ended (phase Failed), never beside it:
+        # by default the controller replaces a pod as soon as it is terminating, so two pods of one
+        # index would write the same plans and markers at once
+        # (https://kubernetes.io/blog/2025/09/05/kubernetes-v1-34-pod-replacement-policy-for-jobs-goes-ga;
+        # beta and on by default since 1.29, KEP-3939).
+        "podReplacementPolicy": "Failed",
     }
     if job.deadline is not None:
         spec["activeDeadlineSeconds"] = job.deadline
     spec["template"] = {"metadata": {"labels": metadata(job, "shards")["labels"]},
                         "spec": {"restartPolicy": "Never", "securityContext": dict(POD_SECURITY),
+                                 "automountServiceAccountToken": False,
                                  **scheduling(job, selector=True),
                                  "containers": [hardened(container)], "volumes": [vol, dict(TMP_VOLUME), shm]}}
     return {"apiVersion": "batch/v1", "kind": "Job", "metadata": metadata(job, "shards"), "spec": spec}
@@ -381,6 +432,11 @@ def wait_command(job: K8sJob) -> str:
         "  command -v \"$tool\" >/dev/null 2>&1 || { echo \"convmatrix: the image has no $tool, which the merge "
         "needs to unpack the stand-in plans: add it to the image\" >&2; exit 2; }",
         "done",
+        # Stand-ins an earlier merge wrote into this --out (one that ran before a shard planned, or
+        # another manifest's, `-- --resume`) are the merges' own and are written again below for
+        # whatever shard still left no plan; kept, they would go on expecting a shard's cells that
+        # since ran, on a GPU key ("unknown") that no result can ever have.
+        f"rm -f {plans}/k8s-shard-*-no-plan-*.json",
         f"end=$(( $(date +%s) + {job.merge_deadline} ))",
         "while :; do",
         '  missing=""; failed=""; i=1',
@@ -434,6 +490,7 @@ def merge_job(job: K8sJob) -> dict[str, Any]:
             "backoffLimit": 0,  # its exit status is the verdict (1: a regression), not a fault to retry
             "template": {"metadata": {"labels": metadata(job, "merge")["labels"]},
                          "spec": {"restartPolicy": "Never", "securityContext": dict(POD_SECURITY),
+                                  "automountServiceAccountToken": False,
                                   **scheduling(job, selector=False),
                                   "initContainers": [hardened(wait)], "containers": [hardened(merge)],
                                   "volumes": [vol, dict(TMP_VOLUME)]}},

@@ -5,8 +5,11 @@ finished as NOT RUN. The generated shell runs here for real, with stand-ins for 
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -98,6 +101,25 @@ def test_the_defaults_give_an_8gi_shm_no_deadline_and_a_bounded_merge(capsys: py
     assert code == 0 and f"+ {600 + k8s.MERGE_SLACK_S} ))" in out  # the shards' deadline, and time to report
 
 
+def test_no_pod_gets_an_api_token_and_a_retry_never_runs_beside_the_pod_it_replaces(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Seen (a review): every pod got the namespace's service-account token, which nothing uses, and
+    the default podReplacementPolicy (TerminatingOrFailed) starts a shard's retry while the pod it
+    replaces is still terminating, both writing the same plans and markers."""
+    shards, merge = gpu_docs(capsys)
+    for doc in (shards, merge):
+        assert doc["spec"]["template"]["spec"]["automountServiceAccountToken"] is False
+    assert shards["spec"]["podReplacementPolicy"] == "Failed"
+    assert "podReplacementPolicy" not in merge["spec"]  # no retry: its status is the verdict
+    for doc in (shards, merge):
+        kubernetes_validate.validate(doc, KUBERNETES, strict=True)
+
+
+def test_the_mount_may_be_any_folder_of_its_own() -> None:
+    found = [k8s.check_mount(m) for m in ("/results", "/mnt/results", "//data/r", "/var", "/tmpdata", "/tmp/results")]
+    assert found == ["/results", "/mnt/results", "/data/r", "/var", "/tmpdata", "/tmp/results"]
+
+
 def test_every_pod_stays_in_the_restricted_profile_with_the_gpu_options(capsys: pytest.CaptureFixture[str]) -> None:
     allowed = {"configMap", "csi", "downwardAPI", "emptyDir", "ephemeral", "persistentVolumeClaim", "projected",
                "secret"}
@@ -129,7 +151,8 @@ def test_every_pod_stays_in_the_restricted_profile_with_the_gpu_options(capsys: 
     (["--shm-size", "0Gi"], "--shm-size '0Gi': give a size above zero"),
     (["--shm-size", "8GB"], "--shm-size '8GB'"),
     (["--shm-size", "8Gi\n"], "control character"),
-    (["--deadline", "0"], "--deadline '0': give a whole number of seconds, 1 or more"),
+    (["--deadline", "0"], "--deadline '0': give a whole number of seconds, 1 to 9999999999"),
+    (["--deadline", "99999999999"], "1 to 9999999999"),  # it said "1 or more" of a number above 1
     (["--deadline", "1h"], "--deadline '1h'"),
     (["--deadline", "-5"], "--deadline '-5'"),
     (["--merge-deadline", "soon"], "--merge-deadline 'soon'"),
@@ -142,6 +165,17 @@ def test_every_pod_stays_in_the_restricted_profile_with_the_gpu_options(capsys: 
     (["--image", "registry.local/convmatrix:1 --privileged"], "give an image reference"),
     # Seen: the second value silently replaced the first.
     (["--node-selector", "a=1", "--node-selector", "a=2"], "--node-selector 'a=2': a is already '1'"),
+    # Seen (a review): each printed manifests (exit 0) that the API server refuses (two volumes on
+    # /tmp or /dev/shm: "must be unique") or whose claim hides the shell and the checkout (/).
+    (["--mount", "/tmp"], "--mount /tmp: the claim cannot be mounted on, over or in /tmp"),
+    (["--mount", "/dev/shm", "--out", "/dev/shm/r"], "on, over or in /dev"),
+    (["--mount", "/", "--out", "/r"], "--mount /: the claim cannot be mounted on, over or in /tmp"),
+    (["--mount", "//", "--out", "//r"], "--mount /: the claim cannot be mounted"),
+    (["--mount", "//tmp"], "--mount /tmp: the claim cannot be mounted on, over or in /tmp"),
+    (["--mount", "/proc"], "on, over or in /proc"),
+    (["--mount", "/usr/local"], "on, over or in /usr"),  # python:3.x images keep the interpreter there
+    # Seen: accepted, so the merge reported shards NOT RUN an hour before they could be done.
+    (["--deadline", "7200", "--merge-deadline", "60"], "--merge-deadline 60: shorter than --deadline 7200"),
 ])
 def test_a_bad_gpu_option_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str], args: list[str],
                                                  says: str) -> None:
@@ -172,6 +206,40 @@ def test_a_shard_leaves_its_marker_only_when_it_ended_for_good(tmp_path: Path, c
     assert (path.read_text().strip() if path.exists() else None) == (f"{marker} {TOKEN}" if marker else None)
     left = sorted(p.name for p in (out / k8s.MARKERS).iterdir()) if (out / k8s.MARKERS).exists() else []
     assert left == (["2"] if marker else [])  # no temporary file left behind
+
+
+# A stand-in run that says when it started, and on SIGTERM records that it heard it and exits 143,
+# as `convmatrix run` does (docs/contracts.md, Exit codes).
+TERM_STUB = 'trap "echo heard > \\"$STUB_SEEN\\"; exit 143" TERM; : > "$STUB_SEEN.started"; while :; do sleep 0.05; done'
+
+
+@pytest.mark.parametrize(("failures", "marker"), [("1", "failed 143"), ("0", None)])
+def test_a_terminated_shard_passes_the_term_to_its_run_and_leaves_its_marker_on_its_last_attempt(
+        tmp_path: Path, failures: str, marker: str | None) -> None:
+    """Seen (a review): the shard's shell, PID 1 of its container, ran the run in the foreground and
+    set no trap, so an eviction's or the Job deadline's SIGTERM reached neither: the grace period
+    ended in SIGKILL, the run recorded nothing as interrupted, and a last attempt left no marker (the
+    merge then waited out its whole deadline). The run now hears the TERM; the marker follows."""
+    out = tmp_path / "results" / "run"
+    seen = tmp_path / "seen"
+    job = k8s.K8sJob(plan=ShardPlan(matrix="m.toml", out=str(out), shards=2, run_args=()), name="x", image="i",
+                     claim="c", convmatrix=("sh", "-c", TERM_STUB, "stub"), token=TOKEN)
+    shell = subprocess.Popen(["/bin/sh", "-c", k8s.shard_command(job)], start_new_session=True,
+                             env={"JOB_COMPLETION_INDEX": "0", "NODE_NAME": "gpu-1", "INDEX_FAILURES": failures,
+                                  "STUB_SEEN": str(seen), "PATH": "/usr/bin:/bin"})
+    try:
+        deadline = time.monotonic() + 20
+        while not Path(f"{seen}.started").exists():
+            assert time.monotonic() < deadline and shell.poll() is None, "the stand-in run never started"
+            time.sleep(0.02)
+        shell.terminate()  # the kubelet's SIGTERM, to the container's main process
+        assert shell.wait(timeout=20) == 143  # the run's status, not the shell's death by signal
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(shell.pid, signal.SIGKILL)  # the stand-in too, if the shell left it running
+    assert seen.read_text().strip() == "heard"
+    path = out / k8s.MARKERS / "1"
+    assert (path.read_text().strip() if path.exists() else None) == (f"{marker} {TOKEN}" if marker else None)
 
 
 def five_cells(tmp_path: Path, deadline: int, *, out: Path) -> k8s.K8sJob:
@@ -264,6 +332,27 @@ def test_without_any_plan_the_stand_ins_name_an_unknown_gpu(tmp_path: Path) -> N
     assert merge.returncode != 0
     report = json.loads((out / "report.json").read_text())
     assert {c["verdict"] for c in report["cells"]} == {"not-run"}
+
+
+def test_a_merge_again_drops_the_stand_ins_of_a_shard_that_since_planned(tmp_path: Path) -> None:
+    """Seen (a review): a merge that ran before any shard planned left stand-ins for the GPU key
+    "unknown"; once shard 1 ran and the merge was applied again, its old stand-in still expected
+    shard 1's cells on "unknown", which no result can have, so they stayed NOT RUN for good."""
+    out = tmp_path / "results" / "run"
+    job = five_cells(tmp_path, 1, out=out)
+    assert run_sh(k8s.wait_command(job), tmp_path, timeout=30).returncode == 0  # nothing planned yet
+    shard_one_ran(out)
+    wait = run_sh(k8s.wait_command(job), tmp_path, timeout=30)
+    assert wait.returncode == 0, wait.stderr
+    left = sorted(p.name for p in (out / "plans").iterdir() if "no-plan" in p.name)
+    assert left == ["k8s-shard-2-of-2-no-plan-cpu.json"]  # shard 2's, on the key shard 1 planned for
+    merge = run_sh(k8s.merge_command(job), testkit.REPO, timeout=120)
+    report = json.loads((out / "report.json").read_text())
+    assert merge.returncode == 1
+    verdicts = {c["cell"]: c["verdict"] for c in report["cells"]}
+    assert all(v != "not-run" for cell, v in verdicts.items() if cell in (CONTROL, *SHARD_1)), verdicts
+    assert {verdicts[cell] for cell in SHARD_2} == {"not-run"}
+    assert "unknown" not in json.dumps(report["cells"])
 
 
 def test_the_same_node_selector_twice_is_one_label() -> None:
