@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from convmatrix.engines import ShardPlan, merge_commands
-from convmatrix.errors import InfrastructureError
+from convmatrix.errors import BadInput, InfrastructureError
 
 SCRIPTS_DIR = "slurm"  # under the results directory: the scripts and each task's log
 
@@ -77,10 +77,13 @@ def submit(job: SlurmJob, say: Say) -> tuple[str, str]:
     sbatch = shutil.which("sbatch")
     if sbatch is None:
         raise InfrastructureError("sbatch: not found on PATH (run this on a Slurm login node)")
-    job.scripts_dir.mkdir(parents=True, exist_ok=True)  # the tasks' logs go here: it must exist first
     shards, merge = job.scripts_dir / "shards.sbatch", job.scripts_dir / "merge.sbatch"
-    shards.write_text(shard_script(job))
-    merge.write_text(merge_script(job))
+    try:
+        job.scripts_dir.mkdir(parents=True, exist_ok=True)  # the tasks' logs go here: it must exist first
+        shards.write_text(shard_script(job))
+        merge.write_text(merge_script(job))
+    except OSError as exc:  # --out is the user's to choose, like an unwritable -o: bad input, not infrastructure
+        raise BadInput(f"--out {job.plan.out}: cannot write {job.scripts_dir}: {exc.strerror or exc}") from None
     array_id = sbatch_id(sbatch, [str(shards)])
     say(f"shards: job {array_id} (array 1-{job.plan.shards}), logs {job.scripts_dir}/shard-<i>.log")
     try:

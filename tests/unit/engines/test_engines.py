@@ -123,6 +123,18 @@ def test_sbatch_failing_is_an_infrastructure_failure(capsys: pytest.CaptureFixtu
     assert code == 4 and "exited 1: sbatch: error: invalid partition specified: gpu" in err
 
 
+def test_an_out_that_cannot_be_written_is_bad_input_and_nothing_is_submitted(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Seen (a review): `--out /proc/foo` exited 4, as if Slurm had failed; an --out the user chose
+    that cannot be written is bad input (exit 2), as an unwritable -o is."""
+    calls = fake_sbatch(tmp_path, monkeypatch, "echo 77")
+    (tmp_path / "file").write_text("")
+    code, _, err = cli(capsys, "slurm", "-m", MATRIX, "--shards", "2", "--out", str(tmp_path / "file" / "run"))
+    assert code == 2 and err == (f"convmatrix: --out {tmp_path}/file/run: cannot write {tmp_path}/file/run/slurm: "
+                                 "Not a directory\n")
+    assert not calls.exists()
+
+
 def test_no_sbatch_is_an_infrastructure_failure(capsys: pytest.CaptureFixture[str], tmp_path: Path,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))
