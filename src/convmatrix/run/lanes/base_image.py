@@ -95,33 +95,39 @@ def apt_mirror(path: Path = SOURCES) -> str:
         return DEFAULT_MIRROR
 
 
-def ensure(*, tag: str = TAG, force: bool = False, docker: str | None = None, log: Log = print) -> str:
-    """The id of image `tag`, built from Debian packages when it is missing (or when `force`)."""
-    docker = docker or default_docker()
+def ensure(*, tag: str = TAG, force: bool = False, docker: str | None = None, engine: str = "docker",
+           log: Log = print) -> str:
+    """The id of image `tag` in that engine's store (through the CLI `docker`), built from Debian
+    packages when it is missing (or when `force`)."""
+    docker = docker or engine_cli(engine)
     if not force:
-        found = image_id(docker, tag)
+        found = image_id(docker, tag, engine)
         if found:
             log(f"base image {tag} is up to date ({found[:19]})")
             return found
     debootstrap = _require_build_tools()
     if force:
-        image_id(docker, tag)  # fails early, before minutes of debootstrap, when the daemon is down
+        image_id(docker, tag, engine)  # fails early, before minutes of debootstrap, when the engine is down
     return _build(docker, tag, debootstrap, log)
 
 
-def image_id(docker: str, tag: str) -> str | None:
-    """The local image id of `tag`, None when there is no such image; BadInput when docker can't answer."""
+def image_id(docker: str, tag: str, engine: str = "docker") -> str | None:
+    """The local image id of `tag`, None when there is no such image; BadInput, naming the engine,
+    when its CLI is missing or cannot answer."""
     try:
         proc = subprocess.run(
             [docker, "image", "inspect", "--format", "{{.Id}}", tag], capture_output=True, text=True, check=False
         )
     except FileNotFoundError:
-        raise BadInput(f"docker CLI not found ({docker}): install docker.io (as root: .ci/docker-up)") from None
+        install = "podman" if engine == "podman" else "docker.io (as root: .ci/docker-up)"
+        raise BadInput(f"{engine} CLI not found ({docker}): install {install}") from None
     if proc.returncode == 0:
         return proc.stdout.strip()
     if "no such image" in proc.stderr.lower() or "image not known" in proc.stderr.lower():  # docker, podman
         return None
     reason = _first_line(proc.stderr)
+    if engine == "podman":  # no daemon: the CLI reads its own store
+        raise BadInput(f"podman could not read its image store through {docker}: {reason}")
     raise BadInput(f"Docker daemon not reachable through {docker}: {reason}; start it (as root: .ci/docker-up)")
 
 
@@ -209,7 +215,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="the engine whose image store gets it (default docker)")
     args = parser.parse_args(argv)
     try:
-        print(ensure(tag=args.tag, force=args.force, docker=engine_cli(args.engine)))
+        print(ensure(tag=args.tag, force=args.force, engine=args.engine))
     except ConvmatrixError as exc:
         print(f"convmatrix: {exc}", file=sys.stderr)
         return exc.exit_code

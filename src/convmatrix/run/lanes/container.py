@@ -14,7 +14,6 @@ import contextlib
 import fnmatch
 import os
 import shutil
-import subprocess
 import tempfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -34,7 +33,7 @@ SYSTEM_CA = Path("/etc/ssl/certs/ca-certificates.crt")
 
 class Container:
     def problem(self, cell: Cell) -> str | None:
-        return podman_problem() if cell.engine == "podman" else docker_problem()
+        return containers.engine_problem(cell.engine or "docker")
 
     def prepare(self, cell: Cell, matrix: Matrix, log: Log) -> Prepared:
         with containers.client(cell.engine or "docker") as engine:
@@ -103,34 +102,6 @@ def scratch(out: Path) -> Iterator[Path]:
             with contextlib.suppress(OSError):
                 (out / stale).unlink()  # a marker the suite removed when its case ended
         shutil.rmtree(place, ignore_errors=True)
-
-
-def docker_problem() -> str | None:
-    """Why containers cannot run here (no client, or no engine answering), or None."""
-    docker = shutil.which("docker")
-    if docker is None:
-        return "no docker client on this machine"
-    try:
-        answer = subprocess.run([docker, "info", "--format", "{{.ServerVersion}}"], capture_output=True,
-                                text=True, timeout=60, check=False)
-    except subprocess.TimeoutExpired:
-        return "the docker engine did not answer within 60 s"
-    if answer.returncode != 0:
-        last = (answer.stderr.strip().splitlines() or ["?"])[-1]
-        return f"the docker engine is not reachable ({last})"
-    return None
-
-
-def podman_problem() -> str | None:
-    """Why Podman cannot run containers here (no podman, or its API does not answer and cannot
-    be started), or None."""
-    if shutil.which("podman") is None:
-        return "no podman on this machine"
-    try:
-        with containers.client("podman"):
-            return None
-    except containers.EngineError as exc:
-        return str(exc).removeprefix("podman: ").replace("the engine is", "the podman engine is", 1)
 
 
 # --- images: what to build, and building it ----------------------------------------------------

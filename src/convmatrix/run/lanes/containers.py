@@ -10,13 +10,14 @@ compatible API honours from 5.4.0), Podman's explicit resource limits (below), a
 removal event (`remove`, Docker's `destroy`). docs/container-lane.md says how Apptainer or enroot would
 plug into the same seam.
 
-Containers run least-privileged: never as root (the invoking uid:gid, or nobody's when the harness
-is root), every capability dropped, no-new-privileges, a read-only root file system with a tmpfs
-/tmp, a pids limit, a memory limit when $CONVMATRIX_CONTAINER_MEMORY asks for one (a default
-would turn large cases into false regressions), no network, GPUs only through the engine's device
-request, the suite mounted read-only and a scratch directory the only writable mount (the lane
-copies the plain files it expects out of it); the container is always removed, and all it
-printed lands in log.txt even when it dies.
+Containers run least-privileged: never as the host's root (the invoking uid:gid, or nobody's when
+the harness is root; under rootless Podman the container's root, which its user namespace maps to
+the invoking user, run_kwargs says why), every capability dropped, no-new-privileges, a read-only
+root file system with a tmpfs /tmp, a pids limit, a memory limit when $CONVMATRIX_CONTAINER_MEMORY
+asks for one (a default would turn large cases into false regressions), no network, GPUs only
+through the engine's device request, the suite mounted read-only and a scratch directory the only
+writable mount (the lane copies the plain files it expects out of it); the container is always
+removed, and all it printed lands in log.txt even when it dies.
 
 How a run ends, and why the engine removes the container (auto_remove): whoever ends it, the
 engine removes the container as soon as it exits, even when this process is gone (SIGKILLed:
@@ -137,6 +138,39 @@ def start_podman_service(host: str) -> str | None:
     while (problem := unix_socket_problem(host)) and time.monotonic() < deadline:
         time.sleep(0.2)
     return problem
+
+
+def docker_problem() -> str | None:
+    """Why containers cannot run here (no client, or no engine answering), or None."""
+    docker = shutil.which("docker")
+    if docker is None:
+        return "no docker client on this machine"
+    try:
+        answer = subprocess.run([docker, "info", "--format", "{{.ServerVersion}}"], capture_output=True,
+                                text=True, timeout=60, check=False)
+    except subprocess.TimeoutExpired:
+        return "the docker engine did not answer within 60 s"
+    if answer.returncode != 0:
+        last = (answer.stderr.strip().splitlines() or ["?"])[-1]
+        return f"the docker engine is not reachable ({last})"
+    return None
+
+
+def podman_problem() -> str | None:
+    """Why Podman cannot run containers here (no podman, or its API does not answer and cannot
+    be started), or None."""
+    if shutil.which("podman") is None:
+        return "no podman on this machine"
+    try:
+        with client("podman"):
+            return None
+    except EngineError as exc:
+        return str(exc).removeprefix("podman: ").replace("the engine is", "the podman engine is", 1)
+
+
+def engine_problem(engine: str) -> str | None:
+    """Why cells of that engine cannot run here, or None."""
+    return podman_problem() if engine == "podman" else docker_problem()
 
 
 @contextlib.contextmanager
@@ -370,12 +404,19 @@ def podman_ulimits() -> list[Ulimit]:
     """Podman, unlike Docker, sets a root container's open-file and process limits itself
     (1048576 files, 32768 processes), and the OCI runtime cannot raise a hard limit past the
     service's own: on a machine whose limits are lower (a CI sandbox) every start fails with
-    "error setting rlimits". The cell gets the harness's own open-file limit, as a baremetal cell
-    does, and a process limit equal to its pids limit."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    hard = hard if hard != resource.RLIM_INFINITY else soft
-    return [Ulimit(name="nofile", soft=min(soft, hard), hard=hard),
-            Ulimit(name="nproc", soft=PIDS_LIMIT, hard=PIDS_LIMIT)]
+    "error setting rlimits". The cell gets the harness's own limits, as a baremetal cell does and
+    as a Docker cell inherits dockerd's. The process limit is the harness's too, not the
+    container's pids limit: RLIMIT_NPROC counts every process and thread of the user (uid 65534 in
+    every rootful cell, the invoking user's own in rootless ones), so concurrent cells would share
+    one such budget where Docker's cells each have only their pids limit."""
+    limits = []
+    for name, which in (("nofile", resource.RLIMIT_NOFILE), ("nproc", resource.RLIMIT_NPROC)):
+        soft, hard = resource.getrlimit(which)
+        if soft == hard == resource.RLIM_INFINITY:
+            continue  # unlimited here: Podman's own default is within it
+        hard = hard if hard != resource.RLIM_INFINITY else soft
+        limits.append(Ulimit(name=name, soft=min(soft, hard) if soft != resource.RLIM_INFINITY else hard, hard=hard))
+    return limits
 
 
 def cli_line(spec: RunSpec, engine: EngineKind) -> str:

@@ -63,3 +63,22 @@ def test_missing_debootstrap_is_one_line_naming_the_fix(
 def test_unreachable_docker_is_bad_input() -> None:
     with pytest.raises(BadInput, match="docker CLI not found"):
         base_image.image_id("/nonexistent/docker", base_image.TAG)
+
+
+def test_a_podman_base_that_cannot_be_made_names_podman_not_docker(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Seen (a review): `--engine podman` said 'docker CLI not found (/nonexistent/podman): install
+    docker.io', and of a podman that failed, 'Docker daemon not reachable'."""
+    monkeypatch.setenv("CONVMATRIX_PODMAN", "/nonexistent/podman")
+    assert base_image.main(["--engine", "podman"]) == 2
+    err = capsys.readouterr().err
+    assert err == "convmatrix: podman CLI not found (/nonexistent/podman): install podman\n"
+    failing = tmp_path / "podman"
+    failing.write_text("#!/bin/sh\necho 'Error: database is locked' >&2\nexit 125\n")
+    failing.chmod(0o755)
+    monkeypatch.setenv("CONVMATRIX_PODMAN", str(failing))
+    assert base_image.main(["--engine", "podman"]) == 2
+    err = capsys.readouterr().err
+    assert err == f"convmatrix: podman could not read its image store through {failing}: Error: database is locked\n"
+    assert "docker" not in err.lower()

@@ -288,13 +288,19 @@ def test_a_podman_whose_api_drops_device_requests_is_one_clear_error(tmp_path: P
     assert containers.run_kwargs(spec(tmp_path, None), old)["device_requests"] == []  # a CPU run is fine
 
 
-def test_podman_cells_get_the_harness_open_file_limit_and_their_pids_limit(tmp_path: Path) -> None:
+def test_podman_cells_get_the_harness_open_file_and_process_limits(tmp_path: Path) -> None:
+    """Seen (a review): the process limit was the pids limit, 16384, an RLIMIT_NPROC that every
+    concurrent cell of one uid shares (threads count), where Docker's cells inherit dockerd's."""
     import resource
 
     limits = {u["Name"]: (u["Soft"], u["Hard"]) for u in containers.run_kwargs(spec(tmp_path, None), PODMAN)["ulimits"]}
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    assert limits["nofile"][1] <= (hard if hard != resource.RLIM_INFINITY else soft)
-    assert limits["nproc"] == (containers.PIDS_LIMIT, containers.PIDS_LIMIT)
+    for name, which in (("nofile", resource.RLIMIT_NOFILE), ("nproc", resource.RLIMIT_NPROC)):
+        soft, hard = resource.getrlimit(which)
+        if soft == hard == resource.RLIM_INFINITY:
+            assert name not in limits
+        else:
+            assert limits[name][1] == (hard if hard != resource.RLIM_INFINITY else soft)
+            assert limits[name][0] <= limits[name][1]
     assert "ulimits" not in containers.run_kwargs(spec(tmp_path, None))  # Docker sets none: left alone
     # Every other isolation argument is the same on both engines.
     docker_kwargs = containers.run_kwargs(spec(tmp_path, None))
@@ -343,8 +349,6 @@ def test_an_unknown_engine_or_a_podman_that_cannot_start_is_one_line(monkeypatch
 
 def test_a_podman_cell_that_cannot_run_names_podman(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """What a cell records as not run: the engine by name, as Docker's says 'the docker engine'."""
-    from convmatrix.run.lanes import container
-
     for name in ("podman", "setsid"):  # a podman whose service never comes up
         fake = tmp_path / name
         fake.write_text("#!/bin/sh\nexit 1\n")
@@ -352,7 +356,7 @@ def test_a_podman_cell_that_cannot_run_names_podman(monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(containers, "PODMAN_START", 0.5)
     monkeypatch.setenv("CONTAINER_HOST", f"unix://{tmp_path}/none/podman.sock")
     monkeypatch.setenv("PATH", str(tmp_path))
-    assert (container.podman_problem() or "").startswith("the podman engine is not reachable (")
+    assert (containers.podman_problem() or "").startswith("the podman engine is not reachable (")
 
 
 def test_podmans_removal_event_is_the_end_of_the_watch(tmp_path: Path) -> None:
