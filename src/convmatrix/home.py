@@ -5,10 +5,14 @@ actions/checkout's clean would empty every night), holds the baremetal venvs (ve
 results store (results/) and the lock files (locks/); $CONVMATRIX_VENVS and
 $CONVMATRIX_RESULTS_STORE still move their parts elsewhere.
 
-A job that uses a venv or a stored result holds a shared flock on its lock file,
+A job that uses a venv, a stored result or a cell image holds a shared flock on its lock file,
 locks/<kind>/<name>, for as long as it uses it (held(), or hold() until the process ends); gc
 takes an exclusive one without waiting (exclusive()) and leaves alone what another holds. Taking
 a hold also touches the lock file: its mtime is when the thing was last used.
+
+The images' lock files are not the home's: images are the engine's, and two jobs with two homes
+on one engine (two runners of one machine, each with its own work folder) use and clean the same
+images. Their holds live where every home of this machine sees them (image_locks()).
 """
 
 from __future__ import annotations
@@ -17,7 +21,9 @@ import contextlib
 import errno
 import fcntl
 import os
+import stat
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -94,10 +100,45 @@ def locks() -> Path:
     return home() / "locks"
 
 
+SHARED_IMAGE_LOCKS = Path("/tmp/convmatrix-image-locks")  # sticky and world-writable, like /tmp
+# How long a hold on an image waits for an exclusive lock on it: a gc's removal of that image takes
+# seconds; the lock files are shared with the machine's other users, one of whom may keep a lock.
+IMAGE_HOLD_WAIT_S = 300.0
+
+
+def image_locks() -> Path:
+    """Where the images' lock files live: $CONVMATRIX_IMAGE_LOCKS, else /tmp/convmatrix-image-locks
+    (made sticky and world-writable, so that every user's jobs and gc share it), else, where that
+    is no folder of this machine's to use (a symlink, a file, not writable), the home's
+    locks/images. A job in a container of its own, on the host's engine, is given the same folder
+    by the variable."""
+    chosen = os.environ.get("CONVMATRIX_IMAGE_LOCKS")
+    if chosen:
+        return folder(Path(chosen).expanduser(), "CONVMATRIX_IMAGE_LOCKS")
+    shared = SHARED_IMAGE_LOCKS
+    try:
+        os.mkdir(shared, 0o1777)
+        os.chmod(shared, 0o1777)  # the umask took bits from mkdir's
+    except FileExistsError:
+        pass
+    except OSError:
+        return locks() / IMAGES
+    try:
+        usable = stat.S_ISDIR(os.lstat(shared).st_mode) and os.access(shared, os.W_OK | os.X_OK)
+    except OSError:
+        usable = False
+    return shared if usable else locks() / IMAGES
+
+
 def lock_path(kind: str, name: str) -> Path:
     if kind not in KINDS or not name or "/" in name or name in (".", "..") or "\0" in name:
         raise ValueError(f"no lock for {kind}/{name!r}")
-    return locks() / kind / name
+    return image_locks() / name if kind == IMAGES else locks() / kind / name
+
+
+def lock_folder(kind: str) -> Path:
+    """The folder of kind's lock files."""
+    return image_locks() if kind == IMAGES else locks() / kind
 
 
 def touch(path: Path) -> None:
@@ -146,10 +187,18 @@ def _shared(kind: str, name: str) -> int | None:
     lock file can be made (a read-only home): the job goes on unheld, and gc, which cannot lock
     it either, stops there (exclusive)."""
     try:
-        fd = _locked(lock_path(kind, name), fcntl.LOCK_SH)
+        if kind != IMAGES:
+            fd = _locked(lock_path(kind, name), fcntl.LOCK_SH)
+            assert fd is not None  # a blocking lock is always taken
+        else:
+            # Shared with the machine's other users: a lock one of them keeps must not stop the run.
+            deadline = time.monotonic() + IMAGE_HOLD_WAIT_S
+            while (fd := _locked(lock_path(kind, name), fcntl.LOCK_SH | fcntl.LOCK_NB)) is None:
+                if time.monotonic() >= deadline:
+                    return None
+                time.sleep(0.2)
     except OSError:
         return None
-    assert fd is not None  # a blocking lock is always taken
     with contextlib.suppress(OSError):
         os.utime(fd)
     return fd

@@ -25,8 +25,11 @@ from convmatrix.run.lanes import baremetal
 def fresh_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     for name in ("CONVMATRIX_HOME", "CONVMATRIX_VENVS", "CONVMATRIX_RESULTS_STORE"):
         monkeypatch.delenv(name, raising=False)
+    monkeypatch.delenv("CONVMATRIX_IMAGE_LOCKS", raising=False)
     monkeypatch.setenv("HOME", str(tmp_path / "user"))
     monkeypatch.setattr(home, "_KEPT", {})  # hold()'s descriptors: this test's only
+    monkeypatch.setattr(home, "SHARED_IMAGE_LOCKS", tmp_path / "machine" / "convmatrix-image-locks")
+    (tmp_path / "machine").mkdir()
 
 
 def test_the_default_home_is_outside_the_checkout_and_holds_every_part(tmp_path: Path) -> None:
@@ -299,3 +302,79 @@ def test_a_lock_file_gc_may_not_write_costs_that_thing_only(tmp_path: Path, monk
     with home.exclusive(home.VENVS, "linked") as free:
         assert not free
     assert not (tmp_path / "elsewhere").exists()
+
+
+def test_an_image_held_under_one_home_is_held_for_every_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Seen (a review): gc with its own CONVMATRIX_HOME removed two cell images that jobs of another
+    home were using: image holds lived in each home, but images are the engine's. Two runners of
+    one machine, each with its own work folder (the workflows' CONVMATRIX_HOME), are that case."""
+    digest = "d" * 64
+    monkeypatch.setenv("CONVMATRIX_HOME", str(tmp_path / "runner-a"))
+    with home.held(home.IMAGES, digest):
+        monkeypatch.setenv("CONVMATRIX_HOME", str(tmp_path / "runner-b"))
+        with home.exclusive(home.IMAGES, digest) as free:
+            assert not free
+        assert home.last_held(home.IMAGES, digest) is not None  # and its use is seen from there too
+    shared = home.SHARED_IMAGE_LOCKS
+    assert home.lock_path(home.IMAGES, digest) == shared / digest
+    assert os.stat(shared).st_mode & 0o7777 == 0o1777  # any user's jobs may add theirs, none remove another's
+    assert home.lock_path(home.VENVS, "v").parent == tmp_path / "runner-b" / "locks" / "venvs"  # the rest stays
+
+
+def test_convmatrix_image_locks_names_the_shared_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CONVMATRIX_IMAGE_LOCKS", str(tmp_path / "mounted"))
+    assert home.lock_path(home.IMAGES, "a" * 64) == (tmp_path / "mounted").resolve() / ("a" * 64)
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    monkeypatch.setenv("CONVMATRIX_IMAGE_LOCKS", str(tmp_path / "loop"))
+    with pytest.raises(BadInput, match=r"^CONVMATRIX_IMAGE_LOCKS=.*: a symlink loop$"):
+        home.lock_path(home.IMAGES, "a" * 64)
+
+
+@pytest.mark.parametrize("planted", ["symlink", "file", "not writable"])
+def test_a_shared_folder_that_is_not_ours_to_use_leaves_the_images_holds_in_the_home(
+    tmp_path: Path, planted: str
+) -> None:
+    """/tmp is every user's: a symlink, a file or a folder another user made there without write
+    for others is never followed or relied on."""
+    shared = home.SHARED_IMAGE_LOCKS
+    if planted == "symlink":
+        (tmp_path / "elsewhere").mkdir()
+        shared.symlink_to(tmp_path / "elsewhere")
+    elif planted == "file":
+        shared.write_text("")
+    else:
+        shared.mkdir(mode=0o755)
+        if os.getuid() == 0:
+            pytest.skip("root may write any folder")
+        shared.chmod(0o555)
+    assert home.lock_path(home.IMAGES, "a" * 64) == home.locks() / "images" / ("a" * 64)
+    if planted == "symlink":
+        with home.held(home.IMAGES, "a" * 64):
+            pass
+        assert list((tmp_path / "elsewhere").iterdir()) == []
+
+
+def test_a_lock_another_user_keeps_on_an_image_stops_no_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The shared lock files are every user's: one who keeps an exclusive lock on an image's makes
+    a run wait at most IMAGE_HOLD_WAIT_S, then go on unheld (a venv's or a result's lock files are
+    the user's own, and a gc's lock on them lasts as long as one removal)."""
+    import fcntl
+
+    monkeypatch.setattr(home, "IMAGE_HOLD_WAIT_S", 0.5)
+    path = home.lock_path(home.IMAGES, "e" * 64)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    try:
+        done = threading.Event()
+
+        def take() -> None:
+            home.hold(home.IMAGES, "e" * 64)
+            done.set()
+
+        thread = threading.Thread(target=take, daemon=True)
+        thread.start()
+        thread.join(timeout=30)
+        assert done.is_set() and not home._KEPT  # it went on, holding nothing
+    finally:
+        os.close(fd)

@@ -232,6 +232,10 @@ class Collector:
                 from convmatrix.run.lanes import containers  # the docker SDK: only where images are removed
 
                 problem = containers.remove_image(self.engine, item.image)
+                if problem and problem.startswith(containers.IN_USE):  # kept, as what a job holds is
+                    self.summary.held.append(item)
+                    self.line("kept", item, f"{reason}, but it is {problem}")
+                    return False
             else:
                 assert item.path is not None
                 problem = remove_local(item.path)
@@ -301,7 +305,7 @@ def forget_stale_locks(items: list[Item], *, images_seen: bool, gone: set[int]) 
     what it is about to make, a venv before it is made, keeps it)."""
     kept = {i.hold for i in items if i.hold is not None and id(i) not in gone}
     for kind in (home.VENVS, home.RESULTS, *((home.IMAGES,) if images_seen else ())):
-        for entry in entries(home.locks() / kind):
+        for entry in entries(home.lock_folder(kind)):
             if (kind, entry.name) in kept or not entry.is_file(follow_symlinks=False):
                 continue
             with home.exclusive(kind, entry.name) as free:
@@ -320,7 +324,7 @@ def summary_line(summary: Summary, *, dry_run: bool) -> str:
     parts = [f"{head} of {len(summary.found)} ({gb(total)}) in {home.home()}"
              + (" and the engine's images" if not summary.images_skipped else "")]
     if summary.held:
-        parts.append(f"{len(summary.held)} kept: held by a running job")
+        parts.append(f"{len(summary.held)} kept: held by a running job or used by a container")
     if summary.failed:
         parts.append(f"{len(summary.failed)} could not be removed")
     if dry_run:

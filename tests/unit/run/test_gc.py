@@ -32,6 +32,9 @@ def fake_home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     monkeypatch.setenv("CONVMATRIX_HOME", str(tmp_path / "home"))
     monkeypatch.delenv("CONVMATRIX_VENVS", raising=False)
     monkeypatch.delenv("CONVMATRIX_RESULTS_STORE", raising=False)
+    monkeypatch.delenv("CONVMATRIX_IMAGE_LOCKS", raising=False)
+    (tmp_path / "machine").mkdir()
+    monkeypatch.setattr(home, "SHARED_IMAGE_LOCKS", tmp_path / "machine" / "convmatrix-image-locks")
     return tmp_path / "home"
 
 
@@ -190,8 +193,8 @@ class FakeImages:
             raise ImageNotFound("no such image")
         if found[0].id in self.in_use:
             raise APIError("conflict", response=SimpleNamespace(status_code=409, reason="Conflict", url="http://docker/images"),
-                           explanation="unable to remove repository reference (must force) - container x is using "
-                                       "its referenced image")
+                           explanation=f"conflict: unable to remove repository reference \"{image}\" (must force) - "
+                                       "container 6fbfa8687660 is using its referenced image 0605b8112f74")
         self.removed.append(image)
         self.images.remove(found[0])
 
@@ -250,7 +253,7 @@ def test_removing_an_image_a_container_uses_is_refused_by_the_engine() -> None:
     a, b = containers.labelled_images(engine, LABEL_HASH)
     assert containers.remove_image(engine, a) is None and engine.images.removed == list(a.tags)
     problem = containers.remove_image(engine, b)
-    assert problem is not None and problem.startswith("in use (") and "\n" not in problem
+    assert problem == "in use by container 6fbfa8687660"
 
 
 def test_gc_removes_old_images_and_keeps_new_held_and_used_ones() -> None:
@@ -261,10 +264,28 @@ def test_gc_removes_old_images_and_keeps_new_held_and_used_ones() -> None:
         os.utime(home.lock_path(home.IMAGES, "d" * 64), (NOW - 20 * DAY, NOW - 20 * DAY))  # held since long ago
         summary, lines = collect(keep_days=14, engine=lambda: contextlib.nullcontext(engine))
     assert engine.images.removed == ["convmatrix/cell:" + "a" * 20]
-    assert [i.kind for i in summary.removed] == ["image"] and [i.name for i in summary.held] == ["convmatrix/cell:" + "d" * 20]
-    assert any(line.startswith("could not remove image convmatrix/cell:" + "c" * 20) and "in use (" in line
-               for line in lines)
+    # Seen (a review): "could not remove image ... in use (409 Client Error ... (must force) - container ..."
+    # with the SDK's text cut in its brackets; a container using it keeps it, as a job's hold does.
+    assert [i.kind for i in summary.removed] == ["image"]
+    assert sorted(i.name for i in summary.held) == ["convmatrix/cell:" + "c" * 20, "convmatrix/cell:" + "d" * 20]
+    assert ("kept image convmatrix/cell:" + "c" * 20 + " (5.0 MB): unused for 20 days (--keep-days 14), but it is in use "
+            "by container 6fbfa8687660") in lines, lines
+    assert not any(line.startswith("could not remove") for line in lines)
     assert "images skipped" not in "\n".join(lines) and lines[-1].startswith("gc: removed 1 (")
+
+
+def test_gc_in_one_home_keeps_an_image_a_job_of_another_home_holds(monkeypatch: pytest.MonkeyPatch,
+                                                                     tmp_path: Path) -> None:
+    """Seen (a review): `CONVMATRIX_HOME=scratch convmatrix gc --keep-days 0` removed two cell images
+    between the cells of a job that ran under another home."""
+    engine = FakeEngine([cell_image("a", 20), cell_image("b", 20)])
+    monkeypatch.setenv("CONVMATRIX_HOME", str(tmp_path / "other-runner"))
+    with home.held(home.IMAGES, "a" * 64):
+        os.utime(home.lock_path(home.IMAGES, "a" * 64), (NOW - 20 * DAY, NOW - 20 * DAY))  # held since long ago
+        monkeypatch.setenv("CONVMATRIX_HOME", str(tmp_path / "scratch"))
+        summary, _ = collect(keep_days=14, engine=lambda: contextlib.nullcontext(engine))
+    assert engine.images.removed == ["convmatrix/cell:" + "b" * 20]
+    assert [i.name for i in summary.held] == ["convmatrix/cell:" + "a" * 20]
 
 
 def test_an_image_used_recently_is_kept_whatever_its_age() -> None:

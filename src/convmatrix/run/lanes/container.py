@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from convmatrix import home
 from convmatrix.errors import BadInput
 from convmatrix.matrix.cells import Cell
 from convmatrix.matrix.parse import Matrix
@@ -170,7 +171,11 @@ def build_all(matrix: Matrix, globs: Sequence[str] = (), *, dry_run: bool = Fals
 
 def ensure_image(engine: Any, matrix: Matrix, cell: Cell, log: Log) -> dict[str, str]:
     """The cell's image, built first when it is missing; what cell.json records of it."""
-    (item,) = todo(engine, plans(engine, matrix, [cell], matrix.wheelhouse))
+    (plan,) = plans(engine, matrix, [cell], matrix.wheelhouse)
+    # Held from before it is looked for until the run ends: `convmatrix gc` leaves it alone, here
+    # and in every other home on this machine (and a gc removing it now is waited out first).
+    home.hold(home.IMAGES, plan.digest)
+    (item,) = todo(engine, [plan])
     if item.reason is not None:
         log(f"{cell.id}: building {item.plan.tag}: {item.reason}")
         images.build(item.plan, secrets(), log, engine=containers.kind_of(engine).name)

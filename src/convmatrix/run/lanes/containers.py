@@ -319,6 +319,9 @@ def labelled_images(engine: Any, label: str) -> list[LabelledImage]:
     return found
 
 
+IN_USE = "in use by"  # how remove_image's answer starts when a container uses the image
+
+
 def remove_image(engine: Any, image: LabelledImage) -> str | None:
     """Remove an image (its tags, and with the last one the image); None when it is gone, else
     why not in one line. Never forced: the engine refuses an image a container uses (409)."""
@@ -329,7 +332,10 @@ def remove_image(engine: Any, image: LabelledImage) -> str | None:
             continue
         except APIError as exc:
             if exc.status_code == 409:
-                return f"in use ({first_line(exc)})"
+                # Docker: "... (must force) - container 6fbfa8687660 is using its referenced image
+                # 0605b8112f74"; Podman: "image is in use by a container".
+                user = re.search(r"container ([0-9a-f]{12,64}) is using", str(exc))
+                return f"{IN_USE} container {user[1][:12]}" if user else f"{IN_USE} a container"
             return f"{kind_of(engine).name}: cannot remove {reference}: {first_line(exc)}"
         except (DockerException, OSError) as exc:
             return f"{kind_of(engine).name}: cannot remove {reference}: {first_line(exc)}"
