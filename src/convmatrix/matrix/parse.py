@@ -13,6 +13,7 @@ from convmatrix.errors import BadInput
 from convmatrix.matrix import knobs, values
 from convmatrix.matrix.cells import ENGINES, Cell
 from convmatrix.matrix.prune import impossible
+from convmatrix.shipped import shipped
 
 TOP_KEYS = {"name", "description", "wheelhouse", "cases", "axes", "include", "exclude", "control", "container",
             "fleet"}
@@ -79,7 +80,12 @@ def load(path: str | Path) -> Matrix:
     try:
         raw = tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise BadInput(f"{path}: no such matrix file") from None
+        if str(path) != DEFAULT_MATRIX:
+            raise BadInput(f"{path}: no such matrix file") from None
+        # The default is a checkout's: an installed convmatrix run elsewhere says where to look.
+        examples = shipped("matrix/examples", "fix-proof.toml")
+        raise BadInput(f"{path}: no such matrix file (the default, looked for in the current directory as in a "
+                       f"checkout): give -m MATRIX, e.g. one of {examples}/") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise BadInput(f"{path}: cannot read: {exc}") from None
     except tomllib.TOMLDecodeError as exc:

@@ -104,8 +104,22 @@ def test_container_needs_base_and_base_axis_goes_into_id(write_matrix: Callable[
 def test_not_toml_and_missing_file(write_matrix: Callable[[str], Path], tmp_path: Path) -> None:
     with pytest.raises(BadInput, match="not valid TOML"):
         matrix.load(write_matrix("name = \n"))
-    with pytest.raises(BadInput, match="no such matrix file"):
+    with pytest.raises(BadInput, match=r"no such matrix file$"):
         matrix.load(tmp_path / "nope.toml")
+
+
+def test_the_default_matrix_missing_outside_a_checkout_says_where_matrices_are(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Seen (a review): an installed wheel's `convmatrix run` outside a checkout said only
+    'matrix/default.toml: no such matrix file', with no word of -m or of the matrices it ships."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(BadInput) as raised:
+        matrix.load("matrix/default.toml")
+    (line,) = raised.value.lines()
+    assert line.startswith("matrix/default.toml: no such matrix file (the default, looked for in the current directory")
+    examples = Path(line.rsplit(" e.g. one of ", 1)[1].rstrip("/"))
+    assert (examples / "fix-proof.toml").is_file() and (examples / "upgrade.toml").is_file()
 
 
 def test_everything_pruned_is_an_error(write_matrix: Callable[[str], Path]) -> None:
