@@ -1,13 +1,16 @@
 """Triage throughput against grep -F of the signature, on one generated multi-rank log.
 
-    python bench/triage_throughput.py [--mb N] [--no-prefilter]
+    python bench/triage_throughput.py [--mb N] [--no-prefilter] [--python PY]
 
 Writes a torchrun-style log of about N MB (8 ranks of training lines, a few harmless "cuda"
 mentions, a cuDNN "Plan failed" warning and the fatal CUDNN_STATUS_NOT_SUPPORTED near the end)
 into a temporary directory, times `grep -F CUDNN_STATUS_NOT_SUPPORTED FILE` and
 `python -m convmatrix triage FILE --format json` (PYTHONPATH=src), each on a warm page cache, and
 prints MB/s of each and the ratio ours/grep. ``--no-prefilter`` times triage's pure-Python scan
-(what gzip and stdin get) instead of its ripgrep/grep prefilter. Asserts nothing.
+(what gzip and stdin get) instead of its ripgrep/grep prefilter. ``--python PY`` times the convmatrix
+installed for that interpreter (a venv the wheel went into) instead of this checkout's src/: with
+PATH cut to a folder without rg it shows what an install gets from the ripgrep wheel alone.
+Asserts nothing.
 """
 
 from __future__ import annotations
@@ -71,6 +74,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--mb", type=int, default=500, help="log size in MB (default 500)")
     ap.add_argument("--no-prefilter", action="store_true", help="time the pure-Python scan (gzip, stdin)")
+    ap.add_argument("--python", help="time the convmatrix installed for this interpreter, not src/")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "job.log"
@@ -78,16 +82,20 @@ def main() -> int:
         size = path.stat().st_size / 1e6
         subprocess.run(["cat", str(path)], stdout=subprocess.DEVNULL, check=False)  # warm the page cache
         grep_s, _ = timed(["grep", "-F", "CUDNN_STATUS_NOT_SUPPORTED", str(path)])
-        env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+        python = args.python or sys.executable
+        env = dict(os.environ) if args.python else {**os.environ, "PYTHONPATH": str(REPO / "src")}
         if args.no_prefilter:
             env["CONVMATRIX_TRIAGE_GREP"] = "0"
-        ours_s, out = timed([sys.executable, "-m", "convmatrix", "triage", str(path), "--format", "json"], env)
+        ours_s, out = timed([python, "-m", "convmatrix", "triage", str(path), "--format", "json"], env)
         try:
             result = json.loads(out)
             found = f"family={result['family']} line={result['line']} (expected {fatal}) rank={result['rank']}"
         except (ValueError, KeyError):
             found = f"no JSON result: {out[:200]!r}"
-        prefilter = "ripgrep" if shutil.which("rg") else "grep" if shutil.which("grep") else "none (pure Python)"
+        # Asked of the timed interpreter: the rg its own ripgrep wheel put beside it counts too.
+        ask = "from convmatrix.triage.scan import ripgrep; print(ripgrep() or '')"
+        rg = subprocess.run([python, "-c", ask], env=env, capture_output=True, text=True, check=False).stdout.strip()
+        prefilter = f"ripgrep ({rg})" if rg else "grep" if shutil.which("grep") else "none (pure Python)"
         if args.no_prefilter:
             prefilter = "none (pure Python)"
         print(f"log: {size:.0f} MB, {fatal} lines; triage prefilter: {prefilter}")

@@ -479,6 +479,29 @@ def test_a_real_h200_run_explains_its_two_failures_in_every_format(tmp_path: Pat
     assert cases[slow]["explained"]["cudnn_is_the_cause"] is True and cases[slow]["explained"]["log"].endswith("cudnn.log")
 
 
+def test_the_wheel_on_an_h200_ran_the_checkouts_suite_to_the_same_failure() -> None:
+    """Issue 25, item 1, on a GPU: the built wheel, installed outside the checkout, ran a host cell on
+    an H200 (tests/data/gpu/h200-wheel-torch2.11/README.md). Its cell names the suite inside the
+    installed package, with the suite_version and node ids of the checkout's own run there, and the
+    report finds the failure the checkout's run found, and only it."""
+    gpu = REPO / "tests" / "data" / "gpu"
+    wheel, checkout = (gpu / name / "run" / "host@h200-sm90@h200box"
+                       for name in ("h200-wheel-torch2.11", "h200-torch2.11-cudnn9.19"))
+    suite = json.loads((wheel / "cell.json").read_text())["suite"]
+    assert suite["path"].endswith("/site/convmatrix/suites") and "/work/" not in suite["path"]
+    versions = {json.loads((cell / "env.json").read_text())["suite_version"] for cell in (wheel, checkout)}
+    assert versions == {suite["version"]}
+
+    def nodeids(cell: Path) -> set[str]:
+        return {json.loads(line)["nodeid"] for line in (cell / "results.jsonl").read_text().splitlines() if line}
+
+    assert len(nodeids(wheel)) == 104 and nodeids(wheel) <= nodeids(checkout)
+    built = report_model.build(results.load([str(wheel.parent)]).results, "host")
+    failing = {(c.case, c.family) for c in built.cases if c.outcome.failing}
+    assert failing == {("conv2d-fp32-k1-bwd-over2g-pointwise_extreme-wide_channels", "cuda_illegal_address")}
+    assert "CTRL 103/104" in render.render(built, "text")
+
+
 def test_each_case_row_carries_its_parameters_in_json_and_the_html_case_view(tmp_path: Path) -> None:
     """Issue 23: what failed can be read without the suite."""
     params = {"op": "conv_transpose2d", "n": 2, "c_in": 8, "c_out": 4, "size": [8, 8], "kernel": 4, "stride": 2,
