@@ -406,23 +406,26 @@ def gpu_requests(index: int | None, engine: EngineKind) -> list[DeviceRequest]:
     return [DeviceRequest(driver="cdi", device_ids=[CDI_GPU.format(index)])]
 
 
+# Podman's own process limit for a root container (and for the service itself: seen here, its
+# /proc/<pid>/limits read 32768 whatever the harness's was); a cell may not ask for more.
+PODMAN_NPROC = 32768
+
+
 def podman_ulimits() -> list[Ulimit]:
     """Podman, unlike Docker, sets a root container's open-file and process limits itself
     (1048576 files, 32768 processes), and the OCI runtime cannot raise a hard limit past the
     service's own: on a machine whose limits are lower (a CI sandbox) every start fails with
-    "error setting rlimits". The cell gets the harness's own limits, as a baremetal cell does and
-    as a Docker cell inherits dockerd's. The process limit is the harness's too, not the
-    container's pids limit: RLIMIT_NPROC counts every process and thread of the user (uid 65534 in
-    every rootful cell, the invoking user's own in rootless ones), so concurrent cells would share
-    one such budget where Docker's cells each have only their pids limit."""
-    limits = []
-    for name, which in (("nofile", resource.RLIMIT_NOFILE), ("nproc", resource.RLIMIT_NPROC)):
-        soft, hard = resource.getrlimit(which)
-        if soft == hard == resource.RLIM_INFINITY:
-            continue  # unlimited here: Podman's own default is within it
-        hard = hard if hard != resource.RLIM_INFINITY else soft
-        limits.append(Ulimit(name=name, soft=min(soft, hard) if soft != resource.RLIM_INFINITY else hard, hard=hard))
-    return limits
+    "error setting rlimits". The cell gets the harness's own open-file limit, as a baremetal cell
+    does, and Podman's own process limit, lowered to the harness's where that is lower. Not the
+    pids limit (16384) as its process limit: RLIMIT_NPROC counts every process and thread of the
+    user (uid 65534 in every rootful cell), so concurrent cells share it, and the pids limit
+    already bounds each cell; Docker's cells inherit dockerd's."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    hard = hard if hard != resource.RLIM_INFINITY else soft
+    nproc = [PODMAN_NPROC if n == resource.RLIM_INFINITY else min(n, PODMAN_NPROC)
+             for n in resource.getrlimit(resource.RLIMIT_NPROC)]
+    return [Ulimit(name="nofile", soft=min(soft, hard), hard=hard),
+            Ulimit(name="nproc", soft=min(nproc), hard=nproc[1])]
 
 
 def cli_line(spec: RunSpec, engine: EngineKind) -> str:
