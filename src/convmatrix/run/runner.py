@@ -137,7 +137,11 @@ def wants_gpu(target: Target, suite_args: Sequence[str]) -> bool:
 def suite_env(target: Target) -> dict[str, str]:
     env = dict(os.environ, CONVMATRIX_LANE=target.cell.lane, PYTHONUNBUFFERED="1")
     if target.gpu is not None:
-        # One GPU per run, chosen before CUDA initialises in the suite process.
+        # One GPU per run, chosen before CUDA initialises in the suite process. The index is
+        # nvidia-smi's, which counts in PCI bus order; CUDA counts fastest first unless told
+        # otherwise (CUDA C++ Programming Guide, "CUDA Environment Variables": CUDA_DEVICE_ORDER),
+        # so on a host with two GPU models index 0 could run on the other one, under its key.
+        env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
         env["CUDA_VISIBLE_DEVICES"] = str(target.gpu.index)
     return env
 

@@ -29,6 +29,9 @@ def test_suite_command_and_env_for_a_gpu_target(tmp_path: Path) -> None:
     assert command[-2:] == ["-k", "conv2d"]
     env = runner.suite_env(target)
     assert env["CUDA_VISIBLE_DEVICES"] == "3"
+    # Seen (a review): without it CUDA numbers GPUs fastest first, nvidia-smi (whose index this is)
+    # in PCI bus order; on a host with mixed GPU models a cell ran on the other GPU, under this one's key.
+    assert env["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
     assert env["CONVMATRIX_LANE"] == "baremetal"
 
 
