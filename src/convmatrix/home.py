@@ -109,8 +109,8 @@ IMAGE_HOLD_WAIT_S = 300.0
 def image_locks() -> Path:
     """Where the images' lock files live: $CONVMATRIX_IMAGE_LOCKS, else /tmp/convmatrix-image-locks
     (made sticky and world-writable, so that every user's jobs and gc share it), else, where that
-    is no folder of this machine's to use (a symlink, a file, not writable), the home's
-    locks/images. A job in a container of its own, on the host's engine, is given the same folder
+    is no folder of this machine's to use (a symlink, a file, not writable, another user's), the
+    home's locks/images. A job in a container of its own, on the host's engine, is given the same folder
     by the variable."""
     chosen = os.environ.get("CONVMATRIX_IMAGE_LOCKS")
     if chosen:
@@ -124,9 +124,13 @@ def image_locks() -> Path:
     except OSError:
         return locks() / IMAGES
     try:
-        usable = stat.S_ISDIR(os.lstat(shared).st_mode) and os.access(shared, os.W_OK | os.X_OK)
+        found = os.lstat(shared)
     except OSError:
-        usable = False
+        return locks() / IMAGES
+    # Root's or ours only: whoever owns a sticky folder may delete the lock files in it, and a gc
+    # would then lock a new file while a job still holds the old one.
+    usable = (stat.S_ISDIR(found.st_mode) and found.st_uid in (0, os.getuid())
+              and os.access(shared, os.W_OK | os.X_OK))
     return shared if usable else locks() / IMAGES
 
 

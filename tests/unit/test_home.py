@@ -330,7 +330,7 @@ def test_convmatrix_image_locks_names_the_shared_folder(tmp_path: Path, monkeypa
         home.lock_path(home.IMAGES, "a" * 64)
 
 
-@pytest.mark.parametrize("planted", ["symlink", "file", "not writable"])
+@pytest.mark.parametrize("planted", ["symlink", "file", "not writable", "another user's"])
 def test_a_shared_folder_that_is_not_ours_to_use_leaves_the_images_holds_in_the_home(
     tmp_path: Path, planted: str
 ) -> None:
@@ -342,11 +342,17 @@ def test_a_shared_folder_that_is_not_ours_to_use_leaves_the_images_holds_in_the_
         shared.symlink_to(tmp_path / "elsewhere")
     elif planted == "file":
         shared.write_text("")
-    else:
+    elif planted == "not writable":
         shared.mkdir(mode=0o755)
         if os.getuid() == 0:
             pytest.skip("root may write any folder")
         shared.chmod(0o555)
+    else:  # sticky and writable, but its owner may delete the lock files in it
+        shared.mkdir()
+        shared.chmod(0o1777)
+        if os.getuid() != 0:
+            pytest.skip("only root can give a folder to another user")
+        os.chown(shared, 54321, 54321)
     assert home.lock_path(home.IMAGES, "a" * 64) == home.locks() / "images" / ("a" * 64)
     if planted == "symlink":
         with home.held(home.IMAGES, "a" * 64):
