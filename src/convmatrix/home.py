@@ -140,6 +140,12 @@ def lock_path(kind: str, name: str) -> Path:
     return image_locks() / name if kind == IMAGES else locks() / kind / name
 
 
+def in_shared_folder(path: Path) -> bool:
+    """Whether path is a lock file in the images' folder that other users share (not the home's)."""
+    folder = image_locks()
+    return path.parent == folder and folder != locks() / IMAGES
+
+
 def lock_folder(kind: str) -> Path:
     """The folder of kind's lock files."""
     return image_locks() if kind == IMAGES else locks() / kind
@@ -159,9 +165,20 @@ def _locked(path: Path, how: int, *, create: bool = True) -> int | None:
     while True:
         if create:
             path.parent.mkdir(parents=True, exist_ok=True)
-        flags = os.O_RDWR | (os.O_CREAT if create else 0) | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+        flags = os.O_RDWR | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
         try:
-            fd = os.open(path, flags, 0o644)
+            try:
+                # An existing file is opened without O_CREAT: fs.protected_regular (systemd's
+                # default) refuses O_CREAT of another user's file in a sticky folder, even a 0666 one.
+                fd = os.open(path, flags)
+            except FileNotFoundError:
+                if not create:
+                    raise
+                fd = os.open(path, flags | os.O_CREAT, 0o644)
+                if in_shared_folder(path):
+                    # Every user's jobs mark their use on it (its mtime), whatever this umask.
+                    with contextlib.suppress(OSError):
+                        os.fchmod(fd, 0o666)
         except PermissionError:
             # A lock file there that this user may not write (another user's, left by a sudo run):
             # flock needs only a read-only descriptor. Anything else (EROFS, a folder not ours to
@@ -233,8 +250,15 @@ def hold(kind: str, name: str) -> None:
             with contextlib.suppress(OSError):
                 os.utime(_KEPT[path])
             return
-        fd = _shared(kind, name)
-        if fd is not None:
+    # Taken outside the guard: an image's hold may wait (IMAGE_HOLD_WAIT_S), and the other
+    # threads preparing cells must not wait with it.
+    fd = _shared(kind, name)
+    if fd is None:
+        return
+    with _KEPT_GUARD:
+        if path in _KEPT:  # another thread took it meanwhile: one descriptor is enough
+            os.close(fd)
+        else:
             _KEPT[path] = fd
 
 
@@ -271,6 +295,10 @@ def _gc_lock(path: Path, *, create: bool) -> tuple[bool, int | None]:
         if isinstance(exc, FileNotFoundError) and not create:
             return True, None  # a dry run's lock file that a gc removed meanwhile: nobody holds it
         if exc.errno == errno.ELOOP:  # the lock file is a symlink (O_NOFOLLOW): never followed, kept
+            return False, None
+        if isinstance(exc, PermissionError) and in_shared_folder(path) and os.path.isfile(path):
+            # Another user's lock file that this one may not even read (a umask of 077): theirs,
+            # and kept, as a held one is. The folder is every user's, not a place this user chose.
             return False, None
         raise BadInput(f"{path}: gc cannot take its lock: {exc.strerror or exc}") from None
     return fd is not None, fd

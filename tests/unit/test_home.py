@@ -384,3 +384,81 @@ def test_a_lock_another_user_keeps_on_an_image_stops_no_run(monkeypatch: pytest.
         assert done.is_set() and not home._KEPT  # it went on, holding nothing
     finally:
         os.close(fd)
+
+
+def test_another_users_lock_file_that_gc_may_not_open_is_kept_not_a_stop(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Seen (a review): a 0600 lock file another user left in the shared folder (their umask 077),
+    or any file they put there, made every other user's gc stop with exit 2, half done. In the
+    shared folder such a file is theirs: kept, as a held one is."""
+    digest = "q" * 64
+    path = home.lock_path(home.IMAGES, digest)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("")
+    real_open = os.open
+
+    def open_(target: Any, flags: int, *args: Any, **kwargs: Any) -> int:
+        if str(target) == str(path):  # what a non-root user meets on another user's 0600 file
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(target))
+        return real_open(target, flags, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", open_)
+    with home.exclusive(home.IMAGES, digest) as free:
+        assert not free
+    with home.exclusive(home.IMAGES, digest, create=False) as free:  # a dry run agrees
+        assert not free
+
+
+def test_a_lock_file_made_in_the_shared_folder_is_every_users_to_mark(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Seen (a review): lock files were made 0644 under the maker's umask, so another user's hold
+    could not touch one (EPERM, ignored) and gc aged a daily-used image by its first user's last use.
+    And an existing one is opened without O_CREAT, which fs.protected_regular refuses on another
+    user's file in a sticky folder."""
+    old = os.umask(0o077)
+    try:
+        with home.held(home.IMAGES, "m" * 64):
+            pass
+    finally:
+        os.umask(old)
+    path = home.lock_path(home.IMAGES, "m" * 64)
+    assert path.stat().st_mode & 0o777 == 0o666
+    seen: list[int] = []
+    real_open = os.open
+
+    def open_(target: Any, flags: int, *args: Any, **kwargs: Any) -> int:
+        if str(target) == str(path):
+            seen.append(flags)
+        return real_open(target, flags, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", open_)
+    with home.held(home.IMAGES, "m" * 64):
+        pass
+    assert seen and not any(flags & os.O_CREAT for flags in seen)
+    umask = os.umask(0)
+    os.umask(umask)
+    with home.held(home.VENVS, "v"):  # the home's own lock files keep the umask's mode
+        pass
+    assert home.lock_path(home.VENVS, "v").stat().st_mode & 0o777 == 0o644 & ~umask
+
+
+def test_a_hold_waiting_on_an_image_keeps_no_other_hold_waiting(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Seen (a review): hold() waited for an image's lock inside its guard, so every other hold of
+    the run (the cells prepared beside it) waited up to IMAGE_HOLD_WAIT_S with it."""
+    import fcntl
+
+    monkeypatch.setattr(home, "IMAGE_HOLD_WAIT_S", 60.0)
+    path = home.lock_path(home.IMAGES, "w" * 64)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # another user's lock, kept
+    waiting = threading.Thread(target=home.hold, args=(home.IMAGES, "w" * 64), daemon=True)
+    try:
+        waiting.start()
+        time.sleep(0.3)  # it is polling now
+        home.hold(home.VENVS, "other")  # returns while the image's hold still waits
+        assert waiting.is_alive() and home.lock_path(home.VENVS, "other") in home._KEPT
+    finally:
+        os.close(fd)  # let it go: the waiting hold takes it
+        waiting.join(timeout=30)
+    assert not waiting.is_alive() and path in home._KEPT
+    for kept in home._KEPT.values():
+        os.close(kept)

@@ -206,14 +206,20 @@ def check_seconds(option: str, text: str) -> int:
 # the pod: "must be unique") or hide the shell, the interpreter and /proc that the scripts need;
 # inside a system folder (/usr/local) it would hide part of it too. Inside /tmp or /run it is a
 # mount of its own beneath theirs, which Kubernetes allows.
-SYSTEM_FOLDERS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/usr", "/etc", "/proc", "/sys", "/dev")
-OWN_MOUNTS = ("/tmp", "/run")
+# /opt holds interpreters too (this project's cell images' /opt/cell, conda, NGC's /opt/hpcx);
+# /var/run is a link to /run in Debian and Ubuntu images.
+SYSTEM_FOLDERS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/usr", "/etc", "/opt", "/proc", "/sys",
+                  "/dev")
+OWN_MOUNTS = ("/tmp", "/run", "/var/run")
 
 
 def check_mount(mount: str) -> str:
     """An absolute, normalised --mount that is no system folder, lies in none, and holds neither
     a system folder nor the pods' own mounts."""
     mount = "/" + mount.lstrip("/")  # normpath keeps a leading "//", which is "/" to the kernel
+    if mount == "/":
+        raise BadInput("--mount /: the claim cannot be mounted over the image's root; give a folder of its own "
+                       "such as /results")
     above = mount.rstrip("/") + "/"
     for reserved in (*OWN_MOUNTS, *SYSTEM_FOLDERS):
         inside = mount.startswith(f"{reserved}/") and reserved in SYSTEM_FOLDERS
@@ -323,19 +329,23 @@ def shard_command(job: K8sJob) -> str:
     # backoffLimitPerIndex) every attempt counts as the last. The pod's exit status stays the run's.
     return "\n".join([
         "set -u",
+        # The shell is the container's PID 1, to which the kernel delivers no signal it has no
+        # handler for: the trap comes first, so that a SIGTERM that comes before the run starts is
+        # kept and passed on once it has (a review: one sent at once was lost, every time).
+        "term=''; child=''",
+        """trap 'term=1; [ -z "$child" ] || kill -TERM "$child" 2>/dev/null' TERM""",
         *refuse_merged_lines(job),
         "shard=$((JOB_COMPLETION_INDEX + 1))",
         # The host a shard's results are keyed by is the node it runs on (a pod's own hostname is
         # its name): the node name's first label, as long as a host name may be.
         'export CONVMATRIX_HOST="$(printf %.63s "${NODE_NAME%%.*}")"',
-        # The shell is the container's PID 1, to which the kernel delivers no signal it has no
-        # handler for: a run in the foreground would never hear of an eviction, a preemption or the Job's
+        # A run in the foreground would never hear of an eviction, a preemption or the Job's
         # deadline, and the grace period would end in SIGKILL with no marker on a last attempt.
         # In the background it gets the TERM, records the case in flight as interrupted and exits
         # 143 (docs/contracts.md, Exit codes); then the marker is written as for any failure.
         " ".join(filter(None, [run, f'--shard "$shard/{plan.shards}"', shlex.join(plan.run_args), "&"])),
         "child=$!",
-        """trap 'kill -TERM "$child" 2>/dev/null' TERM""",
+        '[ -z "$term" ] || kill -TERM "$child" 2>/dev/null',
         'wait "$child"; code=$?',
         # A trapped signal ends `wait` early (status > 128): wait on until the run itself ended.
         'while kill -0 "$child" 2>/dev/null; do wait "$child"; code=$?; done',

@@ -293,20 +293,25 @@ def collect(*, keep_days: float = KEEP_DAYS, max_gb: float | None = None, dry_ru
                     gone.add(id(item))
                     kept.drop(item)
     if not dry_run:
-        forget_stale_locks(items, images_seen=not skipped, gone=gone)
+        forget_stale_locks(items, images_seen=not skipped, gone=gone, used_before=now - keep_days * DAY)
     say(summary_line(gc.summary, dry_run=dry_run))
     if skipped:
         say(f"gc: images skipped: {skipped}")
     return gc.summary
 
 
-def forget_stale_locks(items: list[Item], *, images_seen: bool, gone: set[int]) -> None:
+def forget_stale_locks(items: list[Item], *, images_seen: bool, gone: set[int], used_before: float) -> None:
     """Remove the lock files of what is gone, where no job holds them (one that holds a lock for
-    what it is about to make, a venv before it is made, keeps it)."""
+    what it is about to make, a venv before it is made, keeps it). An image's only once it was
+    last used before `used_before` (keep-days ago): the images' folder is every home's and every
+    engine's, and an image this engine does not list may be another's (Podman's store, a rootless
+    user's), whose last use its own gc still ages by; past keep-days that mark decides nothing."""
     kept = {i.hold for i in items if i.hold is not None and id(i) not in gone}
     for kind in (home.VENVS, home.RESULTS, *((home.IMAGES,) if images_seen else ())):
         for entry in entries(home.lock_folder(kind)):
             if (kind, entry.name) in kept or not entry.is_file(follow_symlinks=False):
+                continue
+            if kind == home.IMAGES and (home.last_held(kind, entry.name) or 0.0) >= used_before:
                 continue
             with home.exclusive(kind, entry.name) as free:
                 if free:

@@ -116,8 +116,10 @@ def test_no_pod_gets_an_api_token_and_a_retry_never_runs_beside_the_pod_it_repla
 
 
 def test_the_mount_may_be_any_folder_of_its_own() -> None:
-    found = [k8s.check_mount(m) for m in ("/results", "/mnt/results", "//data/r", "/var", "/tmpdata", "/tmp/results")]
-    assert found == ["/results", "/mnt/results", "/data/r", "/var", "/tmpdata", "/tmp/results"]
+    found = [k8s.check_mount(m) for m in ("/results", "/mnt/results", "//data/r", "/var/results", "/tmpdata",
+                                          "/tmp/results", "/optional", "/run2")]
+    assert found == ["/results", "/mnt/results", "/data/r", "/var/results", "/tmpdata", "/tmp/results", "/optional",
+                     "/run2"]
 
 
 def test_every_pod_stays_in_the_restricted_profile_with_the_gpu_options(capsys: pytest.CaptureFixture[str]) -> None:
@@ -169,8 +171,10 @@ def test_every_pod_stays_in_the_restricted_profile_with_the_gpu_options(capsys: 
     # /tmp or /dev/shm: "must be unique") or whose claim hides the shell and the checkout (/).
     (["--mount", "/tmp"], "--mount /tmp: the claim cannot be mounted on, over or in /tmp"),
     (["--mount", "/dev/shm", "--out", "/dev/shm/r"], "on, over or in /dev"),
-    (["--mount", "/", "--out", "/r"], "--mount /: the claim cannot be mounted on, over or in /tmp"),
-    (["--mount", "//", "--out", "//r"], "--mount /: the claim cannot be mounted"),
+    (["--mount", "/", "--out", "/r"], "--mount /: the claim cannot be mounted over the image's root"),
+    (["--mount", "//", "--out", "//r"], "--mount /: the claim cannot be mounted over the image's root"),
+    (["--mount", "/opt"], "on, over or in /opt"),  # this project's cell images keep their python there
+    (["--mount", "/var/run"], "on, over or in /var/run"),  # a link to /run in Debian and Ubuntu images
     (["--mount", "//tmp"], "--mount /tmp: the claim cannot be mounted on, over or in /tmp"),
     (["--mount", "/proc"], "on, over or in /proc"),
     (["--mount", "/usr/local"], "on, over or in /usr"),  # python:3.x images keep the interpreter there
@@ -240,6 +244,21 @@ def test_a_terminated_shard_passes_the_term_to_its_run_and_leaves_its_marker_on_
     assert seen.read_text().strip() == "heard"
     path = out / k8s.MARKERS / "1"
     assert (path.read_text().strip() if path.exists() else None) == (f"{marker} {TOKEN}" if marker else None)
+
+
+def test_the_shards_trap_is_set_before_anything_else_runs_and_an_early_term_reaches_the_run() -> None:
+    """Seen (a review): the trap came after the run started, so a SIGTERM sent as the pod started
+    reached the handler-less PID 1 and was dropped (15 times in 15, dash, busybox and bash): the run
+    went on and no marker came. The trap is now the script's first command after `set -u`, and a
+    TERM it kept before the run started is passed on as soon as the run has a pid."""
+    job = k8s.K8sJob(plan=ShardPlan(matrix="m.toml", out="/results/r", shards=2, run_args=()), name="x", image="i",
+                     claim="c", token=TOKEN)
+    lines = k8s.shard_command(job).splitlines()
+    code = [line for line in lines if not line.lstrip().startswith("#")]
+    assert code[:3] == ["set -u", "term=''; child=''",
+                        """trap 'term=1; [ -z "$child" ] || kill -TERM "$child" 2>/dev/null' TERM"""]
+    started = next(i for i, line in enumerate(code) if line.endswith(" &"))
+    assert code[started + 1:started + 3] == ["child=$!", '[ -z "$term" ] || kill -TERM "$child" 2>/dev/null']
 
 
 def five_cells(tmp_path: Path, deadline: int, *, out: Path) -> k8s.K8sJob:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import os
 import time
 from pathlib import Path
@@ -256,6 +257,22 @@ def test_removing_an_image_a_container_uses_is_refused_by_the_engine() -> None:
     assert problem == "in use by container 6fbfa8687660"
 
 
+def test_an_image_with_child_images_is_not_said_to_be_in_use_by_a_container(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Docker's other 409 (a review): an image others are built on cannot be removed either, but no
+    container uses it, so it is a failure to remove, not a keep."""
+    engine = FakeEngine([cell_image("a", 3)])
+    (image,) = containers.labelled_images(engine, LABEL_HASH)
+
+    def remove(image: str, force: bool, noprune: bool) -> None:
+        raise APIError("conflict", response=SimpleNamespace(status_code=409, reason="Conflict", url="http://docker/i"),
+                       explanation="conflict: unable to delete 0605b8112f74 (cannot be forced) - image has dependent "
+                                   "child images")
+
+    monkeypatch.setattr(engine.images, "remove", remove)
+    problem = containers.remove_image(engine, image)
+    assert problem is not None and not problem.startswith(containers.IN_USE) and "dependent child images" in problem
+
+
 def test_gc_removes_old_images_and_keeps_new_held_and_used_ones() -> None:
     in_use = f"sha256:{'c' * 64}"[:71]
     engine = FakeEngine([cell_image("a", 20), cell_image("b", 1), cell_image("c", 20), cell_image("d", 20)],
@@ -286,6 +303,40 @@ def test_gc_in_one_home_keeps_an_image_a_job_of_another_home_holds(monkeypatch: 
         summary, _ = collect(keep_days=14, engine=lambda: contextlib.nullcontext(engine))
     assert engine.images.removed == ["convmatrix/cell:" + "b" * 20]
     assert [i.name for i in summary.held] == ["convmatrix/cell:" + "a" * 20]
+
+
+def test_another_users_unreadable_lock_file_in_the_shared_folder_stops_no_gc(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Seen (a review): with a 0600 lock file of another user's in the shared folder, gc removed an
+    old image, then stopped at that file with exit 2 and no summary line."""
+    engine = FakeEngine([cell_image("a", 20)])
+    foreign = home.lock_path(home.IMAGES, "q" * 64)
+    foreign.parent.mkdir(parents=True, exist_ok=True)
+    foreign.write_text("")
+    os.utime(foreign, (NOW - 30 * DAY, NOW - 30 * DAY))  # old enough to be forgotten, were it ours
+    real_open = os.open
+
+    def open_(target: Any, flags: int, *args: Any, **kwargs: Any) -> int:
+        if str(target) == str(foreign):
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(target))
+        return real_open(target, flags, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", open_)
+    _, lines = collect(keep_days=14, engine=lambda: contextlib.nullcontext(engine))
+    assert engine.images.removed == ["convmatrix/cell:" + "a" * 20] and lines[-1].startswith("gc: removed 1 (")
+    assert foreign.exists()
+
+
+def test_gc_of_one_engine_keeps_the_recent_lock_files_of_images_it_does_not_list() -> None:
+    """Seen (a review): the images' folder is every engine's; a Docker gc deleted the lock file of a
+    Podman image used yesterday (which Docker does not list), and the next Podman gc removed that
+    image as unused since its build, 20 days ago. Lock files older than keep-days still go."""
+    recent, old = home.lock_path(home.IMAGES, "p" * 64), home.lock_path(home.IMAGES, "o" * 64)
+    for path, days in ((recent, 1), (old, 20)):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("")
+        os.utime(path, (NOW - days * DAY, NOW - days * DAY))
+    collect(keep_days=14, engine=lambda: contextlib.nullcontext(FakeEngine([])))
+    assert recent.exists() and not old.exists()
 
 
 def test_an_image_used_recently_is_kept_whatever_its_age() -> None:

@@ -331,9 +331,10 @@ def remove_image(engine: Any, image: LabelledImage) -> str | None:
         except ImageNotFound:
             continue
         except APIError as exc:
-            if exc.status_code == 409:
-                # Docker: "... (must force) - container 6fbfa8687660 is using its referenced image
-                # 0605b8112f74"; Podman: "image is in use by a container".
+            # Docker: "... (must force) - container 6fbfa8687660 is using its referenced image
+            # 0605b8112f74"; Podman: "image is in use by a container". Docker's other 409, "image
+            # has dependent child images", is no container's use.
+            if exc.status_code == 409 and "container" in str(exc):
                 user = re.search(r"container ([0-9a-f]{12,64}) is using", str(exc))
                 return f"{IN_USE} container {user[1][:12]}" if user else f"{IN_USE} a container"
             return f"{kind_of(engine).name}: cannot remove {reference}: {first_line(exc)}"
