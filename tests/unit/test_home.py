@@ -217,7 +217,8 @@ def bad_places(tmp_path: Path) -> dict[str, tuple[Path, str]]:
 
 @pytest.mark.parametrize("place", ["loop", "file", "under a file"])
 @pytest.mark.parametrize(("variable", "where"), [("CONVMATRIX_HOME", home.home), ("CONVMATRIX_VENVS", home.venvs),
-                                                 ("CONVMATRIX_RESULTS_STORE", home.results_store)])
+                                                 ("CONVMATRIX_RESULTS_STORE", home.results_store),
+                                                 ("CONVMATRIX_IMAGE_LOCKS", home.image_locks)])
 def test_a_place_that_cannot_be_a_folder_is_bad_input_naming_the_variable(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, place: str, variable: str, where: Any
 ) -> None:
@@ -324,10 +325,11 @@ def test_an_image_held_under_one_home_is_held_for_every_home(tmp_path: Path, mon
 def test_convmatrix_image_locks_names_the_shared_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CONVMATRIX_IMAGE_LOCKS", str(tmp_path / "mounted"))
     assert home.lock_path(home.IMAGES, "a" * 64) == (tmp_path / "mounted").resolve() / ("a" * 64)
-    (tmp_path / "loop").symlink_to(tmp_path / "loop")
-    monkeypatch.setenv("CONVMATRIX_IMAGE_LOCKS", str(tmp_path / "loop"))
-    with pytest.raises(BadInput, match=r"^CONVMATRIX_IMAGE_LOCKS=.*: a symlink loop$"):
-        home.lock_path(home.IMAGES, "a" * 64)
+    monkeypatch.setenv("CONVMATRIX_IMAGE_LOCKS", "")  # set to nothing: as unset
+    assert home.image_locks() == home.SHARED_IMAGE_LOCKS
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("CONVMATRIX_IMAGE_LOCKS", "rel/../locks\nx")  # relative, and a line break in a name
+    assert home.image_locks() == (tmp_path / "locks\nx").resolve()
 
 
 @pytest.mark.parametrize("planted", ["symlink", "file", "not writable", "another user's"])

@@ -28,7 +28,7 @@ from typing import Any
 
 from convmatrix import home
 from convmatrix.errors import InfrastructureError
-from convmatrix.run.lanes.images import LABEL_HASH
+from convmatrix.run.lanes.images import DIGEST, LABEL_HASH
 
 DAY = 86400.0
 KEEP_DAYS = 14.0
@@ -164,7 +164,9 @@ def image_items(engine: Any) -> list[Item]:
     items = []
     for image in containers.labelled_images(engine, LABEL_HASH):
         digest = image.labels.get(LABEL_HASH, "")
-        hold = (home.IMAGES, digest) if digest and "/" not in digest else None
+        # Any image may carry the label: only a digest of ours names a lock file (a "..", a NUL or
+        # 5,000 characters stopped gc with a traceback or "File name too long").
+        hold = (home.IMAGES, digest) if isinstance(digest, str) and DIGEST.fullmatch(digest) else None
         used = max(image.created, (home.last_held(*hold) or 0.0) if hold else 0.0)
         items.append(Item(kind="image", name=image.tags[0] if image.tags else image.id[:19], used=used,
                           size=image.size, hold=hold, image=image))

@@ -339,6 +339,19 @@ def test_gc_of_one_engine_keeps_the_recent_lock_files_of_images_it_does_not_list
     assert recent.exists() and not old.exists()
 
 
+@pytest.mark.parametrize("label", ["..", ".", "\0x", "a/b", "x" * 5000, "", "\n", "-rf", "A" * 64, "a" * 63])
+def test_an_image_whose_hash_label_is_no_digest_of_ours_names_no_lock_file(label: str) -> None:
+    """Any image on the engine may carry the convmatrix.hash label (a hostile value found here):
+    "..", "." or a NUL stopped gc with a traceback, 5,000 characters with "File name too long" and
+    exit 2. Such an image has no hold to look at; gc goes to its end and ages it by its build."""
+    image = cell_image("a", 20)
+    image.labels[LABEL_HASH] = label
+    engine = FakeEngine([image])
+    summary, lines = collect(keep_days=14, engine=lambda: contextlib.nullcontext(engine))
+    assert [i.hold for i in summary.found] == [None] and lines[-1].startswith("gc: removed 1 (")
+    assert not any(home.image_locks().iterdir())  # no lock file was made for it
+
+
 def test_an_image_used_recently_is_kept_whatever_its_age() -> None:
     engine = FakeEngine([cell_image("a", 20)])
     with home.held(home.IMAGES, "a" * 64):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -36,6 +37,7 @@ CONTEXT_FILES = ("Dockerfile", "pip-install", "check-python")
 REPOSITORY = "convmatrix/cell"
 LABEL_CELL = "convmatrix.cell"
 LABEL_HASH = "convmatrix.hash"
+DIGEST = re.compile(r"[0-9a-f]{64}")  # what plan() puts in LABEL_HASH: a sha256, in hex
 
 
 @dataclass(frozen=True, kw_only=True)
