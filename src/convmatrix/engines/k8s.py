@@ -310,6 +310,13 @@ def hardened(container: dict[str, Any]) -> dict[str, Any]:
             "env": [*container.get("env", []), {"name": "HOME", "value": "/tmp"}]}
 
 
+def pod_spec(job: K8sJob, *, selector: bool) -> dict[str, Any]:
+    """What both Jobs' pods share: never restarted in place (the Job retries), the restricted
+    profile's pod fields, no API token, and where they may be scheduled."""
+    return {"restartPolicy": "Never", "securityContext": dict(POD_SECURITY), "automountServiceAccountToken": False,
+            **scheduling(job, selector=selector)}
+
+
 def scheduling(job: K8sJob, *, selector: bool) -> dict[str, Any]:
     spec: dict[str, Any] = {}
     if job.tolerations:
@@ -409,9 +416,7 @@ def shards_job(job: K8sJob) -> dict[str, Any]:
     if job.deadline is not None:
         spec["activeDeadlineSeconds"] = job.deadline
     spec["template"] = {"metadata": {"labels": metadata(job, "shards")["labels"]},
-                        "spec": {"restartPolicy": "Never", "securityContext": dict(POD_SECURITY),
-                                 "automountServiceAccountToken": False,
-                                 **scheduling(job, selector=True),
+                        "spec": {**pod_spec(job, selector=True),
                                  "containers": [hardened(container)], "volumes": [vol, dict(TMP_VOLUME), shm]}}
     return {"apiVersion": "batch/v1", "kind": "Job", "metadata": metadata(job, "shards"), "spec": spec}
 
@@ -499,9 +504,7 @@ def merge_job(job: K8sJob) -> dict[str, Any]:
         "spec": {
             "backoffLimit": 0,  # its exit status is the verdict (1: a regression), not a fault to retry
             "template": {"metadata": {"labels": metadata(job, "merge")["labels"]},
-                         "spec": {"restartPolicy": "Never", "securityContext": dict(POD_SECURITY),
-                                  "automountServiceAccountToken": False,
-                                  **scheduling(job, selector=False),
+                         "spec": {**pod_spec(job, selector=False),
                                   "initContainers": [hardened(wait)], "containers": [hardened(merge)],
                                   "volumes": [vol, dict(TMP_VOLUME)]}},
         },
