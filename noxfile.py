@@ -167,6 +167,15 @@ def tests(session: nox.Session) -> None:
 
 
 @nox.session(python="3.11", venv_backend="venv")
+def properties(session: nox.Session) -> None:
+    """The property tests (marked `properties`, generators in tests/strategies.py) with the long
+    Hypothesis profile: many times the examples the default test run draws, random each time."""
+    session.install("-e", ".[test]", "-r", "tests/requirements.txt")
+    session.run("pytest", "tests", "-m", "properties", "--hypothesis-profile", "long", "-n", "auto",
+                "--hypothesis-show-statistics", *session.posargs)
+
+
+@nox.session(python="3.11", venv_backend="venv")
 def lint(session: nox.Session) -> None:
     """ruff, and mypy --strict over src, noxfile.py, bench and tests (pyproject.toml), then suites/
     on its own (its conftest.py is not the tests' one); mypy reads torch's and pytest's types."""

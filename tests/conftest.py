@@ -8,8 +8,19 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from testkit import HOST, docker_answers, stub_nvidia_smi
+
+# The property tests' profiles (tests/strategies.py): the default tests run a small, derandomized
+# set (the same examples on every machine, so a red CI is reproducible); `nox -s properties` runs
+# the long one (`--hypothesis-profile long`), random, many times more examples. No example
+# database: nothing is written into the checkout.
+settings.register_profile("default", max_examples=40, derandomize=True, deadline=None, database=None,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("long", max_examples=2000, deadline=None, database=None,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("default")
 
 # Every run in the tests is on host HOST (testkit), whatever this machine is called, so that a
 # test can name the result directories a run leaves (<cell>@<gpu-key>@HOST): set for the whole

@@ -31,10 +31,10 @@ def suite(out: Path, cell_id: str, *extra: str) -> subprocess.Popen[bytes]:
     return subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=REPO)
 
 
-def harness(out: Path, faults: dict[str, Any], *extra: str) -> subprocess.Popen[bytes]:
+def harness(out: Path, faults: dict[str, Any], *extra: str, matrix_text: str = HOST_MATRIX) -> subprocess.Popen[bytes]:
     """`convmatrix run` of the host cell on this interpreter with the fault plugin, into out/host@cpu@HOST."""
     matrix, spec = out.parent / f"{out.name}.toml", out.parent / f"{out.name}.faults.json"
-    matrix.write_text(HOST_MATRIX)
+    matrix.write_text(matrix_text)
     spec.write_text(json.dumps(faults))
     env = dict(os.environ, CONVMATRIX_PYTHON=sys.executable, PYTHONPATH=str(PLUGINS), CONVMATRIX_FAULTS=str(spec))
     args = [sys.executable, "-m", "convmatrix", "run", "-m", str(matrix), "--out", str(out), "--",

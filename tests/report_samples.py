@@ -56,7 +56,8 @@ def case(cell: str, gpu: str, name: str, failing: bool, message: str, *, control
                    outcome=Outcome.FAIL if failing else Outcome.PASS,
                    family="cudnn_not_supported" if failing else None, message=message if failing else None,
                    warnings=(), control_outcome=None if control else Outcome.PASS,
-                   delta=None if control else Delta.REGRESSION if failing else Delta.SAME)
+                   delta=None if control else Delta.REGRESSION if failing else Delta.SAME,
+                   verdict=Verdict.CONTROL if control else Verdict.REGRESSION if failing else Verdict.OK)
 
 
 def cell(cell_id: str, stack: dict[str, str], gpu: GpuInfo, rows: list[CaseRow], *, control: bool,

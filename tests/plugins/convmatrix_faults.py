@@ -17,7 +17,11 @@ in the CONVMATRIX_FAULTS environment variable. Keys map case-id globs to an acti
      "spin": {"conv3d-*": true},                               # hangs holding the GIL (no thread runs)
      "sticky": {"conv2d-*": true},                             # raises a sticky CUDA error text
      "unaligned": {"*channels_last_odd*": 8},                  # the signature unless C_in % 8 == 0
-     "report_env": {"conv1d-*": "CUDA_VISIBLE_DEVICES"}}       # warns NAME=value of that variable
+     "report_env": {"conv1d-*": "CUDA_VISIBLE_DEVICES"},       # warns NAME=value of that variable
+     "skip": {"conv1d-*": "no CPU kernel for this case here"}}  # pytest.skip(reason) in setup
+
+`skip` skips the case before it runs (in pytest_runtest_setup, as the suite's own skip paths do:
+no CPU kernel, torch.compile cannot build, a dtype the GPU lacks), so the case records `skipped`.
 
 `sticky` raises RuntimeError with an illegal-memory-access message (or the string given): on
 a CPU it only simulates the text, which is what the suite goes by.
@@ -59,7 +63,7 @@ import torch
 CONV_FUNCTIONS = ("conv1d", "conv2d", "conv3d",
                   "conv_transpose1d", "conv_transpose2d", "conv_transpose3d")
 ACTIONS = ("kill", "abort", "segv", "hang", "spin", "sticky", "unaligned", "raise", "warn", "report_env", "scale",
-           "perturb", "drop_group", "no_mkldnn")
+           "perturb", "drop_group", "no_mkldnn", "skip")
 KILLED_EXIT_CODE = 137  # what a SIGKILLed process reports through a shell
 HANG_SECONDS = 3600.0
 STICKY_MESSAGE = (
@@ -196,6 +200,12 @@ class Faults:
     def __init__(self, spec: dict[str, Any]) -> None:
         self.spec = spec
         self.exc_type = exception_class(spec)
+
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        callspec = getattr(item, "callspec", None)
+        for kind, value in actions_for(self.spec, callspec.id) if callspec is not None else []:
+            if kind == "skip":
+                pytest.skip(str(value))
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, Any, None]:

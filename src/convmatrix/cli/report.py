@@ -46,6 +46,8 @@ def run(args: argparse.Namespace) -> int:
         loaded.results = [with_first_cause(r) for r in loaded.results]
         control = verdicts.control_id(loaded.results, args.control)
         report = report_model.build(loaded.results, control, loaded.notes, differ=first_differences)
+        # Every format marks red what the exit code counts (`never` changes only the exit).
+        report = replace(report, policy=verdicts.policy(args.fail_on))
         errors = list(loaded.errors)
         if args.baseline:
             baseline = results.load(args.baseline)

@@ -6,6 +6,7 @@ import itertools
 import os
 import tomllib
 from dataclasses import dataclass, replace
+from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,12 @@ from convmatrix.matrix.prune import impossible
 from convmatrix.shipped import shipped
 
 TOP_KEYS = {"name", "description", "wheelhouse", "cases", "axes", "include", "exclude", "control", "container",
-            "fleet"}
+            "fleet", "expected_skip"}
+SKIP_KEYS = {"cells", "cases", "reason"}
+MAX_SKIPS = 64  # [[expected_skip]] entries (results/read.py reads at most as many from a cell.json)
+MAX_GLOBS = 64  # globs in one entry's cells or cases
+MAX_GLOB = 200  # characters of one glob
+MAX_REASON = 500
 MAX_CASE_FILES = 64
 FLEET_KEYS = {"gpus"}
 CONTAINER_KEYS = {"base", "flavour", "engine"}
@@ -39,6 +45,13 @@ class Pruned:
 
 
 @dataclass(frozen=True, kw_only=True)
+class ExpectedSkip:
+    cells: tuple[str, ...]  # cell id globs
+    cases: tuple[str, ...]  # case id globs
+    reason: str
+
+
+@dataclass(frozen=True, kw_only=True)
 class Matrix:
     path: Path
     name: str
@@ -52,6 +65,14 @@ class Matrix:
     # `cases`: user case files (suites/casefile.py) every cell runs beside the catalog, resolved
     # against the matrix file's directory; their content is checked when a run starts.
     cases: tuple[Path, ...] = ()
+    # [[expected_skip]]: skips of cases the control ran that the matrix declares expected on some
+    # cells (each shown as declared; never a failure or a missing case): (cell globs, case globs, reason).
+    expected_skips: tuple[ExpectedSkip, ...] = ()
+
+    def skips_for(self, cell_id: str) -> list[dict[str, Any]]:
+        """The expected skips that apply to a cell, as its cell.json carries them."""
+        return [{"cases": list(s.cases), "reason": s.reason} for s in self.expected_skips
+                if any(fnmatchcase(cell_id, glob) for glob in s.cells)]
 
     def lane(self, lane: str) -> tuple[Cell, ...]:
         return tuple(c for c in self.cells if c.lane == lane)
@@ -144,7 +165,36 @@ class _Parser:
             optional=frozenset(optional - ({control.id} if control else set())),
             fleet_gpus=self.fleet(raw),
             cases=self.cases(raw),
+            expected_skips=self.expected_skips(raw, cells),
         )
+
+    def expected_skips(self, raw: dict[str, Any], cells: list[Cell]) -> tuple[ExpectedSkip, ...]:
+        entries = self.tables(raw, "expected_skip")
+        if len(entries) > MAX_SKIPS:
+            raise self.fail("expected_skip", f"at most {MAX_SKIPS} [[expected_skip]] tables")
+        found = []
+        for n, entry in enumerate(entries):
+            where = f"expected_skip[{n}]"
+            self.keys(entry, SKIP_KEYS, where)
+            globs = {key: self.globs(entry, key, where) for key in ("cells", "cases")}
+            reason = entry.get("reason")
+            if not isinstance(reason, str) or not reason.strip() or len(reason) > MAX_REASON \
+                    or not reason.isprintable():
+                raise self.fail(f"{where}.reason", f"required: why the skip is expected, one printable line of at "
+                                f"most {MAX_REASON} characters")
+            if not any(fnmatchcase(c.id, glob) for c in cells for glob in globs["cells"]):
+                raise self.fail(f"{where}.cells", f"{', '.join(globs['cells'])} matches no cell of this matrix "
+                                "(`convmatrix matrix` lists the cell ids)")
+            found.append(ExpectedSkip(cells=globs["cells"], cases=globs["cases"], reason=reason))
+        return tuple(found)
+
+    def globs(self, entry: dict[str, Any], key: str, where: str) -> tuple[str, ...]:
+        listed = entry.get(key)
+        if not isinstance(listed, list) or not 1 <= len(listed) <= MAX_GLOBS or not all(
+                isinstance(g, str) and g and len(g) <= MAX_GLOB and g.isprintable() for g in listed):
+            raise self.fail(f"{where}.{key}", f"required: a list of 1 to {MAX_GLOBS} globs (fnmatch: * ? [..]), "
+                            f"each a printable string of at most {MAX_GLOB} characters")
+        return tuple(listed)
 
     def cases(self, raw: dict[str, Any]) -> tuple[Path, ...]:
         listed = raw.get("cases", [])

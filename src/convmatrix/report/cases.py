@@ -1,20 +1,22 @@
-"""Which cases a report lists, in what order: every failing or changed case, regressions first,
-then the other changes, then failures the control shares; the formats list the same ones."""
+"""Which cases a report lists, in what order: every failing, not-run or changed case, worst
+verdict first (results/verdicts.ORDER), failures the control shares last; the formats list the
+same ones."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
 from convmatrix.report.model import CaseRow
-from convmatrix.results.outcomes import Delta, Outcome
+from convmatrix.results.outcomes import Delta, Outcome, Verdict
 from convmatrix.results.read import Explanation
+from convmatrix.results.verdicts import RANK
 
-# A reader looks for regressions first; a failure the control shares matters least.
-_URGENCY = {Delta.REGRESSION: 0, Delta.MISSING: 1, Delta.CHANGED: 2, Delta.NEW: 3, Delta.FIXED: 4}
+_PLAIN = frozenset({Verdict.OK, Verdict.CONTROL, Verdict.NO_CONTROL})
 
 
 def noteworthy(case: CaseRow) -> bool:
-    return case.outcome.failing or case.outcome == Outcome.MISSING or case.delta not in (None, Delta.SAME)
+    return (case.outcome.failing or case.outcome == Outcome.MISSING or case.verdict not in _PLAIN
+            or case.delta not in (None, Delta.SAME))
 
 
 def listed(cases: Iterable[CaseRow]) -> list[CaseRow]:
@@ -23,7 +25,8 @@ def listed(cases: Iterable[CaseRow]) -> list[CaseRow]:
 
 
 def urgency(case: CaseRow) -> int:
-    return _URGENCY.get(case.delta, 5) if case.delta else 5
+    # A reader looks for the worst first (the order of verdicts); a failure the control shares last.
+    return RANK.get(case.verdict, len(RANK))
 
 
 def explained(case: CaseRow) -> str | None:

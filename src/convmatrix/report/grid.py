@@ -17,6 +17,8 @@ from convmatrix.results.outcomes import Outcome, Verdict
 
 SLOWER = 1.5  # a cell this many times slower than the control (geometric mean) is called out
 SHOUTED = (Verdict.REGRESSION, Verdict.INVALID, Verdict.NOT_RUN)
+# Case verdicts a summary need not count: the plain ones, and those every case of a cell shares.
+QUIET_CASES = frozenset({Verdict.OK, Verdict.CONTROL, Verdict.NO_CONTROL, Verdict.INVALID})
 # Axes that tell sub-rows of one torch/CUDA group apart when they vary across the report.
 _EXTRA_AXES = ("lane", "python", "base", "flavour")
 _QUIET_KNOBS = frozenset({"device"})  # the same for every cell on a GPU: never a sub-row's name
@@ -185,16 +187,22 @@ def slower(cell: CellRow) -> bool:
 def summary(cell: CellRow) -> str:
     """One matrix entry in words: the verdict, the pass count, each failure family with its count
     (a cell that did not run: why)."""
-    if cell.verdict == Verdict.NOT_RUN:
+    if cell.not_run is not None:
         return f"{cell_word(cell)}: {cell.not_run or 'no result'}"
-    if cell.verdict == Verdict.UNSUPPORTED:
+    if cell.verdict == Verdict.UNSUPPORTED and not cell.verdicts:
         return f"UNSUPPORTED ({cell.unsupported})"
     counts = dict(cell.counts)
     passed = counts.pop(Outcome.PASS, 0)
     skipped = counts.pop(Outcome.SKIP, 0)
     parts = [f"{passed} pass" + (f", {skipped} skip" if skipped else "")]
     parts += [f"{family}×{n}" for family, n in counts.items()]
+    # The cases' own verdicts that are not plainly ok, worst first: where the cell's comes from.
+    parts += [f"{n} case(s) {verdict_word(Verdict(v))}" for v, n in cell.verdicts.items() if v not in QUIET_CASES]
     parts += [m.words for m in marks(cell)]
+    if cell.verdict == Verdict.UNSUPPORTED:
+        return f"UNSUPPORTED ({cell.unsupported}): {', '.join(parts)}"
+    # A worse verdict than unsupported still says why some of its cases could not run here.
+    parts += [f"unsupported: {cell.unsupported}"] if cell.verdicts.get(Verdict.UNSUPPORTED) else []
     return f"{verdict_word(cell.verdict)}: {', '.join(parts)}"
 
 
@@ -203,16 +211,18 @@ def verdict_word(verdict: Verdict) -> str:
         return "NOT RUN"
     if verdict == Verdict.UNSUPPORTED:
         return "UNSUPPORTED"
+    if verdict == Verdict.DECLARED_SKIP:
+        return "declared skip"
     return verdict.upper() if verdict in SHOUTED else str(verdict)
 
 
 def cell_word(cell: CellRow) -> str:
     """A cell's verdict in words; an optional cell that did not run is said quietly: it fails nothing."""
-    if cell.verdict == Verdict.NOT_RUN and cell.optional:
+    if quiet(cell):
         return "not run (optional)"
     return verdict_word(cell.verdict)
 
 
 def quiet(cell: CellRow) -> bool:
     """Shown greyed: an optional cell that did not run."""
-    return cell.verdict == Verdict.NOT_RUN and cell.optional
+    return cell.verdict == Verdict.NOT_RUN and cell.excused

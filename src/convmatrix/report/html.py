@@ -23,6 +23,7 @@ from convmatrix.report.cases import explained, first_difference, listed, notewor
 from convmatrix.report.grid import Grid
 from convmatrix.report.model import CaseRow, CellRow, Report
 from convmatrix.results.outcomes import Delta, Verdict
+from convmatrix.results.verdicts import ORDER
 
 MESSAGE_LIMIT = 16_384  # characters of a message shown; the whole one is in results.jsonl
 EVIDENCE_LIMIT = 32_768  # characters of an evidence file shown (its end: the failure)
@@ -92,7 +93,7 @@ def heading(report: Report) -> list[str]:
 
 def overview(report: Report) -> list[str]:
     """At a glance: how many cells got each verdict, and where the signature is."""
-    counts = {v: sum(1 for c in report.cells if c.verdict == v) for v in Verdict}
+    counts = {v: sum(1 for c in report.cells if c.verdict == v) for v in (Verdict.CONTROL, *ORDER, Verdict.NO_CONTROL)}
     parts = [f'<span class="badge v-{v}">{n} {html_cell(report_grid.verdict_word(v))}</span>'
              for v, n in counts.items() if n]
     signed = [c.where for c in report.cells if c.signature]
@@ -125,7 +126,7 @@ def grid_cell(cell: CellRow | None, ids: dict[tuple[str, str], str]) -> str:
     tally = report_grid.tally(cell)
     counts = f"{tally.passed}/{tally.total} pass" + (f" · {tally.failed} fail" if tally.failed else "")
     counts += f" · {tally.missing} missing" if tally.missing else ""
-    counts = "no result" if cell.verdict == Verdict.NOT_RUN else counts
+    counts = "no result" if cell.not_run is not None else counts
     quiet = " quiet" if report_grid.quiet(cell) else ""
     marks = "".join(f'<span class="mark {mark_class(m.code)}">{html_cell(m.words)}</span>'
                     for m in report_grid.marks(cell))
@@ -141,7 +142,7 @@ def mark_class(code: str) -> str:
 
 def legend() -> list[str]:
     swatches = "".join(f'<li><span class="swatch v-{v}"></span>{html_cell(report_grid.verdict_word(v))}</li>'
-                       for v in Verdict)
+                       for v in (Verdict.CONTROL, *ORDER, Verdict.NO_CONTROL))
     return [f'<ul class="legend">{swatches}<li><span class="mark sig">SIGNATURE</span> a case failed with '
             "CUDNN_STATUS_NOT_SUPPORTED</li><li><span class=\"mark slow\">SLOWER ×n</span> convolutions took "
             "n× the control's time</li></ul>",
@@ -204,7 +205,8 @@ def case_item(cell: CellRow, case: CaseRow, opened: bool, budget: Budget, words:
 
 def case_line(case: CaseRow) -> str:
     parts = [f'<span class="o o-{case.outcome}">{html_cell(case.outcome)}</span>',
-             f'<code class="id">{html_cell(case.case)}</code>']
+             f'<code class="id">{html_cell(case.case)}</code>',
+             f'<span class="cv v-{case.verdict}">{html_cell(report_grid.verdict_word(case.verdict))}</span>']
     if case.family:
         parts.append(f'<span class="fam">{html_cell(case.family)}</span>')
     if case.control_outcome or case.delta:

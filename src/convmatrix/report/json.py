@@ -12,8 +12,9 @@ from json import encoder as json_encoder
 from typing import Any
 
 from convmatrix.report import notes as report_notes
+from convmatrix.report import verdicts as report_verdicts
 from convmatrix.report.model import REPORT_SCHEMA, CaseRow, CellRow, Report, Rerun
-from convmatrix.results.outcomes import Delta, Outcome
+from convmatrix.results.outcomes import Delta, Outcome, Verdict
 
 
 def _no_default(value: object) -> Any:
@@ -55,7 +56,10 @@ def fields(report: Report) -> list[tuple[str, Any]]:
             "per_gpu": {key: {"healthy": h.healthy, "reason": h.reason} for key, h in report.health.items()},
             "alerts": report_notes.alerts(report),
         }),
-        ("cells", (_encode(cell_json(cell, report.baseline)) for cell in report.cells)),
+        ("policy", report.policy),
+        ("verdicts", report_verdicts.tally(report.cells)),
+        ("settings", report_notes.settings(report)),
+        ("cells", (_encode(cell_json(cell, report.baseline, report.red(cell))) for cell in report.cells)),
         ("cases", (case_line(case, report.baseline) for case in report.cases)),
         ("notes", list(report.notes)),
     ]
@@ -85,7 +89,8 @@ def chunks(report: Report, rows_per_chunk: int = 2000) -> Iterator[str]:
     yield "\n}\n"
 
 
-def cell_json(cell: CellRow, baseline: bool) -> dict[str, Any]:
+def cell_json(cell: CellRow, baseline: bool, red: bool = False) -> dict[str, Any]:
+    """A cell row as the contract's object; red: whether it makes the report red (Report.red)."""
     data = {
         "cell": cell.cell,
         "gpu": asdict(cell.gpu),
@@ -106,6 +111,8 @@ def cell_json(cell: CellRow, baseline: bool) -> dict[str, Any]:
         "fingerprint_changed": cell.fingerprint_changed,
         "fixed": cell.fixed,
         "verdict": str(cell.verdict),
+        "verdicts": dict(cell.verdicts),
+        "fails": red,
         "not_run": cell.not_run,
         "unsupported": cell.unsupported,
         "optional": cell.optional,
@@ -139,6 +146,8 @@ def case_json(case: CaseRow, baseline: bool) -> dict[str, Any]:
         "first_diff": asdict(case.first_diff) if case.first_diff else None,
         "known": list(case.known),
         "params": dict(case.params),
+        "verdict": case.verdict,
+        "declared": case.declared,
     }
     if baseline:
         data.update(baseline_outcome=case.baseline_outcome, baseline_delta=case.baseline_delta)
@@ -151,7 +160,7 @@ def rerun_json(rerun: Rerun) -> dict[str, Any]:
 
 _CASE_KEYS = ("cell", "gpu", "case", "knobs", "outcome", "family", "message", "warnings", "control_outcome",
               "delta", "evidence", "blocking", "forward_ms", "slowdown", "fingerprint_changed", "sources",
-              "explained", "first_diff", "known", "params")
+              "explained", "first_diff", "known", "params", "verdict", "declared")
 _CASE_LINE = "{" + ", ".join(f"{json.dumps(key)}: %s" for key in _CASE_KEYS) + "}"
 _BASELINE_TAIL = ', "baseline_outcome": %s, "baseline_delta": %s}'
 
@@ -178,6 +187,8 @@ def case_line(case: CaseRow, baseline: bool) -> str:
         _encode(asdict(case.first_diff)) if case.first_diff else "null",
         _encode(list(case.known)) if case.known else "[]",
         _encode(dict(case.params)) if case.params else "{}",
+        _CONSTANT[case.verdict],
+        "null" if case.declared is None else _string(case.declared),
     )
     if baseline:
         line = line[:-1] + _BASELINE_TAIL % (_CONSTANT[case.baseline_outcome], _CONSTANT[case.baseline_delta])
@@ -187,7 +198,7 @@ def case_line(case: CaseRow, baseline: bool) -> str:
 _string = json_encoder.encode_basestring_ascii  # a JSON string as json.dumps writes it (ensure_ascii)
 # The values a row holds from a small set, written once: null, the flags and every enum member.
 _CONSTANT: dict[object, str] = {None: "null", True: "true", False: "false",
-                                **{member: _string(member) for kind in (Outcome, Delta) for member in kind}}
+                                **{member: _string(member) for kind in (Outcome, Delta, Verdict) for member in kind}}
 
 
 def _number(value: float | None) -> str:

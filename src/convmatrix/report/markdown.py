@@ -13,10 +13,12 @@ from convmatrix.matrix.cells import abbreviate
 from convmatrix.report import bounds
 from convmatrix.report import grid as report_grid
 from convmatrix.report import notes as report_notes
+from convmatrix.report import verdicts as report_verdicts
 from convmatrix.report.cases import explained, first_difference, listed
 from convmatrix.report.grid import Grid
 from convmatrix.report.model import CaseRow, CellRow, Report
 from convmatrix.results.outcomes import Verdict
+from convmatrix.results.verdicts import ORDER
 
 LIMIT = 1_000_000  # bytes; GitHub's job summary refuses a step's summary over 1 MiB
 TABLE_BUDGET = 350_000
@@ -27,14 +29,15 @@ DETAIL_MESSAGE = 4_000  # characters of a message in its <details>
 DETAILS = 50  # cases folded out at most (regressions first)
 MARKS = {Verdict.CONTROL: "🔵", Verdict.OK: "🟢", Verdict.FIXED: "🟣", Verdict.REGRESSION: "🔴",
          Verdict.INVALID: "🟠", Verdict.NOT_RUN: "⛔", Verdict.UNSUPPORTED: "🚫",
-         Verdict.NO_CONTROL: "⚪"}
+         Verdict.NO_CONTROL: "⚪", Verdict.CHANGED: "🟡", Verdict.DECLARED_SKIP: "🟩"}
 QUIET = "▫️"  # an optional cell that did not run: it fails nothing
 
 
 def render(report: Report) -> str:
     grid = report_grid.build(report)
     control = report.control or "(none: pass --control CELL)"
-    out = [f"## convmatrix report: control {markdown_cell(control)}", ""]
+    out = [f"## convmatrix report: control {markdown_cell(control)}", "",
+           f"verdicts: {markdown_cell(report_verdicts.tally(report.cells))}", ""]
     alerts = report_notes.alerts(report)
     out += [*(f"> **{markdown_cell(a)}**" for a in alerts), *([""] if alerts else [])]
     out += [*grid_table(grid), "", legend(), ""]
@@ -79,7 +82,8 @@ def mark(cell: CellRow) -> str:
 
 
 def legend() -> str:
-    verdicts = " · ".join(f"{MARKS[v]} {report_grid.verdict_word(v)}" for v in Verdict)
+    verdicts = " · ".join(f"{MARKS[v]} {report_grid.verdict_word(v)}" for v in (Verdict.CONTROL, *ORDER,
+                                                                                Verdict.NO_CONTROL))
     return (f"{verdicts} · {QUIET} not run (optional) — ▶ the control. "
             "SIGNATURE: a case failed with CUDNN\\_STATUS\\_NOT\\_SUPPORTED; "
             "SLOWER ×n: convolutions took n× the control's time.")
@@ -90,7 +94,7 @@ def row(cells: Iterable[str]) -> str:
 
 
 def case_table(cases: list[CaseRow]) -> list[str]:
-    headers = ["cell", "gpu", "case", "outcome", "family", "control", "delta", "message"]
+    headers = ["cell", "gpu", "case", "verdict", "outcome", "family", "control", "delta", "message"]
     lines = (row(markdown_cell(v) for v in case_cells(c)) for c in cases)
     return [row(headers), row(["---"] * len(headers)),
             *budgeted(lines, TABLE_BUDGET, lambda left: f"\n… {left} more cases (see the html or json report)")]
@@ -98,7 +102,8 @@ def case_table(cases: list[CaseRow]) -> list[str]:
 
 def case_cells(case: CaseRow) -> list[str]:
     message = bounds.head(case.message or "", ROW_MESSAGE)
-    return [abbreviate(case.cell), case.gpu, case.case, str(case.outcome), case.family or "",
+    return [abbreviate(case.cell), case.gpu, case.case, report_grid.verdict_word(case.verdict), str(case.outcome),
+            case.family or "",
             case.control_outcome or "", case.delta or "", message.text + ("…" if message.cut else "")]
 
 
@@ -126,7 +131,7 @@ def detail(case: CaseRow) -> list[str]:
         lines.append(markdown_line("reported upstream: " + " ".join(case.sources)))
     lines += [markdown_line(k) for k in case.known]
     # Backslash at a line's end: a hard break, so the message keeps its lines in one paragraph.
-    return [f"<details><summary>{html_cell(title)} ({html_cell(case.delta or '')})</summary>", "",
+    return [f"<details><summary>{html_cell(title)} ({html_cell(report_grid.verdict_word(case.verdict))})</summary>", "",
             " \\\n".join(lines), "", "</details>", ""]
 
 

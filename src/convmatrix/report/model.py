@@ -16,8 +16,10 @@ from convmatrix.results import known
 from convmatrix.results.first_diff import Difference
 from convmatrix.results.outcomes import Delta, Outcome, Verdict
 from convmatrix.results.read import Case, CellResult, Explanation, FirstCause, Loaded
+from convmatrix.results.verdicts import ORDER, OUTSIDE, case_verdict, cell_verdict, declared
 
 REPORT_SCHEMA = 1
+SICK = verdicts.Health(healthy=False, reason=None)  # no health known: nothing to compare with
 OBSERVED_KEYS = ("torch", "cuda", "cudnn", "cudnn_error", "python", "driver", "device", "hostname", "image_id")
 
 
@@ -57,6 +59,9 @@ class CaseRow:
     first_diff: Difference | None = None  # the first line of its log section the control's lacks
     known: tuple[str, ...] = ()  # known upstream issues a failing case matches (results/known.py), annotated
     params: Mapping[str, Any] = field(default_factory=dict)  # the case's parameters (its results line's params)
+    # Its place in the one order of outcomes (results/verdicts.py); control or no-control outside it.
+    verdict: Verdict = Verdict.NO_CONTROL
+    declared: str | None = None  # the reason of the [[expected_skip]] that declared its skip
 
     @property
     def where(self) -> str:
@@ -95,10 +100,16 @@ class CellRow:
     optional: bool = False  # the matrix marked the cell optional (a not-run fails nothing)
     not_run: str | None = None  # why it did not run (verdict not-run)
     unsupported: str | None = None  # why this runner cannot run it (verdict unsupported)
+    verdicts: Mapping[str, int] = field(default_factory=dict)  # case verdict -> cases, worst first
 
     @property
     def where(self) -> str:
         return f"{self.cell}@{self.gpu.key}"
+
+    @property
+    def excused(self) -> bool:
+        """An optional cell that never ran: its NOT RUN fails nothing (a case it owed does)."""
+        return self.optional and self.not_run is not None
 
     @property
     def gpu_key(self) -> str:
@@ -117,6 +128,12 @@ class Report:
     cases: tuple[CaseRow, ...]
     notes: tuple[str, ...] = ()  # what the reader should know of the inputs (a duplicate dropped)
     baseline: bool = False
+    # The --fail-on the views describe (results.verdicts.POLICIES): what is red in every format is
+    # what the exit code counts (report.verdicts.failing); `never` changes the exit alone.
+    policy: str = "regression"
+
+    def red(self, cell: CellRow) -> bool:
+        return verdicts.failing(cell, self.policy)
 
 
 # Given a cell, its control and its failing cases: the first line of each case's log section the
@@ -139,12 +156,13 @@ def build(results: Sequence[CellResult], control: str | None, notes: Sequence[st
         where = place(result)
         against = by_place.get(where)
         if result.cell != control and not result.unsupported and (why := driver_insufficient(result)):
-            result = replace(result, unsupported=why)
+            result = replace(result, unsupported=why)  # the reason its unsupported cases show
         other_suite = suite_mismatch(result, against)
         if other_suite:
             # Another suite ran other cases, or the same ones otherwise: nothing to compare.
             result, against = replace(result, problems=(*result.problems, other_suite)), None
-        rows = case_rows(result, against, control, where)
+        fact = verdicts.cell_fact(result, control, health.get(where))
+        rows = case_rows(result, against, control, where, fact, healthy=bool(health.get(where, SICK).healthy))
         annotate_known(result, rows)
         if differ is not None and against is not None and result.cell != control:
             failing = [row.case for row in rows if row.outcome.failing]
@@ -152,7 +170,7 @@ def build(results: Sequence[CellResult], control: str | None, notes: Sequence[st
             for row in rows:
                 row.first_diff = found.get(row.case)
         cases += rows
-        cells.append(cell_row(result, rows, control, health.get(where), where))
+        cells.append(cell_row(result, rows, fact, where))
     return Report(control=control, health=health, cells=tuple(cells), cases=tuple(cases),
                   notes=(*notes, *host_notes(results)))
 
@@ -238,14 +256,22 @@ def host_notes(results: Sequence[CellResult]) -> list[str]:
 
 
 def case_rows(result: CellResult, control: CellResult | None, control_id: str | None,
-              where: str | None = None) -> list[CaseRow]:
-    # A cell that did not run has nothing to compare (NOT RUN says so), not a case "missing" each.
-    judged = control is not None and result.cell != control_id and not result.not_run
+              where: str | None = None, fact: Verdict | None = None, healthy: bool = True) -> list[CaseRow]:
+    # A cell that did not run (or that the runner refused before it ran) has nothing to compare:
+    # NOT RUN or UNSUPPORTED says so once, not a case "missing" each.
+    ran = not result.not_run and not (result.unsupported and not result.cases)
+    judged = control is not None and result.cell != control_id and ran
     against = control.cases if control is not None else {}
+    # Verdicts come from a comparison only where there is one to make: the control's own cases
+    # are `control`; a cell without a healthy control to compare with takes its fact for each.
+    compared = judged and fact not in OUTSIDE and healthy
+    skips = result.expected_skips
     cell, gpu, blocking = result.cell, where or result.gpu_key, result.blocking
     rows = []
     for name, case in sorted(result.cases.items()):
         base = against.get(name)
+        reason = declared(name, skips) if skips and case.outcome == Outcome.SKIP else None
+        own = case_verdict(base, case, declared=reason is not None) if compared else (fact or Verdict.NO_CONTROL)
         rows.append(CaseRow(  # in field order: see CaseRow
             cell, gpu, name, case.knobs, case.outcome, case.family, case.message, case.warnings,
             base.outcome if base else None,  # control_outcome
@@ -263,29 +289,32 @@ def case_rows(result: CellResult, control: CellResult | None, control_id: str | 
             None,  # first_diff: the cli's differ fills it
             (),  # known: annotate_known fills it
             case.params,
+            own,  # verdict
+            reason if own == Verdict.DECLARED_SKIP else None,
         ))
     if judged and control is not None:
         # A set difference first: most cells ran every case, and sorting the control's cases
         # for each of a fleet's cells to find none would cost a tenth of the build.
-        rows += [missing_row(result, name, control.cases[name], gpu)
+        rows += [missing_row(result, name, control.cases[name], gpu, Verdict.NOT_RUN if compared else fact)
                  for name in sorted(control.cases.keys() - result.cases.keys())]
     return rows
 
 
-def missing_row(result: CellResult, name: str, control: Case, where: str) -> CaseRow:
-    """A case the control ran and this cell did not: never a pass by omission."""
+def missing_row(result: CellResult, name: str, control: Case, where: str, verdict: Verdict | None) -> CaseRow:
+    """A case the control ran and this cell did not: never a pass by omission (not-run)."""
     return CaseRow(cell=result.cell, gpu=where, case=name, knobs={}, outcome=Outcome.MISSING,
                    family=None, message="the control ran this case; this cell has no result for it",
-                   warnings=(), control_outcome=control.outcome, delta=Delta.MISSING)
+                   warnings=(), control_outcome=control.outcome, delta=Delta.MISSING,
+                   verdict=verdict or Verdict.NOT_RUN)
 
 
 def rerun(case: Case | None) -> Rerun | None:
     return None if case is None else Rerun(outcome=case.outcome, family=case.family, message=case.message)
 
 
-def cell_row(result: CellResult, cases: list[CaseRow], control: str | None, health: verdicts.Health | None,
-             where: str | None = None) -> CellRow:
+def cell_row(result: CellResult, cases: list[CaseRow], fact: Verdict | None, where: str | None = None) -> CellRow:
     deltas = [c.delta for c in cases if c.delta]
+    said = Counter(c.verdict for c in cases)
     return CellRow(
         cell=result.cell,
         gpu=GpuInfo(key=where or result.gpu_key, name=str(result.gpu.get("name")),
@@ -307,7 +336,9 @@ def cell_row(result: CellResult, cases: list[CaseRow], control: str | None, heal
         fixed=deltas.count(Delta.FIXED),
         slowdown=verdicts.typical_slowdown([c.timed for c in cases]),
         fingerprint_changed=sum(1 for c in cases if c.fingerprint_changed),
-        verdict=verdicts.cell_verdict(result, deltas, control, health),
+        # The worst of its fact and its cases' verdicts: one order, no rule that excuses a case.
+        verdict=cell_verdict(fact, (c.verdict for c in cases)),
+        verdicts={str(v): said[v] for v in (*ORDER, *sorted(OUTSIDE)) if said[v]},
         optional=result.optional,
         not_run=result.not_run,
         unsupported=result.unsupported,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 
+from convmatrix.matrix import knobs
 from convmatrix.report.grid import SLOWER
 from convmatrix.report.model import Report
 from convmatrix.results.families import SIGNATURE
@@ -16,8 +17,9 @@ def alerts(report: Report) -> list[str]:
     """What every format says first, before the grid: a control that is unhealthy, and a control
     that hits the signature itself (it is not known-good for those cases: a candidate failing
     them the same way is `same`, not a pass). The same lines in text, markdown, html and json."""
-    lines = [f"CONTROL UNHEALTHY on {key}: {health.reason}: no verdicts on this GPU"
-             for key, health in report.health.items() if not health.healthy]
+    lines = settings(report)
+    lines += [f"CONTROL UNHEALTHY on {key}: {health.reason}: no verdicts on this GPU"
+              for key, health in report.health.items() if not health.healthy]
     hit: dict[str, list[str]] = {}
     for case in report.cases:
         if case.cell == report.control and case.family == SIGNATURE and case.outcome.failing:
@@ -32,6 +34,53 @@ def alerts(report: Report) -> list[str]:
         shown = ", ".join(cases[:5]) + (f" and {len(cases) - 5} more" if len(cases) > 5 else "")
         lines.append(f"CONTROL HITS THE SIGNATURE on {key} in {len(cases)} case(s): {shown}: it is not "
                      "known-good for these")
+    return lines
+
+
+# What the suite records of its settings on every results line -> (the knob of a matrix's knobs
+# axis that sets it, its value when nothing sets it), and how a forced value reads.
+_SETTINGS: dict[str, tuple[str | None, object]] = {
+    "cudnn_enabled": (None, True),
+    "cudnn_benchmark": ("benchmark", False),
+    "cudnn_deterministic": ("deterministic", False),
+    "channels_last": ("channels_last", False),
+    "pad_channels": ("pad", 0),
+}
+
+
+def _setting_words(name: str, value: object) -> str:
+    if name == "cudnn_enabled":
+        return "cuDNN DISABLED (torch.backends.cudnn.enabled = False): no convolution ran through cuDNN"
+    if name == "pad_channels":
+        return f"channels padded to a multiple of {value}"
+    return f"{name.replace('cudnn_', 'cudnn.')} forced {'on' if value else 'off'}"
+
+
+def settings(report: Report) -> list[str]:
+    """Settings that change what was tested and that no cell's knob set asked for (a suite option
+    given to the whole run, `-- --cudnn-enabled off`): said first in every format, with how many of
+    the cells that ran had them. Read from what each results line recorded, never assumed."""
+    ran = {c.where: c for c in report.cells if c.not_run is None}
+    wanted = {where: dict(knobs.parse(str(cell.stack.get("knobs") or "")).items) for where, cell in ran.items()}
+    forced: dict[tuple[str, str], set[str]] = {}
+    for case in report.cases:
+        if case.where not in wanted or not case.knobs:
+            continue
+        for name, (knob, default) in _SETTINGS.items():
+            if name not in case.knobs:
+                continue
+            value = case.knobs[name]
+            asked = wanted[case.where].get(knob) if knob else None
+            expected = default if asked is None else (int(asked) if knob == "pad" else asked == "on")
+            if value != expected:
+                forced.setdefault((name, repr(value)), set()).add(case.where)
+    lines = []
+    for (name, value), cells in sorted(forced.items()):
+        shown = ", ".join(sorted(cells)[:3]) + (f" and {len(cells) - 3} more" if len(cells) > 3 else "")
+        words = _setting_words(name, next(c.knobs[name] for c in report.cases if c.where in cells
+                                          and name in c.knobs and repr(c.knobs[name]) == value))
+        lines.append(f"SETTINGS: {words}, in {len(cells)} of {len(ran)} cell(s) that ran, which no knob set asked "
+                     f"for: {shown}")
     return lines
 
 

@@ -10,8 +10,10 @@ from xml.etree import ElementTree as ET
 
 from convmatrix.escape import one_line, xml_text
 from convmatrix.report import json as report_json
-from convmatrix.report.model import CellRow, Report
+from convmatrix.report.model import CaseRow, CellRow, Report
+from convmatrix.results.families import SIGNATURE
 from convmatrix.results.outcomes import Outcome, Verdict
+from convmatrix.results.verdicts import OUTSIDE, RED
 
 FORMATS = ("text", "markdown", "html", "json", "junit")
 
@@ -58,26 +60,66 @@ def stream(report: Report, fmt: str, *, color: bool = False) -> Iterator[str]:
 
 
 def verdict_case(cell: CellRow, report: Report) -> tuple[str, str] | None:
-    """(failure or skipped, why) for a cell whose verdict is not plainly ok; None when it is."""
+    """(failure or skipped, why) for a cell whose verdict is not plainly ok; None when it is. A
+    failure exactly when the cell makes the report red (Report.red, the exit code's question), or
+    its control is unhealthy (exit 3)."""
+    kind = "failure" if report.red(cell) else "skipped"
     reasons = "; ".join([*(f"stack mismatch: {m}" for m in cell.mismatches), *cell.problems]) or "incomplete"
-    if cell.verdict == Verdict.NOT_RUN:
+    owed = cell.verdicts.get(Verdict.NOT_RUN, 0)
+    if cell.verdict == Verdict.NOT_RUN and cell.not_run is not None:
         why = cell.not_run or "no result"
-        return ("skipped", f"not run (optional): {why}") if cell.optional else ("failure", f"NOT RUN: {why}")
+        return kind, (f"not run (optional): {why}" if cell.excused else f"NOT RUN: {why}")
+    if cell.verdict == Verdict.NOT_RUN:
+        return kind, f"NOT RUN: {owed} case(s) the control ran did not run here (skipped or no result)"
     if cell.verdict == Verdict.INVALID:
         health = report.health.get(cell.gpu.key)
         sick = f"; the control on {cell.gpu.key}: {health.reason}" if health and not health.healthy else ""
-        return "failure", f"INVALID: {reasons}{sick}"
+        return kind, f"INVALID: {reasons}{sick}"
     if cell.verdict == Verdict.REGRESSION:
-        return "failure", f"REGRESSION: {cell.regressions} case(s) regressed against the control"
+        also = f"; {owed} case(s) the control ran did not run here" if owed else ""
+        return kind, f"REGRESSION: {cell.regressions} case(s) regressed against the control{also}"
     if cell.verdict == Verdict.CONTROL:
         health = report.health.get(cell.gpu.key)
         if health is not None and not health.healthy:
             return "failure", f"CONTROL UNHEALTHY: {health.reason}: no verdicts on {cell.gpu.key}"
+        return None
+    if kind == "failure":  # the signature policy: a signature failure the control shares
+        return kind, f"SIGNATURE: a case failed with {SIGNATURE} (--fail-on signature)"
     if cell.verdict == Verdict.NO_CONTROL:
-        return "skipped", "no control to compare with"
+        return kind, "no control to compare with"
     if cell.verdict == Verdict.UNSUPPORTED:
-        return "skipped", f"UNSUPPORTED on this runner ({cell.unsupported}): fails nothing"
+        return kind, f"UNSUPPORTED on this runner ({cell.unsupported}): fails nothing"
+    if cell.verdict == Verdict.CHANGED:
+        return kind, f"CHANGED: {cell.verdicts.get(Verdict.CHANGED, 0)} case(s) pass that the control skipped: " \
+                     "fails nothing"
+    if cell.verdict == Verdict.DECLARED_SKIP:
+        return kind, "DECLARED SKIP: every case the control ran and this cell skipped is declared in the matrix"
     return None
+
+
+def case_element(suite: ET.Element, case: CaseRow, red: bool, outside: bool) -> None:
+    """A case's testcase: in a candidate (a cell in the order of verdicts), a failure only in a
+    cell that makes the report red (and then every case that failed or owed a run), else a skip
+    saying why it fails nothing, so that a CI system counts what the exit code counts. Outside the
+    order (the control, a cell with no control) a failing case is a failure as it stands: nothing
+    was compared, and the control's own failures are the alerts every format leads with."""
+    name = one_line(case.where)
+    element = ET.SubElement(suite, "testcase", classname=name, name=one_line(case.case))
+    if case.outcome == Outcome.PASS:
+        return
+    if (red and (case.outcome.failing or case.verdict in RED)) or (outside and case.outcome.failing):
+        failure = ET.SubElement(element, "failure", type=one_line(case.family or case.verdict),
+                                message=one_line(f"{case.verdict} {case.family or case.outcome}".strip()))
+        failure.text = xml_text(case.message or "")
+    elif case.outcome == Outcome.SKIP and case.verdict in (Verdict.OK, Verdict.DECLARED_SKIP, Verdict.CONTROL,
+                                                           Verdict.NO_CONTROL):
+        why = f"declared: {case.declared}; " if case.declared else ""
+        ET.SubElement(element, "skipped", message=xml_text(why + (case.message or "")))
+    else:
+        # Fails nothing here: unsupported by the runner, fails as on the control, no control, or
+        # a cell whose policy (--fail-on signature) does not count it.
+        ET.SubElement(element, "skipped", message=one_line(
+            f"{case.verdict}: {case.family or case.outcome} (fails nothing here)"))
 
 
 def junit(report: Report) -> str:
@@ -88,26 +130,14 @@ def junit(report: Report) -> str:
     (messages, keeping their lines) or one_line (names)."""
     root = ET.Element("testsuites", name="convmatrix")
     by_cell: dict[str, ET.Element] = {}
-    unsupported = {(c.cell, c.gpu.key) for c in report.cells if c.verdict == Verdict.UNSUPPORTED}
+    red = {(c.cell, c.gpu.key) for c in report.cells if report.red(c)}
+    outside = {(c.cell, c.gpu.key) for c in report.cells if c.verdict in OUTSIDE}
     for case in report.cases:
         name = one_line(case.where)
         suite = by_cell.get(name)
         if suite is None:
             suite = by_cell[name] = ET.SubElement(root, "testsuite", name=name)
-        element = ET.SubElement(suite, "testcase", classname=name, name=one_line(case.case))
-        if (case.cell, case.gpu) in unsupported and case.outcome != Outcome.PASS:
-            # The runner cannot run this stack: its cases say so, they do not fail the build.
-            ET.SubElement(element, "skipped", message=one_line(f"unsupported here: {case.family or case.outcome}"))
-        elif case.outcome == Outcome.SKIP:
-            ET.SubElement(element, "skipped", message=xml_text(case.message or ""))
-        elif case.outcome != Outcome.PASS:
-            failure = ET.SubElement(
-                element,
-                "failure",
-                type=one_line(case.family or case.outcome),
-                message=one_line(f"{case.delta or ''} {case.family or case.outcome}".strip()),
-            )
-            failure.text = xml_text(case.message or "")
+        case_element(suite, case, (case.cell, case.gpu) in red, (case.cell, case.gpu) in outside)
     for cell in report.cells:
         said = verdict_case(cell, report)
         if said is None:
@@ -128,5 +158,3 @@ def junit(report: Report) -> str:
         suite.set("failures", str(sum(1 for t in tests if t.find("failure") is not None)))
         suite.set("skipped", str(sum(1 for t in tests if t.find("skipped") is not None)))
     return ET.tostring(root, encoding="unicode") + "\n"
-
-

@@ -11,6 +11,7 @@ from convmatrix.escape import one_line
 from convmatrix.matrix.cells import abbreviate
 from convmatrix.report import grid as report_grid
 from convmatrix.report import notes as report_notes
+from convmatrix.report import verdicts as report_verdicts
 from convmatrix.report.cases import explained, first_difference, listed
 from convmatrix.report.grid import Column, Grid, Row
 from convmatrix.report.model import CaseRow, CellRow, Report
@@ -25,19 +26,22 @@ MESSAGE_WIDTH = 90
 MAX_CASES = 300  # the rest are in the html and json reports
 WORDS = {Verdict.CONTROL: "CTRL", Verdict.OK: "ok", Verdict.FIXED: "fixed", Verdict.REGRESSION: "REGR",
          Verdict.INVALID: "INVALID", Verdict.NOT_RUN: "NOT RUN", Verdict.UNSUPPORTED: "unsupp",
-         Verdict.NO_CONTROL: "no-ctl"}
+         Verdict.NO_CONTROL: "no-ctl", Verdict.CHANGED: "changed", Verdict.DECLARED_SKIP: "declared"}
 MEANINGS = {Verdict.CONTROL: "the control (its row marked *)", Verdict.OK: "ran as on the control",
             Verdict.FIXED: "a case failing on the control passes", Verdict.REGRESSION: "a case regressed",
             Verdict.INVALID: "incomplete or not comparable",
-            Verdict.NOT_RUN: "planned, did not run (why: Cells to look at; lower case: optional)",
-            Verdict.UNSUPPORTED: "this runner's driver cannot run the stack (fails nothing)",
-            Verdict.NO_CONTROL: "no control to compare with"}
+            Verdict.NOT_RUN: "planned, or owed a case the control ran, and did not run it (why: Cells to look at; "
+                             "lower case: optional)",
+            Verdict.UNSUPPORTED: "this runner's driver cannot run it (fails nothing)",
+            Verdict.NO_CONTROL: "no control to compare with",
+            Verdict.CHANGED: "passes what the control skipped (fails nothing)",
+            Verdict.DECLARED_SKIP: "skipped what the control ran, as the matrix declares"}
 MARK_MEANINGS = {"S": "SIGNATURE: a case failed with CUDNN_STATUS_NOT_SUPPORTED",
                  "w": "the signature in warnings only", "M": "stack mismatch",
                  "T": "T1.6: convolutions took 1.6× the control's time", "B": "B2: 2 regressions since the baseline"}
 COLOURS = {Verdict.CONTROL: "1;34", Verdict.OK: "32", Verdict.FIXED: "36", Verdict.REGRESSION: "1;31",
            Verdict.INVALID: "1;33", Verdict.NOT_RUN: "1;35", Verdict.UNSUPPORTED: "2;33",
-           Verdict.NO_CONTROL: "2"}
+           Verdict.NO_CONTROL: "2", Verdict.CHANGED: "33", Verdict.DECLARED_SKIP: "2;32"}
 
 
 def render(report: Report, *, color: bool = False) -> str:
@@ -45,7 +49,7 @@ def render(report: Report, *, color: bool = False) -> str:
     control = report.control or "(none: pass --control CELL)"
     short = abbreviate(control) if report.control else control
     title = f"convmatrix report: control {short}" + (f" ({control})" if short != control else "")
-    out = [one_line(title), ""]
+    out = [one_line(title), one_line(f"verdicts: {report_verdicts.tally(report.cells)}"), ""]
     alerts = report_notes.alerts(report)
     out += [*(paint(f"! {one_line(a)}", "1;31", color) for a in alerts), *([""] if alerts else [])]
     out += grid_lines(grid, color) + legend(grid) + [""]
@@ -59,9 +63,9 @@ def render(report: Report, *, color: bool = False) -> str:
 
 def entry(cell: CellRow) -> str:
     """A grid cell: verdict, passed of all cases, the marks' codes (REGR 73/99 S T1.6)."""
-    if cell.verdict == Verdict.NOT_RUN:
+    if cell.not_run is not None:
         return "not run" if cell.optional else WORDS[cell.verdict]
-    if cell.verdict == Verdict.UNSUPPORTED:
+    if cell.verdict == Verdict.UNSUPPORTED and not cell.verdicts:
         return WORDS[cell.verdict]
     tally = report_grid.tally(cell)
     codes = " ".join(m.code for m in report_grid.marks(cell))
@@ -168,12 +172,13 @@ def case_table(report: Report) -> list[str]:
     out = [f"Failing or changed cases ({len(cases)})", ""]
     if not cases:
         return [*out, "none", ""]
-    rows = [[abbreviate(c.cell), c.gpu, c.case, str(c.outcome), c.family or "", c.control_outcome or "",
+    rows = [[abbreviate(c.cell), c.gpu, c.case, report_grid.verdict_word(c.verdict), str(c.outcome), c.family or "",
+             c.control_outcome or "",
              c.delta or "", one_line(c.message or "")[:MESSAGE_WIDTH]] for c in cases[:MAX_CASES]]
     from tabulate import tabulate  # here: it imports importlib.metadata, a tenth of the CLI's start-up
 
     table = tabulate([[one_line(str(v)) for v in row] for row in rows],
-                     headers=["cell", "gpu", "case", "outcome", "family", "control", "delta", "message"],
+                     headers=["cell", "gpu", "case", "verdict", "outcome", "family", "control", "delta", "message"],
                      tablefmt="simple", disable_numparse=True)
     out.append(table)
     if len(cases) > MAX_CASES:

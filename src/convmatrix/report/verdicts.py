@@ -4,16 +4,18 @@ per-case deltas, cell verdicts, and what a report means for the exit status."""
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from convmatrix.errors import BadInput, NotGreen, UnhealthyControl
 from convmatrix.results import families
+from convmatrix.results import verdicts as results_verdicts
 from convmatrix.results.outcomes import FAILING, Delta, Outcome, Verdict
 from convmatrix.results.read import CellResult
 
-FAIL_ON = ("regression", "signature", "never")
+FAIL_ON = (*results_verdicts.POLICIES, "never")
 
 
 class Judged(Protocol):
@@ -58,7 +60,7 @@ class VerdictedCell(Protocol):
     def baseline_regressions(self) -> int | None: ...
 
     @property
-    def optional(self) -> bool: ...
+    def excused(self) -> bool: ...
 
 
 class Verdicted(Protocol):
@@ -176,13 +178,17 @@ def fingerprint_changed(control: Printed | None, case: Printed) -> bool | None:
     return control.fingerprint != case.fingerprint
 
 
-def cell_verdict(result: CellResult, deltas: Sequence[Delta], control: str | None, health: Health | None) -> Verdict:
+def cell_fact(result: CellResult, control: str | None, health: Health | None) -> Verdict | None:
+    """What a cell's own facts say before its cases do (None: nothing; its cases decide): not-run
+    when it was planned and never ran, control, unsupported when the runner refused it before it
+    ran, INVALID when it did not complete or is not comparable, no-control. The cell's verdict is
+    then the worst of this and its cases' (results.verdicts.cell_verdict): no fact excuses a case."""
     if result.not_run:
         return Verdict.NOT_RUN  # planned and not run: it covers nothing, the control included
     if result.cell == control:
         return Verdict.CONTROL
-    if result.unsupported:
-        return Verdict.UNSUPPORTED  # the runner's driver is too old for it: not the stack's fault
+    if result.unsupported and not result.cases:
+        return Verdict.UNSUPPORTED  # refused before it ran: the runner's driver is too old for it
     if result.problems or not result.cases or result.stack_mismatch:
         # It did not complete, never ran cases, or ran another stack than requested: whatever it
         # recorded covers less than it claims, so it can be neither green nor compared.
@@ -193,24 +199,33 @@ def cell_verdict(result: CellResult, deltas: Sequence[Delta], control: str | Non
         # No verdicts from a sick (or absent) control: say which. A control that ran only on
         # another host is no control for this one: never green, INVALID.
         return Verdict.NO_CONTROL if health.absent and not health.elsewhere else Verdict.INVALID
-    return verdict(deltas)
+    return None
 
 
-def verdict(deltas: Sequence[Delta]) -> Verdict:
-    """A candidate's verdict from its case deltas: a regression outweighs all; a case the
-    control ran and the candidate did not makes it invalid, never ok."""
-    if Delta.REGRESSION in deltas:
-        return Verdict.REGRESSION
-    if Delta.MISSING in deltas:
-        return Verdict.INVALID
-    if Delta.FIXED in deltas:
-        return Verdict.FIXED
-    return Verdict.OK
+def policy(fail_on: str) -> str:
+    """The policy the views describe for a --fail-on: `never` changes the exit, not what is red."""
+    return fail_on if fail_on in results_verdicts.POLICIES else "regression"
+
+
+def failing(cell: VerdictedCell, fail_on: str) -> bool:
+    """Whether this cell makes the report red under fail_on's policy (results.verdicts.fails), a
+    regression against --baseline counting as one: every view and the exit code ask this."""
+    said = policy(fail_on)
+    return (results_verdicts.fails(cell.verdict, policy=said, signature=cell.signature, excused=cell.excused)
+            or bool(said == "regression" and cell.baseline_regressions))
+
+
+def tally(cells: Sequence[VerdictedCell]) -> str:
+    """How many cells got each verdict, worst first ("1 regression, 2 not-run, 5 ok"): the
+    nightly's last line and the top of every format say it the same way."""
+    counts = Counter(cell.verdict for cell in cells)
+    ordered = [Verdict.CONTROL, *results_verdicts.ORDER, Verdict.NO_CONTROL]
+    return ", ".join(f"{counts[v]} {v}" for v in ordered if counts[v])
 
 
 def judge(report: Verdicted, fail_on: str) -> None:
     """The report's verdict as an exit: UnhealthyControl (3) where a sick control has candidates,
-    NotGreen (1) for an INVALID cell or what --fail-on names; nothing when it is green."""
+    NotGreen (1) for every cell `failing` names; nothing when it is green."""
     judged = {c.gpu_key for c in report.cells if c.verdict not in (Verdict.CONTROL, Verdict.NOT_RUN)}
     ran = {c.gpu_key for c in report.cells if c.verdict == Verdict.CONTROL}
     # A control that ran and is unhealthy gives no verdict, even as the only cell: exit 3. A control
@@ -222,17 +237,20 @@ def judge(report: Verdicted, fail_on: str) -> None:
         raise UnhealthyControl("\n".join(f"control unhealthy on {key}: {report.health[key].reason}" for key in sick))
     if fail_on == "never":
         return
-    invalid = [c.where for c in report.cells if c.verdict == Verdict.INVALID]
-    not_run = [c.where for c in report.cells if c.verdict == Verdict.NOT_RUN and not c.optional]
-    if invalid or not_run:
-        # Not green: these cells did not run every case they cover (or were planned and did not
-        # run at all), so nothing clears them.
-        said = [f"{len(invalid)} cell(s) INVALID: {', '.join(invalid[:5])}"] if invalid else []
-        said += [f"{len(not_run)} planned cell(s) NOT RUN: {', '.join(not_run[:5])}"] if not_run else []
-        raise NotGreen("; ".join(said))
-    regressed = [c.where for c in report.cells if c.verdict == Verdict.REGRESSION or c.baseline_regressions]
-    if fail_on == "regression" and regressed:
-        raise NotGreen(f"{len(regressed)} cell(s) regressed: {', '.join(regressed[:5])}")
-    signature = [c.where for c in report.cells if c.signature]
-    if fail_on == "signature" and signature:
-        raise NotGreen(f"{len(signature)} cell(s) hit the signature: {', '.join(signature[:5])}")
+    red = [c for c in report.cells if failing(c, fail_on)]
+    if red:
+        # One clause per verdict, worst first, each naming its first cells: the nightly's last line.
+        def why(cell: VerdictedCell) -> str:
+            if cell.verdict in (Verdict.INVALID, Verdict.NOT_RUN):
+                return "INVALID" if cell.verdict == Verdict.INVALID else "NOT RUN"
+            if policy(fail_on) == "signature":
+                return "hit the signature"
+            return "regressed" if cell.verdict == Verdict.REGRESSION else "regressed since the baseline"
+
+        said = []
+        for word in ("INVALID", "regressed", "NOT RUN", "hit the signature", "regressed since the baseline"):
+            cells = [c.where for c in red if why(c) == word]
+            if cells:
+                more = f" and {len(cells) - 5} more" if len(cells) > 5 else ""
+                said.append(f"{len(cells)} cell(s) {word}: {', '.join(cells[:5])}{more}")
+        raise NotGreen("; ".join(said) + f" (of {len(report.cells)} cells: {tally(report.cells)})")

@@ -42,11 +42,15 @@ class Delta(StrEnum):
 
 
 class Verdict(StrEnum):
+    """A case's or a cell's verdict; their order, worst first, is results/verdicts.ORDER."""
+
     CONTROL = "control"
     OK = "ok"
     FIXED = "fixed"
     REGRESSION = "regression"
     INVALID = "invalid"
-    NOT_RUN = "not-run"  # planned here and not run: red, unless the matrix marked the cell optional
-    UNSUPPORTED = "unsupported"  # this runner's driver cannot run the stack: a fact about the runner
+    NOT_RUN = "not-run"  # planned or owed (the control ran it) and not run: red, unless optional or declared
+    UNSUPPORTED = "unsupported"  # this runner's driver cannot run it: a fact about the runner
     NO_CONTROL = "no-control"
+    CHANGED = "changed"  # ran otherwise than on the control without failing (it passes what the control skipped)
+    DECLARED_SKIP = "declared-skip"  # skipped where the control ran, as the matrix's [[expected_skip]] declares

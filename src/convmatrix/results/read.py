@@ -24,8 +24,10 @@ CELL_FIELDS: dict[str, tuple[type, ...]] = {
     "control": (bool,), "gpu_key": (str,), "gpu": (dict, type(None)), "python": (str,),
     "started": (str,), "ended": (str,), "exit_code": (int, type(None)), "error": (str, type(None)),
     "evidence": (dict,), "matrix": (str,), "observed": (dict,), "knobs": (str,), "host": (str,),
-    "not_run": (str,), "optional": (bool,), "unsupported": (str,),
+    "not_run": (str,), "optional": (bool,), "unsupported": (str,), "expected_skips": (list,),
 }
+MAX_SKIPS = 64  # [[expected_skip]] entries a cell may carry (each up to MAX_GLOBS case globs)
+MAX_GLOBS = 64
 # first_cause.json, written by the harness when a cell finishes (family null: none named).
 CAUSE_FIELDS: dict[str, tuple[type, ...]] = {
     "schema": (int,), "family": (str, type(None)), "line": (int, type(None)), "rank": (int, type(None)),
@@ -115,6 +117,8 @@ class CellResult:
     # the cli for a directory without one (older, or copied from elsewhere).
     cause_known: bool = False
     explained: dict[str, Explanation] = field(default_factory=dict)  # --explain, by failing case
+    # The matrix's [[expected_skip]] entries for this cell (cell.json): (case globs, reason) each.
+    expected_skips: tuple[tuple[tuple[str, ...], str], ...] = ()
 
     @property
     def failing(self) -> bool:
@@ -284,7 +288,26 @@ def cell_problems(meta: dict[str, Any]) -> list[str]:
     host = meta.get("host")
     if isinstance(host, str) and host and not rundir.HOST.fullmatch(host):
         problems.append(f"field 'host': not a host name: {host[:64]!r}")
+    skips = meta.get("expected_skips")
+    if isinstance(skips, list) and skips_problem(skips):
+        problems.append(f"field 'expected_skips': {skips_problem(skips)}")
     return problems
+
+
+def skips_problem(skips: list[Any]) -> str | None:
+    """Why cell.json's expected_skips is not a list of {"cases": [glob, ...], "reason": str}."""
+    if len(skips) > MAX_SKIPS:
+        return f"more than {MAX_SKIPS} entries"
+    for n, entry in enumerate(skips):
+        if not isinstance(entry, dict) or set(entry) != {"cases", "reason"}:
+            return f"entry {n}: expected {{\"cases\": [...], \"reason\": ...}}"
+        cases, reason = entry["cases"], entry["reason"]
+        if not isinstance(cases, list) or not cases or len(cases) > MAX_GLOBS \
+                or not all(isinstance(c, str) and c for c in cases):
+            return f"entry {n}: cases: expected 1 to {MAX_GLOBS} glob strings"
+        if not isinstance(reason, str) or not reason:
+            return f"entry {n}: reason: expected a non-empty string"
+    return None
 
 
 def load_dir(directory: Path, errors: list[str]) -> CellResult | None:
@@ -329,6 +352,7 @@ def load_dir(directory: Path, errors: list[str]) -> CellResult | None:
         not_run=meta.get("not_run") or None,
         optional=bool(meta.get("optional")),
         unsupported=meta.get("unsupported") or None,
+        expected_skips=tuple((tuple(e["cases"]), e["reason"]) for e in meta.get("expected_skips", ())),
     )
 
 

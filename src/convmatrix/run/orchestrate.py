@@ -346,7 +346,8 @@ def run_suite(lane: Lane, prepared: Prepared, matrix: Matrix, staged: runner.Tar
               log: Log, *, env: dict[str, str]) -> None:
     meta = runner.write_cell_json(staged, python=prepared.python, control=staged.cell == matrix.control,
                            extra={"matrix": str(matrix.path), **prepared.record,
-                                  **({"cases": list(opts.case_files)} if opts.case_files else {})})
+                                  **({"cases": list(opts.case_files)} if opts.case_files else {}),
+                                  **({"expected_skips": skips} if (skips := matrix.skips_for(staged.cell.id)) else {})})
     try:
         code = run_continuing(lane, prepared, SuiteRun(target=staged, args=suite_args(staged.cell, opts), env=env),
                               log)

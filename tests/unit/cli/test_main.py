@@ -116,7 +116,7 @@ def test_cases_the_control_ran_and_the_candidate_did_not_are_missing(
     missing = [c["case"] for c in data["cases"] if c["cell"] == "cand" and c["outcome"] == "missing"]
     assert missing == ["c10", "c8", "c9"]
     cand = next(c for c in data["cells"] if c["cell"] == "cand")
-    assert (cand["verdict"], cand["counts"]["missing"], code) == ("invalid", 3, 1)
+    assert (cand["verdict"], cand["counts"]["missing"], code) == ("not-run", 3, 1)
     assert report(capsys, str(tmp_path), "--fail-on", "never")[0] == 0
 
 
@@ -265,7 +265,7 @@ def test_a_lone_unhealthy_control_exits_3(tmp_path: Path, capsys: pytest.Capture
     write_result(run, "ctrl", [], env=testkit.env_json("ctrl", ended=None), cell={"control": True, "exit_code": 4})
     assert main(["report", str(run)]) == 3
     out, err = capsys.readouterr()
-    assert "control unhealthy on cpu" in err and "CONTROL UNHEALTHY on cpu" in out.splitlines()[2]
+    assert "control unhealthy on cpu" in err and "CONTROL UNHEALTHY on cpu" in out.splitlines()[3]
 
 
 def test_a_control_that_hits_the_signature_says_so_first_in_every_format(tmp_path: Path) -> None:
@@ -279,7 +279,7 @@ def test_a_control_that_hits_the_signature_says_so_first_in_every_format(tmp_pat
         path = tmp_path / f"r.{fmt}"
         assert main(["report", str(run), "--format", fmt, "-o", str(path)]) == 0
         texts[fmt] = path.read_text()
-    assert texts["text"].splitlines()[2] == f"! {alert}"
+    assert texts["text"].splitlines()[1:4] == ["verdicts: 1 control, 1 ok", "", f"! {alert}"]
     assert texts["markdown"].index(alert) < texts["markdown"].index("| stack |")
     assert texts["html"].index(alert) < texts["html"].index('<section id="grid">')
     assert json.loads(texts["json"])["control"]["alerts"] == [alert]

@@ -306,3 +306,24 @@ def test_a_bad_engine_names_the_field(write_matrix: Callable[[str], Path], value
     text = BASE.replace('lane = ["baremetal"]', 'lane = ["container"]')
     with pytest.raises(BadInput, match=r"\[container\]\.engine.*is not one of docker, podman"):
         matrix.load(write_matrix(text + f'[container]\nbase = "convmatrix/base:bookworm"\nengine = {value}\n'))
+
+
+def test_expected_skips_apply_to_the_cells_their_globs_match(write_matrix: Callable[[str], Path]) -> None:
+    m = matrix.load(write_matrix(BASE + '[[include]]\nlane = "host"\n'
+                                 '[[expected_skip]]\ncells = ["host"]\ncases = ["conv1d-*", "*-bf16-*"]\n'
+                                 'reason = "no bf16 conv1d kernel on this CPU"\n'))
+    assert m.skips_for("host") == [{"cases": ["conv1d-*", "*-bf16-*"], "reason": "no bf16 conv1d kernel on this CPU"}]
+    assert all(m.skips_for(c.id) == [] for c in m.cells if c.id != "host")
+
+
+@pytest.mark.parametrize(("entry", "field"), [
+    ('cells = ["host"]\ncases = ["x"]\n', "expected_skip[0].reason"),
+    ('cells = ["host"]\ncases = []\nreason = "r"\n', "expected_skip[0].cases"),
+    ('cells = "host"\ncases = ["x"]\nreason = "r"\n', "expected_skip[0].cells"),
+    ('cells = ["nope-*"]\ncases = ["x"]\nreason = "r"\n', "expected_skip[0].cells"),
+    ('cells = ["host"]\ncases = ["x"]\nreason = "r"\nwhy = 1\n', "expected_skip[0]"),
+    ('cells = ["host"]\ncases = ["x\\u0000"]\nreason = "r"\n', "expected_skip[0].cases"),
+])
+def test_a_bad_expected_skip_names_its_field(write_matrix: Callable[[str], Path], entry: str, field: str) -> None:
+    with pytest.raises(BadInput, match=re.escape(field)):
+        matrix.load(write_matrix(BASE + '[[include]]\nlane = "host"\n[[expected_skip]]\n' + entry))

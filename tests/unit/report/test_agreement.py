@@ -157,7 +157,8 @@ def test_a_driver_too_old_seen_at_run_time_is_unsupported_not_a_regression(
     main(["report", str(run)])
     text = capsys.readouterr().out
     assert "UNSUPPORTED (driver 470.82.01 < 525.60.13 for cu124)" in text
-    assert "UNSUPPORTED on this runner: 1 cell(s)" in text.splitlines()[2]
+    assert text.splitlines()[1] == "verdicts: 1 control, 1 unsupported"
+    assert "UNSUPPORTED on this runner: 1 cell(s)" in text.splitlines()[3]
     for fmt in ("markdown", "html"):  # every format says the same
         path = tmp_path / f"r.{fmt}"
         assert main(["report", str(run), "--format", fmt, "-o", str(path)]) == 0
@@ -187,3 +188,117 @@ def test_a_system_base_that_never_ran_reads_not_observed_in_every_format(tmp_pat
         assert "(observed) · ngc:24.10" in text and "cuDNN none (observed) · ngc:25.01" not in text, fmt
     cand = next(c for c in json.loads((tmp_path / "r.json").read_text())["cells"] if c["cell"] == "cand")
     assert cand["observed"] == {}
+
+
+# Issue 31: the two candidates that read green, and the run-wide setting no format stated.
+DRIVER = "RuntimeError: The NVIDIA driver on your system is too old (found version 11040)."
+CONV1D = [f"conv1d-fp16-k{k}" for k in range(6)]
+
+
+def every_format(run: Path, tmp_path: Path) -> dict[str, str]:
+    """The report in each format, written with --fail-on never as the nightly writes them."""
+    out = {}
+    for fmt in ("text", "markdown", "html", "json", "junit"):
+        path = tmp_path / f"r.{fmt}"
+        main(["report", str(run), "--format", fmt, "-o", str(path), "--fail-on", "never"])
+        out[fmt] = path.read_text()
+    return out
+
+
+def says_red(said: dict[str, str], cell: str, verdict: str, word: str) -> None:
+    """Every format shows the cell with this verdict, and junit fails it."""
+    (row,) = [c for c in json.loads(said["json"])["cells"] if c["cell"] == cell]
+    assert row["verdict"] == verdict and row["fails"] is True
+    assert failing_in_junit(ET.fromstring(said["junit"]), cell)
+    assert any(line.startswith(f"  {cell}") and word in line for line in said["text"].splitlines()), said["text"]
+    assert f"{word}" in said["markdown"] and f'class="v v-{verdict}"' in said["html"]
+
+
+def test_a_candidate_that_skipped_every_case_the_control_passed_is_not_run_and_red(tmp_path: Path) -> None:
+    """It read `ok 0/6`, exit 0, junit failures="0": a skip for a case the control ran is no pass."""
+    run = tmp_path / "run"
+    write_result(run, "ctrl", [record(c) for c in CONV1D], cell={"control": True, **DONE})
+    write_result(run, "cand", [record(c, "skipped", "no CPU kernel for this case here") for c in CONV1D], cell=DONE)
+    said = every_format(run, tmp_path)
+    says_red(said, "cand", "not-run", "NOT RUN")
+    cases = [c for c in json.loads(said["json"])["cases"] if c["cell"] == "cand"]
+    assert {c["verdict"] for c in cases} == {"not-run"} and len(cases) == 6
+    assert main(["report", str(run)]) == 1
+
+
+def test_a_driver_line_never_excuses_a_signature_failure(tmp_path: Path) -> None:
+    """One case with the driver's message made the whole cell `unsupported`, exit 0, though its
+    next case failed with NOT_SUPPORTED on a case the control passed."""
+    run = tmp_path / "run"
+    write_result(run, "ctrl", [record(c) for c in CONV1D], cell={"control": True, **DONE})
+    write_result(run, "cand", [record(CONV1D[0], "failed", DRIVER), record(CONV1D[1], "failed", SIG),
+                               *(record(c) for c in CONV1D[2:])], cell=DONE)
+    said = every_format(run, tmp_path)
+    says_red(said, "cand", "regression", "REGR")
+    verdicts = {c["case"]: c["verdict"] for c in json.loads(said["json"])["cases"] if c["cell"] == "cand"}
+    assert verdicts[CONV1D[0]] == "unsupported" and verdicts[CONV1D[1]] == "regression"
+    assert main(["report", str(run)]) == 1
+
+
+def test_many_families_in_one_cell_take_the_worst(tmp_path: Path) -> None:
+    """Real failure texts of many families in one cell: each classified, the verdict still the worst."""
+    texts = [DRIVER, SIG, "RuntimeError: CUDA error: an illegal memory access was encountered",
+             "RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB",
+             "RuntimeError: cuDNN error: CUDNN_STATUS_EXECUTION_FAILED"]
+    run = tmp_path / "run"
+    names = [f"c{i}" for i in range(len(texts))]
+    write_result(run, "ctrl", [record(n) for n in names], cell={"control": True, **DONE})
+    write_result(run, "cand", [record(n, "failed", t) for n, t in zip(names, texts, strict=True)], cell=DONE)
+    said = every_format(run, tmp_path)
+    says_red(said, "cand", "regression", "REGR")
+
+
+def test_a_declared_skip_is_shown_as_declared_and_fails_nothing(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    write_result(run, "ctrl", [record(c) for c in CONV1D], cell={"control": True, **DONE})
+    skips = [{"cases": ["conv1d-*"], "reason": "no fp16 conv1d on this CPU"}]
+    write_result(run, "cand", [record(c, "skipped", "no CPU kernel") for c in CONV1D],
+                 cell={"expected_skips": skips, **DONE})
+    said = every_format(run, tmp_path)
+    (row,) = [c for c in json.loads(said["json"])["cells"] if c["cell"] == "cand"]
+    assert row["verdict"] == "declared-skip" and row["fails"] is False
+    assert not failing_in_junit(ET.fromstring(said["junit"]), "cand")
+    assert "declared: no fp16 conv1d on this CPU" in said["junit"]
+    assert main(["report", str(run)]) == 0
+
+
+def test_a_declared_skip_never_hides_a_failure(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    write_result(run, "ctrl", [record(c) for c in CONV1D], cell={"control": True, **DONE})
+    skips = [{"cases": ["conv1d-*"], "reason": "expected"}]
+    write_result(run, "cand", [record(CONV1D[0], "failed", SIG), *(record(c, "skipped") for c in CONV1D[1:5])],
+                 cell={"expected_skips": skips, **DONE})
+    said = every_format(run, tmp_path)
+    verdicts = {c["case"]: c["verdict"] for c in json.loads(said["json"])["cases"] if c["cell"] == "cand"}
+    # the failure is a regression, a case with no line at all is not-run: neither is declared away
+    assert verdicts[CONV1D[0]] == "regression" and verdicts[CONV1D[5]] == "not-run"
+    says_red(said, "cand", "regression", "REGR")
+
+
+def test_a_run_with_cudnn_off_says_so_at_the_top_of_every_format(tmp_path: Path) -> None:
+    """`-- --cudnn-enabled off` ran a whole run without cuDNN, and no format said so."""
+    run = tmp_path / "run"
+    off = {"device": "cpu", "cudnn_benchmark": False, "cudnn_deterministic": False, "cudnn_enabled": False}
+    write_result(run, "ctrl", [record(c, knobs=off) for c in CONV1D], cell={"control": True, **DONE})
+    write_result(run, "cand", [record(c, knobs=off) for c in CONV1D], cell=DONE)
+    said = every_format(run, tmp_path)
+    line = ("SETTINGS: cuDNN DISABLED (torch.backends.cudnn.enabled = False): no convolution ran through cuDNN, "
+            "in 2 of 2 cell(s) that ran")
+    assert said["text"].splitlines()[3].startswith(f"! {line}")
+    assert said["markdown"].index(line) < said["markdown"].index("| stack |")
+    assert said["html"].index(line) < said["html"].index('<section id="grid">')
+    assert json.loads(said["json"])["settings"][0].startswith(line)
+
+
+def test_a_knob_set_that_asks_for_a_setting_is_no_run_wide_setting(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    det = {"device": "cpu", "cudnn_benchmark": False, "cudnn_deterministic": True}
+    write_result(run, "ctrl", [record(c) for c in CONV1D], cell={"control": True, **DONE})
+    write_result(run, "cand+det_on", [record(c, knobs=det) for c in CONV1D],
+                 cell={"requested": {"knobs": "deterministic=on"}, **DONE})
+    assert json.loads(every_format(run, tmp_path)["json"])["settings"] == []

@@ -190,14 +190,15 @@ def test_markdown_of_50_cells_by_99_cases_with_10_mb_messages_fits_a_job_summary
 def test_markdown_puts_the_grid_first_then_regressions_then_folded_messages() -> None:
     report = reports.matrix(4, 2)
     report = replace(report, cases=tuple(
-        replace(c, delta=Delta.FIXED, outcome=Outcome.PASS, control_outcome=Outcome.FAIL) if c.case.endswith("019")
+        replace(c, delta=Delta.FIXED, outcome=Outcome.PASS, control_outcome=Outcome.FAIL, verdict=Verdict.FIXED)
+        if c.case.endswith("019")
         else c for c in report.cases))
     text = render.render(report, "markdown")
     lines = text.splitlines()
     assert lines[0].startswith("## convmatrix report: control")
     grid, case_table = tables(text)
     assert "🔴 REGRESSION: 79 pass, cudnn_not_supported×20, SIGNATURE" in "\n".join(grid)
-    deltas = [row.split(" | ")[6] for row in case_table[2:]]
+    deltas = [row.split(" | ")[7] for row in case_table[2:]]
     assert deltas[0] == "regression" and deltas.index("fixed") > deltas.count("regression") - 1
     assert text.index("<details><summary>") > text.index(case_table[-1])
 

@@ -84,7 +84,7 @@ def test_a_planned_cell_with_no_result_at_all_is_not_run(tmp_path: Path, capsys:
     (cell,) = not_run_cells(json.loads(capsys.readouterr().out))
     assert cell["cell"] == "vanished" and cell["not_run"] == f"no result on a (planned by {path})"
     main(["report", str(run)])
-    assert "planned cell(s) NOT RUN: vanished@cpu" in capsys.readouterr().err
+    assert "1 cell(s) NOT RUN: vanished@cpu" in capsys.readouterr().err
 
 
 def test_an_optional_cell_that_did_not_run_is_greyed_and_fails_nothing(tmp_path: Path) -> None:

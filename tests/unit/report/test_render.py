@@ -43,6 +43,7 @@ def case_row(cell: str, gpu: str, case: str, outcome: str, family: str | None, m
         "cell": cell, "gpu": gpu, "case": case, "knobs": {}, "outcome": Outcome(outcome), "family": family,
         "message": message, "warnings": (), "control_outcome": Outcome.PASS, "delta": Delta.REGRESSION,
         "fingerprint_changed": False,
+        "verdict": Verdict.REGRESSION if Outcome(outcome).failing else Verdict.OK,
     }
     fields.update(extra)
     return CaseRow(**fields)
@@ -155,7 +156,8 @@ def test_junit_keeps_the_message_readable(tmp_path: Path) -> None:
 def test_junit_benign_message_unchanged() -> None:
     report = hostile_report()
     message = "cuDNN error: CUDNN_STATUS_NOT_SUPPORTED. This error may appear if you passed in a non-contiguous input."
-    report = replace(report, cases=(case_row("cand", "cpu", "conv1d-fp16", "fail", "cudnn_not_supported", message),))
+    report = replace(report, cells=(cell_row("cand", "cpu", "regression", {"cudnn_not_supported": 1}),),
+                     cases=(case_row("cand", "cpu", "conv1d-fp16", "fail", "cudnn_not_supported", message),))
     root = ET.fromstring(render.render(report, "junit"))
     failure = root.find(".//failure")
     assert failure is not None and failure.text == message
@@ -283,8 +285,8 @@ def test_json_is_the_contract_with_a_line_per_cell_and_per_case(tmp_path: Path) 
     for report in reports(tmp_path):
         text = render.render(report, "json")
         data = json.loads(text)
-        assert list(data) == ["schema", "control", "cells", "cases", "notes"]
-        assert data["cells"] == [report_json.cell_json(c, report.baseline) for c in report.cells]
+        assert list(data) == ["schema", "control", "policy", "verdicts", "settings", "cells", "cases", "notes"]
+        assert data["cells"] == [report_json.cell_json(c, report.baseline, report.red(c)) for c in report.cells]
         assert data["cases"] == [report_json.case_json(c, report.baseline) for c in report.cases]
         assert data["notes"] == list(report.notes) and data["control"]["cell"] == report.control
         lines = text.splitlines()

@@ -10,7 +10,7 @@ import testkit
 from convmatrix.errors import BadInput
 from convmatrix.report import verdicts
 from convmatrix.results import Case, CellResult
-from convmatrix.results.outcomes import Delta, Outcome
+from convmatrix.results.outcomes import Outcome
 
 
 def case(outcome: str, family: str | None = None) -> Case:
@@ -33,12 +33,6 @@ def case(outcome: str, family: str | None = None) -> Case:
 )
 def test_delta(control: Case | None, here: Case, expected: str) -> None:
     assert verdicts.delta(control, here) == expected
-
-
-def test_verdict_precedence() -> None:
-    assert verdicts.verdict([Delta.SAME, Delta.FIXED, Delta.REGRESSION]) == "regression"
-    assert verdicts.verdict([Delta.SAME, Delta.FIXED]) == "fixed"
-    assert verdicts.verdict([Delta.SAME, Delta.NEW, Delta.CHANGED]) == "ok"
 
 
 def result(cell: str = "ctl", **kw: Any) -> CellResult:
