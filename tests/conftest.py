@@ -8,8 +8,16 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from testkit import HOST, docker_answers, stub_nvidia_smi
+
+# --- Hypothesis profiles ---------------------------------------------------------------------
+# The default run: few examples, derandomized (the same ones every run, so it never flakes);
+# `long` for a long search (HYPOTHESIS_PROFILE=long, e.g. a `nox -s properties` session).
+settings.register_profile("small", max_examples=40, derandomize=True, deadline=None)
+settings.register_profile("long", max_examples=5000, deadline=None)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "small"))
 
 # Every run in the tests is on host HOST (testkit), whatever this machine is called, so that a
 # test can name the result directories a run leaves (<cell>@<gpu-key>@HOST): set for the whole
