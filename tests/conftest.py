@@ -20,7 +20,7 @@ settings.register_profile("default", max_examples=40, derandomize=True, deadline
                           suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("long", max_examples=2000, deadline=None, database=None,
                           suppress_health_check=[HealthCheck.too_slow])
-settings.load_profile("default")
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 # Every run in the tests is on host HOST (testkit), whatever this machine is called, so that a
 # test can name the result directories a run leaves (<cell>@<gpu-key>@HOST): set for the whole

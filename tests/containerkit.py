@@ -26,7 +26,7 @@ def assert_no_root_shell(engine: str, image: str, tmp_path: Path) -> None:
     (tmp_path / "suite").mkdir()
     with container.scratch(out) as place:
         spec = containers.RunSpec(image=image, command=["sh", "-c", HOSTILE_STEP], results_dir=place,
-                                  suite_dir=tmp_path / "suite", gpu_index=None, environment={})
+                                  suite_dir=tmp_path / "suite", gpu=None, environment={})
         with containers.client(engine) as engine_client:
             outcome = containers.run(engine_client, spec, out / "log.txt")
     log = (out / "log.txt").read_text()
@@ -45,7 +45,7 @@ def inspect_cell_container(engine: str, image: str, tmp_path: Path) -> dict[str,
     (tmp_path / "results").mkdir()
     (tmp_path / "suite").mkdir()
     spec = containers.RunSpec(image=image, command=["true"], results_dir=tmp_path / "results",
-                              suite_dir=tmp_path / "suite", gpu_index=None, environment={})
+                              suite_dir=tmp_path / "suite", gpu=None, environment={})
     with containers.client(engine) as engine_client:
         assert containers.kind_of(engine_client).name == engine
         kwargs = containers.run_kwargs(spec, containers.kind_of(engine_client))

@@ -103,19 +103,42 @@ python = ["3.11"]
 cudnn = "bundled"
 """
 
-# An nvidia-smi that lists two identical GPUs and a driver, as on a two-H100 runner (the suite
+# What nvidia-smi prints (the format gpus.py cites from NVIDIA): `--query-gpu=<gpus.FIELDS>
+# --format=csv,noheader,nounits`, then `-L`. Two identical whole H100s, MIG off (an H100 can have
+# MIG, so its mode reads Disabled, not [N/A]); one H200 split into two 3g.71gb slices.
+TWO_H100 = (
+    "0, GPU-5b2dd5e9-7a3c-4f1e-9d4a-0c8e2f6a1b01, NVIDIA H100 80GB HBM3, 9.0, 81559, Disabled, Disabled\n"
+    "1, GPU-5b2dd5e9-7a3c-4f1e-9d4a-0c8e2f6a1b02, NVIDIA H100 80GB HBM3, 9.0, 81559, Disabled, Disabled\n",
+    "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-5b2dd5e9-7a3c-4f1e-9d4a-0c8e2f6a1b01)\n"
+    "GPU 1: NVIDIA H100 80GB HBM3 (UUID: GPU-5b2dd5e9-7a3c-4f1e-9d4a-0c8e2f6a1b02)\n",
+)
+H200_SLICES = (
+    "0, GPU-932bfb2c-849a-2a22-1e84-9eff6bc02b39, NVIDIA H200, 9.0, 143771, Enabled, Enabled\n",
+    "GPU 0: NVIDIA H200 (UUID: GPU-932bfb2c-849a-2a22-1e84-9eff6bc02b39)\n"
+    "  MIG 3g.71gb     Device  0: (UUID: MIG-0929581a-2be6-5dec-bf34-0954c6c529a6)\n"
+    "  MIG 3g.71gb     Device  1: (UUID: MIG-3adbed3a-d03d-549f-a016-ba1fd7359f23)\n",
+)
+SLICE_UUIDS = ("MIG-0929581a-2be6-5dec-bf34-0954c6c529a6", "MIG-3adbed3a-d03d-549f-a016-ba1fd7359f23")
+
+# A stand-in nvidia-smi: the driver's version, the -L listing, or the query lines (the suite
 # itself then runs with --device cpu, so the work is real).
 STUB_SMI = """#!/bin/sh
+here=$(dirname "$0")
 case "$*" in
   *driver_version*) echo "550.54.15" ;;
-  *) printf '0, NVIDIA H100 80GB HBM3, 9.0, 81559\\n1, NVIDIA H100 80GB HBM3, 9.0, 81559\\n' ;;
+  -L) cat "$here/smi-list.txt" ;;
+  *) cat "$here/smi-query.txt" ;;
 esac
 """
 
 
-def stub_nvidia_smi(bin_dir: Path) -> Path:
-    """bin_dir with STUB_SMI in it as nvidia-smi, to put first on PATH."""
+def stub_nvidia_smi(bin_dir: Path, outputs: tuple[str, str] = TWO_H100) -> Path:
+    """bin_dir with STUB_SMI in it as nvidia-smi, printing outputs (query lines, -L listing), to
+    put first on PATH: by default a runner with two identical H100s."""
     bin_dir.mkdir(parents=True, exist_ok=True)
+    query, listing = outputs
+    (bin_dir / "smi-query.txt").write_text(query)
+    (bin_dir / "smi-list.txt").write_text(listing)
     smi = bin_dir / "nvidia-smi"
     smi.write_text(STUB_SMI)
     smi.chmod(0o755)

@@ -376,7 +376,7 @@ def test_exit_status_and_oom_are_read_although_the_engine_removes_the_container(
 
     def spec(*command: str) -> containers.RunSpec:
         return containers.RunSpec(image=base, command=list(command), results_dir=tmp_path / "results",
-                                  suite_dir=tmp_path / "suite", gpu_index=None, environment={})
+                                  suite_dir=tmp_path / "suite", gpu=None, environment={})
 
     log = tmp_path / "log.txt"
     with containers.client() as engine:

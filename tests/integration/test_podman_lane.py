@@ -142,7 +142,7 @@ out.mkdir(parents=True)
 (Path(sys.argv[1]) / "suite").mkdir()
 with container.scratch(out) as place:
     spec = containers.RunSpec(image="convmatrix/base:bookworm", command=["sh", "-c", sys.argv[2]], results_dir=place,
-                              suite_dir=Path(sys.argv[1]) / "suite", gpu_index=None, environment={})
+                              suite_dir=Path(sys.argv[1]) / "suite", gpu=None, environment={})
     with containers.client("podman") as engine:
         kind, root = str(containers.kind_of(engine)), containers.engine_root(engine)
         outcome = containers.run(engine, spec, out / "log.txt")

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from convmatrix import matrix
-from convmatrix.engines import ShardPlan, check_path, check_run_args, check_shards, check_text, k8s, slurm
+from convmatrix.engines import ShardPlan, check_path, check_run_args, check_shards, check_text, k8s, mig_profile, slurm
 from convmatrix.errors import BadInput
 
 TAIL = "run options (as after `nox -s <lane> --`: --resume, --gpus, --rerun-blocking), then -- and suite options"
@@ -25,6 +25,10 @@ def add_fleet_parsers(sub: Any) -> None:
     s.add_argument("--out", type=Path, required=True, help="the shared results directory (report files go there)")
     s.add_argument("--partition", help="sbatch --partition")
     s.add_argument("--gres", help="sbatch --gres for each shard task, e.g. gpu:1")
+    s.add_argument("--mig", metavar="PROFILE|KEY",
+                   help="each shard task asks for one MIG slice of this profile (3g.71gb, or a slice's GPU key "
+                        "like h200-sm90-mig3g-71gb): --gres=gpu:PROFILE:1, where slurm.conf names the slice's "
+                        "GRES type by its profile")
     s.add_argument("--time", help="sbatch --time for each task, e.g. 04:00:00")
     s.add_argument("--constraint", help="sbatch --constraint for each shard task (node features, e.g. h100)")
     s.add_argument("--job-name", default="convmatrix", help="the jobs are NAME-shards and NAME-merge")
@@ -40,7 +44,10 @@ def add_fleet_parsers(sub: Any) -> None:
     k.add_argument("--out", help="the results directory under the mount (default MOUNT/runs/<time>)")
     k.add_argument("--name", help="the Jobs are NAME-shards and NAME-merge (default convmatrix-<time>)")
     k.add_argument("--namespace")
-    k.add_argument("--gpus", type=int, default=1, help="nvidia.com/gpu per shard (default 1)")
+    k.add_argument("--gpus", type=int, default=1, help="nvidia.com/gpu per shard (default 1; with --mig, MIG devices)")
+    k.add_argument("--mig", metavar="PROFILE|KEY",
+                   help="ask for nvidia.com/mig-PROFILE instead of whole GPUs (the device plugin's mixed strategy; "
+                        "3g.71gb, or a slice's GPU key like h200-sm90-mig3g-71gb)")
     k.add_argument("--convmatrix", metavar="CMD", default="convmatrix", help="the command in the image")
     k.add_argument("--toleration", action="append", default=[], metavar="KEY[=VALUE]:EFFECT",
                    help="tolerate a node taint, on both Jobs (repeatable; "
@@ -88,13 +95,20 @@ def command(text: str | None, option: str = "--convmatrix") -> tuple[str, ...]:
 def cmd_slurm(args: argparse.Namespace) -> int:
     for option in ("partition", "gres", "time", "constraint", "job_name"):
         check_text(f"--{option.replace('_', '-')}", getattr(args, option))
+    gres = args.gres
+    if profile := mig_profile("--mig", args.mig):
+        if gres:
+            raise BadInput(f"--mig {args.mig}: give --gres or --mig, not both (--mig is --gres=gpu:{profile}:1)")
+        # Slurm's GRES type of a MIG device is a substring of its "MIG Profile" (nvidia_h200_3g.71gb)
+        # that slurm.conf names (slurm.schedmd.com/gres.html, "MIG Management").
+        gres = f"gpu:{profile}:1"
     check_path("--out", str(args.out))
     # The tasks start in this directory (#SBATCH --chdir): its name reaches the script as well.
     check_path("the working directory", str(Path.cwd()))
     matrix_path = str(Path(args.matrix or matrix.default_matrix()).resolve())
     job = slurm.SlurmJob(
         plan=plan(args, out=str(args.out.resolve()), matrix_path=matrix_path),
-        convmatrix=command(args.convmatrix), workdir=Path.cwd(), partition=args.partition, gres=args.gres,
+        convmatrix=command(args.convmatrix), workdir=Path.cwd(), partition=args.partition, gres=gres,
         time=args.time, constraint=args.constraint, job_name=args.job_name,
     )
     if args.dry_run:
@@ -134,7 +148,8 @@ def cmd_k8s(args: argparse.Namespace) -> int:
     loaded = matrix.load(matrix_path)
     job = k8s.K8sJob(
         plan=shard_plan, name=k8s.check_name(args.name or f"convmatrix-{stamp}"), image=image,
-        claim=claim, mount=mount, gpus=args.gpus, convmatrix=command(args.convmatrix),
+        claim=claim, mount=mount, gpus=args.gpus, mig=mig_profile("--mig", args.mig),
+        convmatrix=command(args.convmatrix),
         namespace=namespace, tolerations=tolerations, node_selector=selector, shm=shm, deadline=deadline,
         merge_deadline=merge_deadline, stand_ins=k8s.stand_ins(loaded, shard_plan.shards, str(matrix_path)),
         token=secrets.token_hex(6),

@@ -15,7 +15,8 @@ from convmatrix.run.lanes import LANES
 def add_parser(sub: Any) -> None:
     ru = sub.add_parser(
         "run", help="run the suite for the matrix's cells on this machine, into a run directory",
-        description="Run options: --out DIR, --shard I/N, --resume, --gpus 0,1, --every-gpu, "
+        description="Run options: --out DIR, --shard I/N, --resume, --gpus 0,1 (0:1: MIG device 1 of GPU 0), "
+                    "--every-gpu, "
                     "--rerun-blocking, --jobs N, --prepare-ahead N, --prepare-disk GB, --reuse-results, "
                     "--engine docker|podman; "
                     "suite options after --.")

@@ -12,7 +12,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
+from convmatrix import gpus
 from convmatrix.errors import BadInput
+from convmatrix.matrix import values
 from convmatrix.results import rundir
 from convmatrix.run import options
 
@@ -36,6 +38,28 @@ def check_path(option: str, value: str) -> str:
     """A POSIX path for a script or manifest: no control character, normalised (`a/../b` is `b`)."""
     check_text(option, value)
     return posixpath.normpath(value) if value else value
+
+
+# A MIG profile as schedulers name what they hand out: a GPU instance, with its compute instance
+# share when that is not the whole of it (1c.3g.71gb). No media-extension suffix (1g.18gb+me):
+# the NVIDIA device plugin files those under the plain profile's resource
+# (github.com/NVIDIA/k8s-device-plugin/issues/1462), and Slurm's GRES type names none.
+SCHEDULED_MIG = re.compile(gpus.MIG_INSTANCE, re.ASCII)
+
+
+def mig_profile(option: str, text: str | None) -> str | None:
+    """--mig: a MIG profile (3g.71gb) or the GPU key of a slice (h200-sm90-mig3g-71gb), as the
+    profile the scheduler is asked for; None when not given. A key spells the profile's dots as
+    '-' (gpus.gpu_key), which the plain profiles allow to read back."""
+    if text is None:
+        return None
+    check_text(option, text)
+    parts = gpus.key_parts(text) if values.is_gpu_key(text) else None
+    profile = parts[2].replace("-", ".") if parts and parts[2] else text
+    if not SCHEDULED_MIG.fullmatch(profile):
+        raise BadInput(f"{option} {text[:80]!r}: not a MIG profile like 3g.71gb (or a slice's GPU key like "
+                       "h200-sm90-mig3g-71gb)")
+    return profile
 
 
 @dataclass(frozen=True, kw_only=True)

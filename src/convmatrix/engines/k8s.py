@@ -66,7 +66,12 @@ class K8sJob:
     image: str  # holds the checkout (suites/, the matrix) and convmatrix; its working directory is used
     claim: str  # the PersistentVolumeClaim the results go on (ReadWriteMany: every shard writes)
     mount: str = "/results"  # where the claim is mounted; plan.out lies under it
-    gpus: int = 1  # nvidia.com/gpu per shard
+    gpus: int = 1  # nvidia.com/gpu per shard (with mig: that many MIG devices)
+    # A MIG profile (3g.71gb): each shard asks for nvidia.com/mig-<profile>, the resource the NVIDIA
+    # device plugin's `mixed` strategy names MIG devices by (docs.nvidia.com/datacenter/cloud-native/
+    # kubernetes, "MIG Support in Kubernetes"; the plugin's v0.7.0 notes: `nvidia.com/mig-3g.20gb: 2`),
+    # instead of whole GPUs; the run then finds the slice it was given and files it under its key.
+    mig: str | None = None
     convmatrix: tuple[str, ...] = ("convmatrix",)
     namespace: str | None = None
     tolerations: tuple[Toleration, ...] = ()  # on both Jobs' pods (a toleration lets a pod in; it draws none)
@@ -394,7 +399,7 @@ def shards_job(job: K8sJob) -> dict[str, Any]:
     vol, mount = volume(job)
     container = {
         "name": "shard", "image": job.image, "command": ["/bin/sh", "-c", shard_command(job)],
-        "resources": {"limits": {"nvidia.com/gpu": job.gpus}},
+        "resources": {"limits": {f"nvidia.com/mig-{job.mig}" if job.mig else "nvidia.com/gpu": job.gpus}},
         "volumeMounts": [mount, {"name": "shm", "mountPath": "/dev/shm"}],
         "env": [{"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
                 {"name": "INDEX_FAILURES",

@@ -25,7 +25,7 @@ class SlurmJob:
     convmatrix: tuple[str, ...]  # the command each task runs, e.g. (/venv/bin/convmatrix,)
     workdir: Path  # the tasks' working directory (the checkout: suites/, relative paths)
     partition: str | None = None
-    gres: str | None = None  # per shard task, e.g. gpu:1; the merge job needs none
+    gres: str | None = None  # per shard task, e.g. gpu:1 or a MIG slice's gpu:3g.71gb:1; the merge job needs none
     time: str | None = None  # per task, sbatch's --time syntax
     constraint: str | None = None  # per shard task: node features (--constraint), e.g. one GPU product
     job_name: str = "convmatrix"

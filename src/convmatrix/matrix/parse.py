@@ -214,9 +214,9 @@ class _Parser:
         table = self.table(raw, "fleet")
         self.keys(table, FLEET_KEYS, "[fleet]")
         listed = table.get("gpus", [])
-        if not isinstance(listed, list) or not all(isinstance(g, str) and values.GPU_KEY.fullmatch(g) for g in listed):
-            raise self.fail("[fleet].gpus", "must be a list of GPU keys like \"h100-sm90\" (what a result "
-                            "directory is named by: lower-case letters, digits, '-' and '.')")
+        if not isinstance(listed, list) or not all(values.is_gpu_key(g) for g in listed):
+            raise self.fail("[fleet].gpus", "must be a list of GPU keys like \"h100-sm90\" or \"h200-sm90-mig3g-71gb\" "
+                            "(what a result directory is named by: docs/contracts.md, GPU keys)")
         return tuple(dict.fromkeys(listed))
 
     def keys(self, table: dict[str, Any], allowed: set[str] | tuple[str, ...], where: str) -> None:

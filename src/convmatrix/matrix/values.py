@@ -13,9 +13,19 @@ LANES = ("host", "baremetal", "container")
 # requesting it: torch = "image" is whatever torch the base carries, observed and recorded.
 IMAGE = "image"
 FROM_IMAGE = ("torch", "cuda", "cudnn", "python")  # the stack fields a cell may leave to its image
-# A GPU key as gpus.gpu_key makes it (h200-sm90; h100-sm90-gpu1 with --every-gpu; cpu): what
-# [fleet].gpus and --expect-gpu name, and a result directory's name holds. ASCII, no '/' or '@'.
-GPU_KEY = re.compile(r"[a-z0-9][a-z0-9.-]{0,62}", re.ASCII)
+# A GPU key as gpus.gpu_key makes it: what [fleet].gpus and --expect-gpu name, and a result
+# directory's name holds (docs/contracts.md, "GPU keys"): cpu, or the model and compute
+# capability (h200-sm90), a MIG slice's profile (h200-sm90-mig3g-71gb), and with --every-gpu the
+# device (h200-sm90-gpu1, h200-sm90-mig3g-71gb-gpu0-mig1). Lower-case ASCII words joined by '-'.
+_WORD = "[a-z0-9]+"
+GPU_KEY = re.compile(rf"cpu|{_WORD}(?:-{_WORD})*-sm[0-9]+(?:-mig{_WORD}(?:-{_WORD})*)?(?:-gpu[0-9]+(?:-mig[0-9]+)?)?",
+                     re.ASCII)
+MAX_GPU_KEY = 100  # characters: a result directory's name holds the cell id, the key and the host
+GPU_KEY_EXAMPLE = "a GPU key like h100-sm90 or h200-sm90-mig3g-71gb"
+
+
+def is_gpu_key(text: object) -> bool:
+    return isinstance(text, str) and len(text) <= MAX_GPU_KEY and GPU_KEY.fullmatch(text) is not None
 
 # Each pattern is anchored (fullmatch) and admits no shell metacharacters, spaces or path tricks.
 # ASCII only: in a str pattern \d and \w match any Unicode digit or letter ("3.\u0661\u0661" would pass and
@@ -64,7 +74,6 @@ def gpu_keys(where: str, given: Iterable[str]) -> tuple[str, ...]:
     """KEY[,KEY...] (an option may be repeated): GPU keys as result directories name them."""
     keys = [k.strip() for text in given for k in text.split(",")]
     for key in keys:
-        if not GPU_KEY.fullmatch(key):
-            raise BadInput(f"{where}: {key[:80]!r} is not a GPU key like h100-sm90 (lower-case letters, digits, "
-                           "'-' and '.')")
+        if not is_gpu_key(key):
+            raise BadInput(f"{where}: {key[:80]!r} is not {GPU_KEY_EXAMPLE} (docs/contracts.md, GPU keys)")
     return tuple(dict.fromkeys(keys))

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from convmatrix.gpus import CPU_KEY, gpu_key
+from convmatrix.gpus import CPU_KEY, gpu_key, key_parts
 from convmatrix.matrix import stacks
 from convmatrix.results import families as classify
 from convmatrix.results import plans, rundir, stackcheck
@@ -214,11 +214,12 @@ def planned_gpu(key: str) -> dict[str, Any]:
     (h100-sm90 -> 9.0) for the generation."""
     if key == CPU_KEY:
         return {"name": "cpu", "capability": None, "generation": "cpu"}
-    found = re.fullmatch(r"(.+)-sm([0-9])([0-9]+)(?:-gpu[0-9]+)?", key)
-    if not found:
+    parts = key_parts(key)  # h200-sm90, h200-sm90-mig3g-71gb (a MIG slice), ...-gpu1 (--every-gpu)
+    if not parts:
         return {"name": key, "capability": None, "generation": key}
-    capability = f"{found[2]}.{found[3]}"
-    return {"name": found[1], "capability": capability, "generation": stacks.load().generation(capability)}
+    name, capability, mig = parts
+    return {"name": f"{name} mig {mig}" if mig else name, "capability": capability,
+            "generation": stacks.load().generation(capability)}
 
 
 def newest_per_cell(found: list[CellResult], notes: list[str]) -> list[CellResult]:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from convmatrix import gpus
 from convmatrix.errors import BadInput
 from convmatrix.matrix import values
 from convmatrix.matrix.cells import ENGINES
@@ -79,8 +80,9 @@ def parse(args: Sequence[str], *, default_out: Path | None = None) -> RunOptions
     wrong = rundir.suite_options.problems(suite_args)
     if wrong:
         raise BadInput(f"suite options: {'; '.join(wrong)}")
-    if ns.gpus is not None and not re.fullmatch(r"[0-9]+(,[0-9]+)*", ns.gpus):
-        raise BadInput(f"run options: --gpus {ns.gpus!r} is not a list of indices like 0,1")
+    if ns.gpus is not None and not gpus.SELECTOR.fullmatch(ns.gpus):
+        raise BadInput(f"run options: --gpus {ns.gpus!r} is not a list of GPU indices like 0,1 "
+                       "(0:1 for MIG device 1 of GPU 0)")
     return RunOptions(
         out=ns.out or default_out or new_run_dir(),
         shard=parse_shard(ns.shard) if ns.shard else None,

@@ -44,14 +44,16 @@ class Outcome:
 
 
 def pool_specs(opts: options.RunOptions, log: Log) -> list[pool.Spec]:
-    """The pools of this runner: one per GPU generation among the selected GPUs (identical GPUs
-    give one result per cell, not one each into the same directory); one per device with
-    --every-gpu; --jobs slots on the CPU when the runner has no GPU."""
+    """The pools of this runner: one per GPU key among the selected devices (identical GPUs, or
+    identical MIG slices, give one result per cell, not one each into the same directory); one per
+    device with --every-gpu; --jobs slots on the CPU when the runner has no GPU."""
     found = gpus.discover()
     chosen = gpus.select(found, opts.gpus)
     if opts.gpus and not chosen:
-        listed = ", ".join(str(g.index) for g in found) or "none"
+        listed = ", ".join(g.selector for g in found) or "none"
         raise BadInput(f"run options: --gpus {opts.gpus}: no such GPU on this runner (nvidia-smi lists: {listed})")
+    for note in dict.fromkeys(g.note for g in chosen if g.note):
+        log(note)
     if chosen and opts.jobs > 1:
         log(f"--jobs {opts.jobs}: ignored on a runner with GPUs (one cell runs on each GPU at once)")
     return pool.specs(chosen, every_gpu=opts.every_gpu, jobs=opts.jobs)
@@ -118,8 +120,9 @@ def run(matrix: Matrix, cells: Sequence[Cell], opts: options.RunOptions, log: Lo
     specs = pool_specs(opts, say)
     wanted = [k for k in opts.expect_gpus if k != gpus.CPU_KEY]
     if wanted and specs[0].slots[0].gpu is None:
-        raise InfrastructureError(f"--expect-gpu {','.join(wanted)}: this runner has no GPU (nvidia-smi is missing "
-                                  "or lists none); not running on the CPU instead")
+        raise InfrastructureError(f"--expect-gpu {','.join(wanted)}: this runner has no GPU (nvidia-smi is missing, "
+                                  "lists none, or only GPUs in MIG mode without a MIG device); not running on the "
+                                  "CPU instead")
     write_plan(matrix, mine, opts, specs, selection or {})
     outcome = Outcome()
     Scheduler(matrix, opts, say, specs=specs, strict=strict, outcome=outcome).run(mine)

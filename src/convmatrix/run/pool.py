@@ -1,5 +1,7 @@
-"""The slots cells run in: on a GPU runner, the GPUs of one generation form a pool (a cell runs
-once per generation, on whichever of its GPUs is free, pinned with CUDA_VISIBLE_DEVICES); with
+"""The slots cells run in: on a GPU runner, the devices of one key form a pool (a cell runs once
+per key, on whichever of its devices is free, pinned with CUDA_VISIBLE_DEVICES): identical whole
+GPUs, or identical MIG slices (one profile on one GPU model), whichever GPU they are slices of;
+a runner may mix whole GPUs and slices, and two slices of one GPU run at once like two GPUs. With
 --every-gpu each device is a pool of its own; on a runner without GPUs, --jobs N slots on the CPU.
 
 Each pool runs its cells concurrently, one per slot, in worker threads of its own, so that the
@@ -26,29 +28,28 @@ class Slot:
     """Where one cell runs at a time: a GPU, or a share of the CPU (gpu None)."""
 
     gpu: Gpu | None
-    name: str  # "gpu1", "cpu0": for the progress lines
+    name: str  # "gpu1", "gpu0-mig1", "cpu0": for the progress lines
 
 
 @dataclass(frozen=True, kw_only=True)
 class Spec:
     """A pool's shape: the key its results are filed under, and its slots."""
 
-    key: str  # the GPU generation's key, the device's (--every-gpu), or "cpu"
+    key: str  # the devices' key (a GPU generation's, a MIG profile's), one device's (--every-gpu), or "cpu"
     slots: tuple[Slot, ...]
     per_device: bool = False
 
 
 def specs(chosen: list[Gpu], *, every_gpu: bool, jobs: int) -> list[Spec]:
-    """The pools of this runner: one per GPU generation among the chosen GPUs (one per device
-    with every_gpu), or one of `jobs` CPU slots where there is no GPU."""
+    """The pools of this runner: one per key among the chosen devices (one per device with
+    every_gpu), or one of `jobs` CPU slots where there is no GPU."""
     if not chosen:
         return [Spec(key=CPU_KEY, slots=tuple(Slot(gpu=None, name=f"cpu{i}") for i in range(jobs)))]
     if every_gpu:
-        return [Spec(key=f"{g.key}-gpu{g.index}", slots=(Slot(gpu=g, name=f"gpu{g.index}"),), per_device=True)
-                for g in chosen]
+        return [Spec(key=g.device_key, slots=(Slot(gpu=g, name=g.slot_name),), per_device=True) for g in chosen]
     by_key: dict[str, list[Slot]] = {}
     for g in chosen:
-        by_key.setdefault(g.key, []).append(Slot(gpu=g, name=f"gpu{g.index}"))
+        by_key.setdefault(g.key, []).append(Slot(gpu=g, name=g.slot_name))
     return [Spec(key=key, slots=tuple(slots)) for key, slots in by_key.items()]
 
 

@@ -34,7 +34,7 @@ class Target:
     cell: Cell
     gpu: Gpu | None
     out: Path  # the run directory
-    per_device: bool = False  # --every-gpu: the key names the device, not only its generation
+    per_device: bool = False  # --every-gpu: the key names the device (Gpu.device_key), not only its kind
     host: str = ""  # the machine that runs it (run options' host); "" only in tests of older layouts
     staging: Path | None = None  # where this attempt writes until rundir swaps it in
 
@@ -42,7 +42,7 @@ class Target:
     def key(self) -> str:
         if self.gpu is None:
             return CPU_KEY
-        return f"{self.gpu.key}-gpu{self.gpu.index}" if self.per_device else self.gpu.key
+        return self.gpu.device_key if self.per_device else self.gpu.key
 
     @property
     def final_dir(self) -> Path:
@@ -79,7 +79,7 @@ def write_cell_json(target: Target, *, python: str, control: bool, extra: dict[s
         "control": control,
         "gpu_key": target.key,
         "host": target.host,
-        "gpu": {"index": gpu.index, "name": gpu.name, "capability": gpu.capability} if gpu else None,
+        "gpu": gpu.record() if gpu else None,  # its UUID, MIG profile and parent GPU too (docs/contracts.md)
         "python": python,
         # The suite it runs: the checkout's suites/ or the wheel's convmatrix/suites/ (rundir.SUITE_DIR).
         "suite": {"path": str(SUITE_DIR), "version": rundir.records.suite_version(str(SUITE_DIR))},
@@ -137,12 +137,13 @@ def wants_gpu(target: Target, suite_args: Sequence[str]) -> bool:
 def suite_env(target: Target) -> dict[str, str]:
     env = dict(os.environ, CONVMATRIX_LANE=target.cell.lane, PYTHONUNBUFFERED="1")
     if target.gpu is not None:
-        # One GPU per run, chosen before CUDA initialises in the suite process. The index is
-        # nvidia-smi's, which counts in PCI bus order; CUDA counts fastest first unless told
-        # otherwise (CUDA C++ Programming Guide, "CUDA Environment Variables": CUDA_DEVICE_ORDER),
-        # so on a host with two GPU models index 0 could run on the other one, under its key.
+        # One device per run, chosen before CUDA initialises in the suite process: by its UUID
+        # (a MIG slice has no index of its own; Gpu.pin). Where nvidia-smi gave no UUID, its
+        # index, which counts in PCI bus order; CUDA counts fastest first unless told otherwise
+        # (CUDA C++ Programming Guide, "CUDA Environment Variables": CUDA_DEVICE_ORDER), so on a
+        # host with two GPU models index 0 could run on the other one, under its key.
         env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
-        env["CUDA_VISIBLE_DEVICES"] = str(target.gpu.index)
+        env["CUDA_VISIBLE_DEVICES"] = target.gpu.pin
     return env
 
 

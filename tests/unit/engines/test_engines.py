@@ -86,6 +86,32 @@ def test_slurm_bad_input_is_one_line_naming_the_option(capsys: pytest.CaptureFix
     assert len(err.splitlines()) == 1 and says in err, err
 
 
+# Issue 37: a shard may run on a MIG slice, named by its profile or by the slice's GPU key.
+@pytest.mark.parametrize("mig", ["3g.71gb", "h200-sm90-mig3g-71gb"])
+def test_slurm_mig_asks_each_shard_task_for_one_slice_of_that_profile(capsys: pytest.CaptureFixture[str],
+                                                                      tmp_path: Path, mig: str) -> None:
+    code, out, err = cli(capsys, "slurm", "-m", MATRIX, "--shards", "2", "--out", str(tmp_path / "run"), "--mig", mig,
+                         "--dry-run", "--", "--expect-gpu", "h200-sm90-mig3g-71gb")
+    assert code == 0, err
+    shards, merge = out.split("# " + str(tmp_path / "run" / "slurm" / "merge.sbatch"))
+    assert "#SBATCH --gres=gpu:3g.71gb:1" in shards.splitlines() and "--gres" not in merge
+    assert "--expect-gpu h200-sm90-mig3g-71gb" in shards  # a slice key is a GPU key the run expects
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["--mig", "3g.71gb", "--gres", "gpu:1"], "--mig 3g.71gb: give --gres or --mig, not both"),
+    (["--mig", "3g"], "--mig '3g': not a MIG profile like 3g.71gb"),
+    (["--mig", "1g.18gb+me"], "--mig '1g.18gb+me': not a MIG profile"),  # the scheduler files it under 1g.18gb
+    (["--mig", "h200-sm90"], "--mig 'h200-sm90': not a MIG profile"),  # a whole GPU's key
+    (["--", "--expect-gpu", "h200-sm90-mig3g.71gb"], "--expect-gpu: 'h200-sm90-mig3g.71gb' is not a GPU key"),
+])
+def test_slurm_bad_mig_input_is_one_line(capsys: pytest.CaptureFixture[str], tmp_path: Path, args: list[str],
+                                         says: str) -> None:
+    code, out, err = cli(capsys, "slurm", "-m", MATRIX, "--shards", "2", "--out", str(tmp_path), "--dry-run", *args)
+    assert code == 2 and out == ""
+    assert len(err.splitlines()) == 1 and says in err, err
+
+
 def test_a_broken_matrix_fails_before_anything_is_submitted(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     broken = tmp_path / "m.toml"
     broken.write_text("name = 'x'\nbogus = 1\n")
@@ -174,6 +200,17 @@ def test_k8s_shards_one_per_completion_index_with_a_gpu_and_results_on_the_claim
     assert "exec convmatrix report /results/runs/n1 --format text" in merge["spec"]["template"]["spec"]["containers"][0]["command"][2]
 
 
+@pytest.mark.parametrize("mig", ["3g.71gb", "h200-sm90-mig3g-71gb"])
+def test_k8s_mig_asks_for_the_device_plugins_mig_resource_instead_of_a_gpu(capsys: pytest.CaptureFixture[str],
+                                                                           mig: str) -> None:
+    shards, merge = k8s_docs(capsys, "--mig", mig, "--", "--expect-gpu", "h200-sm90-mig3g-71gb")
+    (container,) = shards["spec"]["template"]["spec"]["containers"]
+    assert container["resources"]["limits"] == {"nvidia.com/mig-3g.71gb": 1}
+    assert "--expect-gpu h200-sm90-mig3g-71gb" in container["command"][2]
+    for doc in (shards, merge):
+        kubernetes_validate.validate(doc, KUBERNETES, strict=True)
+
+
 @pytest.mark.parametrize(("node", "host"), [("gpu-node-7", "gpu-node-7"), ("ip-10-0-1-5.ec2.internal", "ip-10-0-1-5"),
                                             ("n" * 200, "n" * 63)])
 def test_k8s_shards_are_keyed_by_the_node_they_ran_on(capsys: pytest.CaptureFixture[str], node: str, host: str) -> None:
@@ -198,6 +235,7 @@ def test_k8s_yaml_round_trips_to_the_manifests() -> None:
     (["--name", "Not_A_Name"], "--name 'Not_A_Name'"),
     (["--out", "/elsewhere/run"], "--out /elsewhere/run: must lie under the claim's mount /results"),
     (["--gpus", "-1"], "--gpus -1"),
+    (["--mig", "mig-3g.71gb"], "--mig 'mig-3g.71gb': not a MIG profile like 3g.71gb"),
 ])
 def test_k8s_bad_input(capsys: pytest.CaptureFixture[str], args: list[str], says: str) -> None:
     code, out, err = cli(capsys, "k8s", "-m", MATRIX, "--shards", "2", "--image", "i", "--claim", "c", *args)

@@ -253,9 +253,13 @@ def test_optional_must_be_a_boolean(write_matrix: Callable[[str], Path], value: 
 def test_the_fleet_table_names_the_gpu_generations_a_merge_must_cover(write_matrix: Callable[[str], Path]) -> None:
     m = matrix.load(write_matrix(BASE + '[fleet]\ngpus = ["h100-sm90", "a100-sm80", "h100-sm90"]\n'))
     assert m.fleet_gpus == ("h100-sm90", "a100-sm80")
+    # Issue 37: a MIG slice is a GPU key of its own, e.g. the H200 queues of a fleet of slices.
+    sliced = matrix.load(write_matrix(BASE + '[fleet]\ngpus = ["h200-sm90-mig1g-18gb", "h200-sm90-mig2g-35gb"]\n'))
+    assert sliced.fleet_gpus == ("h200-sm90-mig1g-18gb", "h200-sm90-mig2g-35gb")
 
 
-@pytest.mark.parametrize("gpus", ['"h100-sm90"', '["../x"]', '["H100"]', '["a/b"]', "[1]", '["a@b"]'])
+@pytest.mark.parametrize("gpus", ['"h100-sm90"', '["../x"]', '["H100"]', '["a/b"]', "[1]", '["a@b"]', '["h200"]',
+                                  '["h200-sm90-mig3g.71gb"]'])
 def test_a_bad_fleet_gpu_key_is_bad_input(write_matrix: Callable[[str], Path], gpus: str) -> None:
     with pytest.raises(BadInput, match=r"\[fleet\].gpus"):
         matrix.load(write_matrix(BASE + f"[fleet]\ngpus = {gpus}\n"))

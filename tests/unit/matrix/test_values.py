@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from convmatrix.errors import BadInput
 from convmatrix.matrix import values
 
 
@@ -58,3 +59,21 @@ def test_ascii_values_are_accepted(key: str, value: str) -> None:
 
 def test_slug_is_ascii() -> None:
     assert values.slug("r\u00e9g/\u0661img:3.11") == "r-g-img-3.11"
+
+
+# --- GPU keys (issue 37): the grammar of docs/contracts.md, "GPU keys" ---------------------------
+
+@pytest.mark.parametrize("key", ["cpu", "h200-sm90", "h100-80gb-hbm3-sm90", "b200-sm100", "h100-sm90-gpu1",
+                                 "h200-sm90-mig3g-71gb", "h200-sm90-mig1c-3g-71gb", "h200-sm90-mig1g-18gb-plus-me",
+                                 "h200-sm90-mig3g-71gb-gpu0-mig1"])
+def test_gpu_keys_of_whole_gpus_slices_and_devices_are_accepted(key: str) -> None:
+    assert values.gpu_keys("--expect-gpu", [key]) == (key,)
+
+
+@pytest.mark.parametrize("key", ["", "H200-sm90", "h200", "h200-sm", "h200-sm9.0", "h200-sm90-mig3g.71gb",
+                                 "h200-sm90-mig", "h200-sm90-gpu", "h200-sm90-gpu0-mig", "h200--sm90", "-h200-sm90",
+                                 "h200-sm90-", "../h200-sm90", "h200-sm90@host", "h200-sm90/x", "h200-sm90 x",
+                                 "h200-sm\u0669\u0660", "a-" * 49 + "sm90"])
+def test_anything_else_is_no_gpu_key(key: str) -> None:
+    with pytest.raises(BadInput, match=r"--expect-gpu: .* is not a GPU key like h100-sm90 or h200-sm90-mig3g-71gb"):
+        values.gpu_keys("--expect-gpu", [key])

@@ -122,7 +122,23 @@ def test_a_generation_the_fleet_expects_and_no_runner_reported_is_not_run_for_ev
     assert main(["report", str(run)]) == 1
 
 
-@pytest.mark.parametrize("key", ["../x", "H100", "a/b", "a@b", ""])
+def test_a_mig_slice_the_fleet_expects_is_a_column_of_its_own_with_its_generation(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 37: a slice key is a GPU key like any other: expected and missing, it is NOT RUN
+    there, in its GPU's generation, beside the whole GPU's results."""
+    run = tmp_path / "run"
+    result(run, "control", host="a", control=True, gpu="h100-sm90")
+    result(run, "candidate", host="a", gpu="h100-sm90")
+    plan(run, "a", ("control", "h100-sm90"), ("candidate", "h100-sm90"))
+    assert main(["report", str(run), "--format", "json", "--expect-gpu", "h200-sm90-mig3g-71gb"]) == 1
+    missing = not_run_cells(json.loads(capsys.readouterr().out))
+    assert sorted((c["cell"], c["gpu"]["key"]) for c in missing) == [("candidate", "h200-sm90-mig3g-71gb"),
+                                                                     ("control", "h200-sm90-mig3g-71gb")]
+    assert {(c["gpu"]["generation"], c["gpu"]["capability"]) for c in missing} == {("Hopper", "9.0")}
+
+
+@pytest.mark.parametrize("key", ["../x", "H100", "a/b", "a@b", "", "h200", "h200-sm90-mig3g.71gb"])
 def test_a_bad_expected_gpu_key_is_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str], key: str) -> None:
     run = tmp_path / "run"
     result(run, "control", host="a", control=True)

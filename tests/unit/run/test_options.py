@@ -28,6 +28,16 @@ def test_bad_options_are_bad_input(args: list[str]) -> None:
         options.parse(args)
 
 
+def test_gpus_names_mig_devices_and_expect_gpu_takes_slice_keys() -> None:
+    """Issue 37: 0:1 is MIG device 1 of GPU 0 (the container toolkit's form); a slice's key is a GPU key."""
+    opts = options.parse(["--gpus", "0:1,2", "--expect-gpu", "h200-sm90-mig3g-71gb,h100-sm90"])
+    assert opts.gpus == "0:1,2" and opts.expect_gpus == ("h200-sm90-mig3g-71gb", "h100-sm90")
+    for bad in (["--gpus", "0:"], ["--gpus", ":1"], ["--gpus", "0:1:2"], ["--expect-gpu", "h200-sm90-mig3g.71gb"],
+                ["--expect-gpu", "h200"], ["--expect-gpu", "h200-sm90-gpu"]):
+        with pytest.raises(BadInput, match="run options"):
+            options.parse(bad)
+
+
 def test_shards_partition_the_cells() -> None:
     ids = [f"c{i}" for i in range(7)]
     shards = [[c for c in ids if options.in_shard(c, ids, (i, 3))] for i in (1, 2, 3)]

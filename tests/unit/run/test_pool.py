@@ -10,6 +10,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -24,10 +25,12 @@ from convmatrix.results import rundir
 from convmatrix.run import ahead, lanes, options, orchestrate, pool, reuse
 from convmatrix.run.lanes import Log, Prepared, SuiteRun
 from convmatrix.run.runner import Target
-from testkit import ran, results_in
+from testkit import H200_SLICES, SLICE_UUIDS, ran, results_in
 
 H100 = [Gpu(index=i, name="NVIDIA H100", capability="9.0") for i in range(2)]
 MIXED = [*H100, Gpu(index=2, name="NVIDIA A100", capability="8.0")]
+SLICES = gpus.parse_smi(*H200_SLICES)  # one H200 in MIG mode: two 3g.71gb slices
+WHOLE_AND_SLICES = [*H100, *SLICES]
 
 MATRIX = """
 name = "t"
@@ -48,6 +51,17 @@ def test_identical_gpus_are_one_pool_mixed_ones_one_pool_each() -> None:
     assert [s.key for s in pool.specs(MIXED, every_gpu=False, jobs=1)] == ["h100-sm90", "a100-sm80"]
     every = pool.specs(H100, every_gpu=True, jobs=1)
     assert [s.key for s in every] == ["h100-sm90-gpu0", "h100-sm90-gpu1"] and all(s.per_device for s in every)
+
+
+def test_slices_of_one_profile_are_one_pool_beside_the_whole_gpus() -> None:
+    """Issue 37: a pool may mix whole GPUs and slices; identical slices are one pool of their own
+    key, as identical GPUs are, with a slot per slice; --every-gpu a pool per slice."""
+    h100, h200 = pool.specs(WHOLE_AND_SLICES, every_gpu=False, jobs=1)
+    assert (h100.key, [s.name for s in h100.slots]) == ("h100-sm90", ["gpu0", "gpu1"])
+    assert (h200.key, [s.name for s in h200.slots]) == ("h200-sm90-mig3g-71gb", ["gpu0-mig0", "gpu0-mig1"])
+    every = pool.specs(WHOLE_AND_SLICES, every_gpu=True, jobs=1)
+    assert [s.key for s in every] == ["h100-sm90-gpu0", "h100-sm90-gpu1", "h200-sm90-mig3g-71gb-gpu0-mig0",
+                                      "h200-sm90-mig3g-71gb-gpu0-mig1"]
 
 
 def test_jobs_are_cpu_slots() -> None:
@@ -223,6 +237,29 @@ def test_a_mixed_runner_runs_every_cell_once_per_generation(monkeypatch: pytest.
     assert lane.peak == 3  # both H100s and the A100 at once
     keys = sorted(name.split("@")[1] for name in results(tmp_path / "run"))
     assert keys == ["a100-sm80"] * 3 + ["h100-sm90"] * 3
+
+
+def test_two_slices_of_one_gpu_run_two_cells_at_once_each_pinned_by_its_uuid(
+    monkeypatch: pytest.MonkeyPatch, matrix: Matrix, tmp_path: Path
+) -> None:
+    lane = ConcurrentLane(2)
+    go(monkeypatch, matrix, lane, tmp_path / "run", found=SLICES)
+    assert lane.peak == 2 and len(lane.runs) == 3
+    assert sorted(results(tmp_path / "run")) == sorted(ran(tmp_path / "run", c.id, "h200-sm90-mig3g-71gb").name
+                                                       for c in matrix.cells)
+    pins = {r.target.gpu.pin for r in lane.runs if r.target.gpu is not None}
+    assert pins == set(SLICE_UUIDS)  # both slices used, each run on one of them
+    for cell in matrix.cells:
+        meta = json.loads((ran(tmp_path / "run", cell.id, "h200-sm90-mig3g-71gb") / rundir.CELL_JSON).read_text())
+        assert meta["gpu"]["uuid"] in SLICE_UUIDS and meta["gpu"]["mig_profile"] == "3g.71gb"
+
+
+def test_a_gpu_whose_mig_mode_is_pending_a_reset_is_said_once(monkeypatch: pytest.MonkeyPatch, matrix: Matrix,
+                                                              tmp_path: Path) -> None:
+    pending = [replace(g, note="GPU 0 (NVIDIA H100): MIG mode is disabled, enabled after its next reset; taken as "
+                               "it is now") for g in H100]
+    lines = go(monkeypatch, matrix, ConcurrentLane(2), tmp_path / "run", found=pending)
+    assert sum("enabled after its next reset" in line for line in lines) == 1
 
 
 def test_reuse_results_copies_a_stored_result_instead_of_running(monkeypatch: pytest.MonkeyPatch, matrix: Matrix,

@@ -59,7 +59,7 @@ class Container:
                                          suite_root=Path(containers.SUITE_MOUNT)),
             results_dir=writable,
             suite_dir=runner.SUITE_DIR,
-            gpu_index=target.gpu.index if target.gpu and runner.wants_gpu(target, run.args) else None,
+            gpu=target.gpu if runner.wants_gpu(target, run.args) else None,
             environment={"CONVMATRIX_LANE": "container", "CONVMATRIX_IMAGE_ID": image["image_id"],
                          **runner.with_results(run.env, containers.RESULTS_MOUNT)},
             readonly=mounts,

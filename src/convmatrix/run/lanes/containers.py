@@ -5,8 +5,9 @@ engine's data root).
 Two engines answer the same SDK: Docker, and Podman through its Docker-compatible API
 (`podman system service`, started here on its socket when none answers; it exits by itself once
 idle). What differs is kept here, in run_kwargs and client: the socket, GPUs (Docker's NVIDIA
-device request; on Podman a CDI device request naming `nvidia.com/gpu=<index>`, which Podman's
-compatible API honours from 5.4.0), Podman's explicit resource limits (below), and the name of its
+device request; on Podman a CDI device request naming `nvidia.com/gpu=<index>`, or
+`nvidia.com/gpu=<index>:<MIG device>` for a MIG slice, which Podman's compatible API honours from
+5.4.0), Podman's explicit resource limits (below), and the name of its
 removal event (`remove`, Docker's `destroy`). docs/container-lane.md says how Apptainer or enroot would
 plug into the same seam.
 
@@ -55,6 +56,7 @@ from docker.types import DeviceRequest, Ulimit
 
 from convmatrix import interrupts, popen
 from convmatrix.errors import InfrastructureError
+from convmatrix.gpus import Gpu
 from convmatrix.interrupts import Interrupted, signals_deferred
 from convmatrix.matrix.cells import ENGINES
 from convmatrix.run.lanes.images import LABEL_HASH, Plan
@@ -68,7 +70,9 @@ PIDS_LIMIT = 16384  # threads count: torch starts one per core (and xdist a proc
 TMPFS = {"/tmp": "rw,nosuid,nodev,size=4g"}  # HOME and the working directory: the only scratch besides /results
 
 
-CDI_GPU = "nvidia.com/gpu={}"  # the CDI name nvidia-ctk gives a GPU by its NVML (nvidia-smi) index
+# The CDI name nvidia-ctk gives a GPU by its NVML (nvidia-smi) index, and a MIG device by
+# <GPU index>:<MIG device index> (`nvidia-ctk cdi list`: nvidia.com/gpu=0, nvidia.com/gpu=0:1).
+CDI_GPU = "nvidia.com/gpu={}"
 PODMAN_CDI_API = (5, 4)  # Podman's compatible API honours a CDI device request from 5.4.0 (containers/podman#25171)
 PODMAN_IDLE = 300  # seconds a `podman system service` started here waits, idle, before it exits
 PODMAN_START = 15.0  # seconds for that service's socket to answer
@@ -351,7 +355,7 @@ class RunSpec:
     command: list[str]
     results_dir: Path
     suite_dir: Path
-    gpu_index: int | None  # None: no GPU requested (a CPU runner)
+    gpu: Gpu | None  # a whole GPU or a MIG slice; None: no GPU requested (a CPU runner)
     environment: dict[str, str]
     readonly: dict[str, str] = field(default_factory=dict)  # more host folders -> where they are mounted, read-only
 
@@ -387,24 +391,32 @@ def run_kwargs(spec: RunSpec, engine: EngineKind = EngineKind("docker")) -> dict
             str(spec.results_dir.resolve()): {"bind": RESULTS_MOUNT, "mode": "rw"},
             **{host: {"bind": inside, "mode": "ro"} for host, inside in spec.readonly.items()},
         },
-        "device_requests": gpu_requests(spec.gpu_index, engine),
+        "device_requests": gpu_requests(spec.gpu, engine),
         **({"ulimits": podman_ulimits()} if engine.name == "podman" else {}),
     }
 
 
-def gpu_requests(index: int | None, engine: EngineKind) -> list[DeviceRequest]:
+def gpu_requests(gpu: Gpu | None, engine: EngineKind) -> list[DeviceRequest]:
     """The GPU as the engine takes it: Docker's NVIDIA device request, or on Podman a CDI device
     request for `nvidia.com/gpu=<index>` (the `--device nvidia.com/gpu=<index>` of `podman run`);
     an older Podman, whose compatible API drops device requests, is one clear error."""
-    if index is None:
+    if gpu is None:
         return []
     if engine.name != "podman":
-        return [DeviceRequest(device_ids=[str(index)], capabilities=[["gpu"]])]
+        return [DeviceRequest(device_ids=[docker_device(gpu)], capabilities=[["gpu"]])]
     if engine.version and engine.version < PODMAN_CDI_API:
         need = ".".join(map(str, PODMAN_CDI_API))
         raise EngineError(f"{engine}: its Docker-compatible API attaches no GPU (CDI device requests need "
                           f"podman {need} or later, containers/podman#25171); upgrade podman, or use --engine docker")
-    return [DeviceRequest(driver="cdi", device_ids=[CDI_GPU.format(index)])]
+    return [DeviceRequest(driver="cdi", device_ids=[CDI_GPU.format(gpu.selector)])]
+
+
+def docker_device(gpu: Gpu) -> str:
+    """A device id of Docker's NVIDIA device request (NVIDIA_VISIBLE_DEVICES): the GPU's nvidia-smi
+    index, or a MIG slice's UUID (the NVIDIA container runtime takes "MIG Device UUID(s) or
+    index(es)": github.com/NVIDIA/nvidia-container-toolkit, cmd/nvidia-container-runtime/README.md),
+    which still names the slice should its GPU's MIG devices be renumbered since discovery."""
+    return gpu.uuid if gpu.mig and gpu.uuid else gpu.selector
 
 
 # Podman's own process limit for a root container (and for the service itself: seen here, its
@@ -433,9 +445,9 @@ def cli_line(spec: RunSpec, engine: EngineKind) -> str:
     """The same run as one command line (log.txt's first line): what to type to repeat it by hand,
     GPUs as that engine's CLI takes them (`--gpus device=N`, or Podman's `--device nvidia.com/gpu=N`)."""
     gpu: list[str] = []
-    if spec.gpu_index is not None:
-        gpu = (["--device", CDI_GPU.format(spec.gpu_index)] if engine.name == "podman"
-               else ["--gpus", f"device={spec.gpu_index}"])
+    if spec.gpu is not None:
+        gpu = (["--device", CDI_GPU.format(spec.gpu.selector)] if engine.name == "podman"
+               else ["--gpus", f"device={docker_device(spec.gpu)}"])
     return " ".join([engine.name, "run", "--rm", *gpu, spec.image, *spec.command])
 
 

@@ -15,12 +15,15 @@ import pytest
 from docker.errors import APIError, NotFound
 
 from convmatrix import interrupts
+from convmatrix.gpus import Gpu, Mig
 from convmatrix.run.lanes import containers
 
 
-def spec(tmp_path: Path, gpu: int | None) -> containers.RunSpec:
+def spec(tmp_path: Path, gpu: int | Gpu | None) -> containers.RunSpec:
+    """A run on GPU `gpu` (an index: a whole H100 of that index)."""
+    device = Gpu(index=gpu, name="NVIDIA H100", capability="9.0") if isinstance(gpu, int) else gpu
     return containers.RunSpec(image="sha256:img", command=["python", "-m", "pytest", "/suite"],
-                              results_dir=tmp_path / "r", suite_dir=tmp_path / "suites", gpu_index=gpu,
+                              results_dir=tmp_path / "r", suite_dir=tmp_path / "suites", gpu=device,
                               environment={"CONVMATRIX_LANE": "container"})
 
 
@@ -259,7 +262,7 @@ def test_a_scratch_file_the_suite_made_a_symlink_is_not_copied(tmp_path: Path) -
 def test_case_files_are_mounted_read_only_beside_the_suite(tmp_path: Path) -> None:
     folder = tmp_path / "run" / "cases" / "ab12"
     given = containers.RunSpec(image="sha256:img", command=["python"], results_dir=tmp_path / "r",
-                               suite_dir=tmp_path / "suites", gpu_index=None, environment={},
+                               suite_dir=tmp_path / "suites", gpu=None, environment={},
                                readonly={str(folder): f"{containers.CASES_MOUNT}/0"})
     volumes = containers.run_kwargs(given)["volumes"]
     assert volumes[str(folder)] == {"bind": "/cases/0", "mode": "ro"}
@@ -279,6 +282,21 @@ def test_podman_gets_the_gpu_as_a_cdi_device_request(tmp_path: Path) -> None:
     assert containers.cli_line(spec(tmp_path, 1), PODMAN).startswith("podman run --rm --device nvidia.com/gpu=1 sha256:img")
     assert containers.cli_line(spec(tmp_path, 1), containers.EngineKind("docker")).startswith(
         "docker run --rm --gpus device=1 sha256:img")
+
+
+SLICE = Gpu(index=0, name="NVIDIA H200", capability="9.0", uuid="MIG-3adbed3a-d03d-549f-a016-ba1fd7359f23",
+            mig=Mig(profile="3g.71gb", device=1, parent_uuid="GPU-932bfb2c-849a-2a22-1e84-9eff6bc02b39"))
+
+
+def test_a_mig_slice_is_requested_by_its_uuid_from_docker_and_by_gpu_and_device_from_podman(tmp_path: Path) -> None:
+    """Issue 37: a slice is no GPU index; the engine must attach that slice, not its whole GPU."""
+    (docker,) = containers.run_kwargs(spec(tmp_path, SLICE))["device_requests"]
+    assert docker["DeviceIDs"] == [SLICE.uuid] and docker["Capabilities"] == [["gpu"]]
+    (podman,) = containers.run_kwargs(spec(tmp_path, SLICE), PODMAN)["device_requests"]
+    assert podman["Driver"] == "cdi" and podman["DeviceIDs"] == ["nvidia.com/gpu=0:1"]
+    assert containers.cli_line(spec(tmp_path, SLICE), PODMAN).startswith("podman run --rm --device nvidia.com/gpu=0:1 ")
+    assert containers.cli_line(spec(tmp_path, SLICE), containers.EngineKind("docker")).startswith(
+        f"docker run --rm --gpus device={SLICE.uuid} ")
 
 
 def test_a_podman_whose_api_drops_device_requests_is_one_clear_error(tmp_path: Path) -> None:

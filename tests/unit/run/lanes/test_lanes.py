@@ -16,7 +16,7 @@ from convmatrix.matrix.cells import Cell
 from convmatrix.results import rundir
 from convmatrix.run import options, orchestrate, runner
 from convmatrix.run.lanes import host
-from testkit import REPO
+from testkit import H200_SLICES, REPO, SLICE_UUIDS, TWO_H100, stub_nvidia_smi
 
 
 def test_suite_command_and_env_for_a_gpu_target(tmp_path: Path) -> None:
@@ -33,6 +33,28 @@ def test_suite_command_and_env_for_a_gpu_target(tmp_path: Path) -> None:
     # in PCI bus order; on a host with mixed GPU models a cell ran on the other GPU, under this one's key.
     assert env["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
     assert env["CONVMATRIX_LANE"] == "baremetal"
+
+
+def test_a_target_on_a_mig_slice_is_pinned_by_the_slices_uuid_and_records_it(tmp_path: Path) -> None:
+    """Issue 37: a slice has no index of its own; its UUID names it to CUDA, and cell.json says
+    which slice of which GPU the result is from."""
+    first, second = gpus.parse_smi(*H200_SLICES)
+    cell = Cell(lane="host")
+    target = runner.Target(cell=cell, gpu=second, out=tmp_path)
+    assert target.results_dir == tmp_path / "host@h200-sm90-mig3g-71gb"
+    assert runner.Target(cell=cell, gpu=second, out=tmp_path, per_device=True).key == "h200-sm90-mig3g-71gb-gpu0-mig1"
+    assert runner.suite_env(target)["CUDA_VISIBLE_DEVICES"] == SLICE_UUIDS[1]
+    assert runner.suite_env(runner.Target(cell=cell, gpu=first, out=tmp_path))["CUDA_VISIBLE_DEVICES"] == SLICE_UUIDS[0]
+    meta = runner.write_cell_json(target, python="py", control=False, extra={})
+    assert json.loads((target.results_dir / rundir.CELL_JSON).read_text())["gpu"] == meta["gpu"] == {
+        "index": 0, "name": "NVIDIA H200", "capability": "9.0", "uuid": SLICE_UUIDS[1], "mig_profile": "3g.71gb",
+        "mig_device": 1, "parent_uuid": "GPU-932bfb2c-849a-2a22-1e84-9eff6bc02b39"}
+
+
+def test_a_whole_gpu_with_a_uuid_is_pinned_by_it(tmp_path: Path) -> None:
+    (gpu, _) = gpus.parse_smi(*TWO_H100)
+    env = runner.suite_env(runner.Target(cell=Cell(lane="host"), gpu=gpu, out=tmp_path))
+    assert env["CUDA_VISIBLE_DEVICES"] == "GPU-5b2dd5e9-7a3c-4f1e-9d4a-0c8e2f6a1b01"
 
 
 def test_cpu_target_runs_on_cpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -87,6 +109,23 @@ def test_identical_gpus_are_one_generation_one_target(tmp_path: Path, two_gpu_ru
     every = orchestrate.targets(Cell(lane="host"), options.parse(["--out", str(tmp_path), "--every-gpu"]))
     assert [t.key for t in every] == ["h100-80gb-hbm3-sm90-gpu0", "h100-80gb-hbm3-sm90-gpu1"]
     assert len({t.results_dir for t in every}) == 2
+
+
+def test_identical_slices_are_one_target_and_every_gpu_makes_one_per_slice(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import os
+
+    monkeypatch.setenv("PATH", f"{stub_nvidia_smi(tmp_path / 'bin', H200_SLICES)}{os.pathsep}{os.environ['PATH']}")
+    (target,) = orchestrate.targets(Cell(lane="host"), options.parse(["--out", str(tmp_path)]))
+    assert target.key == "h200-sm90-mig3g-71gb"
+    every = orchestrate.targets(Cell(lane="host"), options.parse(["--out", str(tmp_path), "--every-gpu"]))
+    assert [t.key for t in every] == ["h200-sm90-mig3g-71gb-gpu0-mig0", "h200-sm90-mig3g-71gb-gpu0-mig1"]
+    assert [runner.suite_env(t)["CUDA_VISIBLE_DEVICES"] for t in every] == list(SLICE_UUIDS)
+    (one,) = orchestrate.targets(Cell(lane="host"), options.parse(["--out", str(tmp_path), "--gpus", "0:1"]))
+    assert one.gpu is not None and one.gpu.pin == SLICE_UUIDS[1]
+    with pytest.raises(BadInput, match=r"--gpus 0:2: no such GPU on this runner \(nvidia-smi lists: 0:0, 0:1\)"):
+        orchestrate.targets(Cell(lane="host"), options.parse(["--out", str(tmp_path), "--gpus", "0:2"]))
 
 
 def test_a_dead_process_whose_case_outran_its_timeout_is_a_timeout(tmp_path: Path) -> None:
