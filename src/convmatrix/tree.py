@@ -74,9 +74,10 @@ def _lstat(name: str, fd: int) -> os.stat_result | None:
 
 
 def describe(mode: int) -> str:
-    """What a file that is not a regular one is, in a word or two."""
-    for test, word in ((stat.S_ISLNK, "a symlink"), (stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"),
-                       (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a device"), (stat.S_ISBLK, "a device")):
+    """What a file is, in a word or two: said where one is not what was wanted."""
+    for test, word in ((stat.S_ISREG, "a regular file"), (stat.S_ISLNK, "a symlink"), (stat.S_ISDIR, "a directory"),
+                       (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a device"),
+                       (stat.S_ISBLK, "a device")):
         if test(mode):
             return word
     return "not a regular file"
@@ -105,7 +106,7 @@ class Tree:
             fd = os.open(path, _DIR)
         except OSError as exc:
             if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-                raise Refused(f"{path}: a symlink or not a directory; not followed") from None
+                raise Refused(f"{path} is a symlink or not a directory; not followed") from None
             raise
         return cls(fd, path)
 
@@ -147,7 +148,7 @@ class Tree:
                     raise
                 found = _lstat(name, self.fd)
                 if not create:
-                    raise Refused(f"{self.path / name}: {describe(found.st_mode) if found else 'gone'}, "
+                    raise Refused(f"{self.path / name} is {describe(found.st_mode) if found else 'gone'}, "
                                   "not a directory; not followed") from None
                 self.remove(name)
             with contextlib.suppress(FileExistsError):
@@ -180,7 +181,7 @@ class Tree:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             os.close(fd)
-            raise Refused(f"{self.path / name}: {describe(info.st_mode)}, not a regular file; not read")
+            raise Refused(f"{self.path / name}: not a regular file ({describe(info.st_mode)}); not read")
         os.set_blocking(fd, True)
         return os.fdopen(fd, "rb")
 
@@ -207,8 +208,9 @@ class Tree:
         random name), renamed over whatever is there (a symlink or a FIFO is replaced, never
         followed); a write that fails leaves the old file and no temporary one."""
         check_name(name)
-        tmp, fd = self._fresh(name, mode)
+        tmp = ""
         try:
+            tmp, fd = self._fresh(name, mode)
             with os.fdopen(fd, "wb") as handle:
                 if isinstance(data, bytes | bytearray):
                     handle.write(data)
@@ -216,8 +218,9 @@ class Tree:
                     handle.writelines(data)
             os.replace(tmp, name, src_dir_fd=self.fd, dst_dir_fd=self.fd)
         finally:
-            with contextlib.suppress(OSError):  # renamed, or never made
-                os.unlink(tmp, dir_fd=self.fd)
+            if tmp:
+                with contextlib.suppress(OSError):  # renamed, or never made
+                    os.unlink(tmp, dir_fd=self.fd)
 
     def write_text(self, name: str, text: str | Iterable[str]) -> None:
         self.write(name, text.encode("utf-8") if isinstance(text, str) else (t.encode("utf-8") for t in text))
@@ -236,7 +239,7 @@ class Tree:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             os.close(fd)
-            raise Refused(f"{self.path / name}: {describe(info.st_mode)}, not a regular file; not written")
+            raise Refused(f"{self.path / name}: not a regular file ({describe(info.st_mode)}); not written")
         os.set_blocking(fd, True)
         return os.fdopen(fd, "ab")
 
@@ -400,6 +403,13 @@ class Tree:
         finally:
             for tree in open_targets.values():
                 tree.close()
+
+
+def append_to(path: Path, base: Path | None = None) -> BinaryIO:
+    """path opened for appending (Tree.append) from base (default: its parent), every folder on
+    the way opened without following a link: a log the harness keeps writing while a suite runs."""
+    with parent_of(path, base) as (folder, name):
+        return folder.append(name)
 
 
 def under(base: Path, path: Path) -> tuple[str, ...]:

@@ -136,6 +136,9 @@ def test_walks_and_copies_are_bounded_in_depth(tmp_path: Path) -> None:
             list(cell.walk())
         with pytest.raises(Refused, match="deeper than"):
             cell.copy_into(copy, limit=1 << 20)
+    with Tree.open(tmp_path) as root:  # pytest's own cleanup recurses (shutil.rmtree on 3.11)
+        root.rmtree("cell")
+        root.rmtree("copy")
 
 
 def test_a_copy_keeps_plain_files_and_folders_only(tmp_path: Path, outside: Path) -> None:

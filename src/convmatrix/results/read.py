@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import os
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
@@ -337,7 +338,13 @@ def read_explained(directory: Path, failing: list[str], errors: list[str]) -> di
     each a small file read with bounds; a malformed one is one error line and no finding."""
     found: dict[str, Explanation] = {}
     folder = directory / rundir.EXPLAIN
-    if not failing or not folder.is_dir() or folder.is_symlink():
+    if not failing or not os.path.lexists(folder):
+        return found
+    if folder.is_symlink() or not folder.is_dir():
+        # Said, not passed over: the harness makes explain/ a real folder, so a link or a file
+        # there is what a cell (or a copy) left, and its explanations are not read.
+        errors.append(f"{folder}: {'a symlink' if folder.is_symlink() else 'not a folder'}; "
+                      "the cell's explanations were not read")
         return found
     for case in failing:
         path = folder / f"{case}.json"
