@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from convmatrix import home
 from convmatrix.cli.main import main
 from convmatrix.results import rundir
 from convmatrix.run import evidence, reuse
@@ -89,7 +90,9 @@ def test_the_results_store_keeps_regular_files_only(tmp_path: Path, monkeypatch:
     (cell / "huge.bin").write_bytes(b"x" * 1000)  # not what a reuse needs
     within(10, lambda: reuse.save("k", cell))
     stored = tmp_path / "store" / "k"
-    assert sorted(p.name for p in stored.iterdir()) == ["cell.json", "env.json", "log.txt", "results.jsonl"]
+    # What a reuse shows, and the store's own mark (home.MARKER: gc removes only what carries it).
+    assert sorted(p.name for p in stored.iterdir()) == [home.MARKER, "cell.json", "env.json", "log.txt",
+                                                        "results.jsonl"]
     assert not (stored / "log.txt").stat().st_mode & 0o6000  # no setuid bit survives the copy
 
 
