@@ -34,6 +34,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, BinaryIO
 
+from convmatrix import jsonread
 from convmatrix.errors import BadInput
 from convmatrix.shipped import shipped
 from convmatrix.tree import Refused, Tree, describe, parent_of, under
@@ -198,6 +199,9 @@ def write_whole(path: Path, parts: Iterable[str], base: Path | None = None) -> N
 # following a symlink or blocking on a FIFO, and read with a bound.
 MAX_RECORD = 4 << 20  # cell.json, env.json, first_cause.json: a few KB when sound
 MAX_RESULTS = 256 << 20  # results.jsonl: 200 cases of <= 60 KB lines is 12 MB
+# results.jsonl's lines: far above the catalogue (233 cases) with its re-runs and user case files;
+# a file past it makes its cell INVALID, one line, and is not read (a 10^6-line file took 3.2 GB).
+MAX_LINES = 20_000
 NotPlain = Refused  # a path in a results directory that is not a regular file inside it (one line)
 
 
@@ -265,8 +269,8 @@ def read_json(path: Path, base: Path | None = None) -> dict[str, Any]:
     (for the harness's own bookkeeping; the report reads with rundir.load_object, which names what
     is wrong)."""
     try:
-        data = json.loads(read_plain(path, MAX_RECORD, base))
-    except (OSError, ValueError, RecursionError):
+        data = jsonread.loads(read_plain(path, MAX_RECORD, base))
+    except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
 
@@ -275,14 +279,14 @@ def load_object(path: Path, errors: list[str], limit: int | None = None) -> dict
     """A JSON object from path (a regular file, at most limit bytes), None when there is no such
     file; what is wrong is added to errors as one line (and {} given)."""
     try:
-        data = json.loads(read_plain(path, limit or MAX_RECORD).decode("utf-8"))
+        data = jsonread.loads(read_plain(path, limit or MAX_RECORD))
     except FileNotFoundError:
         return None
     except NotPlain as exc:
         errors.append(str(exc))
         return {}
-    except RecursionError:
-        errors.append(f"{path}: nested too deeply to be one of ours")
+    except jsonread.TooBig as exc:
+        errors.append(f"{path}: {exc}; not read")
         return {}
     except (OSError, UnicodeDecodeError) as exc:
         errors.append(f"{path}: unreadable ({exc.strerror if isinstance(exc, OSError) else exc})")

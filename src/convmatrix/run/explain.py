@@ -20,13 +20,12 @@ results directory as the suite sees it (runner.RESULTS_TOKEN: a container mounts
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from convmatrix import tree
+from convmatrix import jsonread, tree
 from convmatrix.results import cudnn_log, families, rundir
 from convmatrix.run import runner
 from convmatrix.run.lanes import Lane, Log, Prepared, SuiteRun
@@ -177,7 +176,7 @@ def _line(results: Path) -> dict[str, Any]:
         return {}
     for raw in text.split("\n"):
         try:
-            record = json.loads(raw)
+            record = jsonread.loads(raw)
         except ValueError:
             continue
         if isinstance(record, dict):
