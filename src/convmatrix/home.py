@@ -27,6 +27,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from convmatrix import tree
 from convmatrix.errors import BadInput
 
 VENVS = "venvs"  # the kinds of things held: a venv (by its directory's name) ...
@@ -149,6 +150,29 @@ def in_shared_folder(path: Path) -> bool:
 def lock_folder(kind: str) -> Path:
     """The folder of kind's lock files."""
     return image_locks() if kind == IMAGES else locks() / kind
+
+
+# What convmatrix writes into a venv or a stored result when it makes one: gc removes only what
+# carries it (a folder under venvs/ or results/ that someone else put there is not taken for
+# ours), and reads it only as a regular file inside a folder that is no symlink.
+MARKER = ".convmatrix-made"
+INSTALL_LOG_HEAD = b"# convmatrix: install log"  # the first line make_venv writes into an install log
+
+
+def mark(path: Path, kind: str) -> None:
+    """Mark path (a venv or a stored result convmatrix is making) as convmatrix's own."""
+    with tree.Tree.open(path) as folder:
+        folder.write(MARKER, f'{{"kind": "{kind}", "pid": {os.getpid()}}}\n'.encode())
+
+
+def is_marked(root: tree.Tree, name: str) -> bool:
+    """Whether root's name is a folder (never a symlink) holding convmatrix's marker, a regular file."""
+    try:
+        with root.sub(name) as folder:
+            found = folder.lstat(MARKER)
+    except OSError:  # gone, a symlink, not a folder, not a name
+        return False
+    return found is not None and stat.S_ISREG(found.st_mode)
 
 
 def touch(path: Path) -> None:
@@ -310,6 +334,18 @@ def _could_make(path: Path) -> None:
     nearest = existing(path.parent)
     if not os.access(nearest, os.W_OK | os.X_OK):
         raise BadInput(f"{path}: gc cannot take its lock: {nearest} is not writable")
+
+
+def forget(kind: str, name: str) -> None:
+    """Remove kind/name's lock file (gc, once the thing is gone); its folder opened without
+    following a link from the home (or the images' folder) down; best effort."""
+    with contextlib.suppress(OSError):
+        if kind == IMAGES:
+            with tree.Tree.open(image_locks()) as folder:
+                folder.unlink(name)
+        else:
+            with tree.Tree.open(home()) as root, root.at(("locks", kind)) as folder:
+                folder.unlink(name)
 
 
 def last_held(kind: str, name: str) -> float | None:

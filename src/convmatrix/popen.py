@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import BinaryIO
 
-from convmatrix import interrupts
+from convmatrix import interrupts, tree
 
 GRACE_S = 10.0  # how long a child gets to end after SIGTERM before it is killed
 NOT_STARTED = 127  # what a shell answers for a command it cannot run
@@ -111,7 +111,7 @@ def tee_to(log_path: Path | None, *, echo: bool = True,
     if log_path is None:
         yield Tee(None, echo=echo, on_line=on_line)
         return
-    with log_path.open("ab") as log:
+    with tree.append_to(log_path) as log:  # never through a link a suite left at its name
         yield Tee(log, echo=echo, on_line=on_line)
 
 

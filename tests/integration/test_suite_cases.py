@@ -202,3 +202,34 @@ def test_explain_reruns_a_failing_case_with_cudnns_log_and_without_cudnn(tmp_pat
                           cwd=REPO, capture_output=True, text=True, timeout=120, check=False)
     assert "explained: cuDNN said CUDNN_STATUS_NOT_SUPPORTED" in text.stdout, text.stdout[-3000:]
     assert "without cuDNN: passed, so cuDNN's path is the cause" in text.stdout
+
+
+def test_a_suite_that_plants_links_at_its_end_never_leads_the_harness_outside(tmp_path: Path) -> None:
+    """Issue 32, items 1 and 2, on the host lane with a real suite: a test plugin fails one case,
+    then, as its session ends, makes explain/ and blocking/ links to a folder outside and plants
+    the harness's temporary names (`.cell.json.<ppid>.tmp`) as links to files there. The re-runs
+    and the harness's writes stay inside the cell; the folder outside is as it was."""
+    case = "conv2d-fp32-k3-p1"
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "precious").write_text("keep me\n")
+    matrix = tmp_path / "m.toml"
+    matrix.write_text('name = "plant"\n[axes]\nlane = ["host"]\n')
+    out = tmp_path / "run"
+    faults = tmp_path / "faults.json"
+    faults.write_text(json.dumps({"raise": {case: "boom"}}))
+    env = dict(os.environ, CONVMATRIX_PYTHON=sys.executable, CONVMATRIX_PLANT_OUTSIDE=str(outside),
+               CONVMATRIX_FAULTS=str(faults),
+               PYTHONPATH=os.pathsep.join(filter(None, [str(REPO / "tests" / "plugins"), os.environ.get("PYTHONPATH")])))
+    command = [sys.executable, "-m", "convmatrix", "run", "-m", str(matrix), "--out", str(out), "--rerun-blocking",
+               "--explain", "--", "-k", case, "-p", "convmatrix_faults", "-p", "convmatrix_plant"]
+    done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=600, check=False, env=env)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert sorted(p.name for p in outside.iterdir()) == ["precious"]
+    assert (outside / "precious").read_text() == "keep me\n"
+    (cell,) = [p for p in out.iterdir() if p.name.startswith("host@")]
+    for name in ("explain", "blocking"):
+        assert (cell / name).is_dir() and not (cell / name).is_symlink()
+    assert (cell / "blocking" / "log.txt").is_file() and (cell / "explain" / f"{case}.json").is_file()
+    assert "explain/ was a symlink" in done.stdout + done.stderr
+    assert json.loads((cell / "cell.json").read_text())["exit_code"] == 1

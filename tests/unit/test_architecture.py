@@ -21,7 +21,7 @@ PACKAGE = SRC / "convmatrix"
 # shared basics of the first stage are single modules and may use one another (popen, interrupts).
 STAGES: tuple[tuple[str, ...], ...] = (
     ("convmatrix", "convmatrix.errors", "convmatrix.escape", "convmatrix.home", "convmatrix.interrupts",
-     "convmatrix.popen", "convmatrix.shipped"),
+     "convmatrix.popen", "convmatrix.shipped", "convmatrix.tree", "convmatrix.jsonread"),
     ("convmatrix.matrix",),
     ("convmatrix.gpus",),
     ("convmatrix.results",),
@@ -204,3 +204,74 @@ def test_the_report_never_loads_the_log_scanner(module: str) -> None:
     done = subprocess.run([sys.executable, "-S", "-I", "-c", script], capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "False"
+
+
+# tree.py is the one writer under a run or the home (docs/architecture.md). A write is an `open`
+# for writing, `os.open` with a flag that writes or creates, a Path's write_text/write_bytes/
+# mkdir/unlink/rename/touch/symlink_to, and os's or shutil's calls that make, move or remove
+# files. tree.Tree's own methods of those names take the name as their first argument (Path's
+# take none, or the content or the target), which is how the scan tells them apart. What is left
+# outside tree.py writes elsewhere, or is listed here with its reason.
+WRITERS_ALLOWED = {
+    "convmatrix/tree.py": "the owner itself",
+    "convmatrix/home.py": "lock files (O_NOFOLLOW, their folders made path by path) and the machine's "
+                          "shared /tmp/convmatrix-image-locks; to move into tree.py next",
+    "convmatrix/cli/main.py": "/dev/null for a closed stdout: no file under a run",
+    "convmatrix/cli/output.py": "-o's folder, a place the user names (the file itself: rundir.write_whole)",
+    "convmatrix/cli/cases.py": "a probe in a fresh temporary folder",
+    "convmatrix/engines/slurm.py": "the sbatch scripts in <out>/slurm/, written before any cell runs (the MIG "
+                                   "worker's module: not touched in issue 32)",
+    "convmatrix/prove/bisect.py": "the step matrices in <out>/matrices/, before any cell runs",
+    "convmatrix/run/options.py": "reports/runs/LATEST in the working folder, not a run",
+    "convmatrix/run/lanes/images.py": "a build context in a fresh temporary folder",
+    "convmatrix/run/lanes/base_image.py": "a base image's root file system being assembled, not a run",
+    "convmatrix/run/lanes/containers.py": "the folder of Podman's service socket",
+}
+_WRITE_FLAGS = ("O_CREAT", "O_WRONLY", "O_RDWR", "O_APPEND", "O_TRUNC")
+_OS_WRITES = {"mkdir", "makedirs", "unlink", "remove", "rmdir", "rename", "replace", "renames", "symlink", "link"}
+_SHUTIL_WRITES = {"rmtree", "copy", "copy2", "copyfile", "copytree", "move"}
+
+
+def writes(path: Path) -> Iterator[tuple[int, str]]:
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+        owner = ast.unparse(func.value) if isinstance(func, ast.Attribute) else ""
+        positional = len(node.args)
+        mode = next((k.value for k in node.keywords if k.arg == "mode"), None)
+        if name == "open" and owner == "os":
+            written = positional > 1 and any(f in ast.unparse(node.args[1]) for f in _WRITE_FLAGS)
+        elif name == "open" and not owner:
+            mode = node.args[1] if positional > 1 else mode
+            written = isinstance(mode, ast.Constant) and bool(set(str(mode.value)) & set("wax+"))
+        elif name == "open":  # Path.open(mode)
+            mode = node.args[0] if positional else mode
+            written = isinstance(mode, ast.Constant) and bool(set(str(mode.value)) & set("wax+"))
+        elif owner == "os":
+            written = name in _OS_WRITES
+        elif owner == "shutil":
+            written = name in _SHUTIL_WRITES
+        elif name in ("mkdir", "unlink", "touch"):
+            written = positional == 0  # Path's; Tree's take the name
+        elif name in ("write_text", "write_bytes", "rename", "symlink_to", "hardlink_to"):
+            written = positional == 1  # Path's; Tree.write_text and Tree.rename take the name first
+        else:
+            written = False
+        if written:
+            yield node.lineno, ast.unparse(node)[:100]
+
+
+def test_tree_is_the_only_writer_under_a_run_or_the_home() -> None:
+    found = [f"{path.relative_to(SRC)}:{line}: {text}" for path in MODULES.values()
+             for line, text in writes(path) if str(path.relative_to(SRC)) not in WRITERS_ALLOWED]
+    assert found == []
+
+
+def test_the_write_scan_sees_each_kind_of_write(tmp_path: Path) -> None:
+    sample = tmp_path / "sample.py"
+    sample.write_text("import os, shutil\nopen(p, 'w')\nos.open(p, os.O_WRONLY | os.O_CREAT)\np.write_text('x')\n"
+                      "p.mkdir(parents=True)\np.unlink()\nshutil.rmtree(p)\nos.replace(a, b)\np.open('ab')\n"
+                      "tree.write_text('name', 'x')\ntree.mkdir('name')\ntree.unlink('name')\nopen(p)\n")
+    assert [line for line, _ in writes(sample)] == [2, 3, 4, 5, 6, 7, 8, 9]

@@ -116,6 +116,7 @@ def read_only_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     root = tmp_path / "ro"
     for venv in ("old", "new"):  # an old venv's lock file is there; a new one's gc would have to make
         (root / "venvs" / venv).mkdir(parents=True)
+        (root / "venvs" / venv / home.MARKER).write_text("")  # convmatrix's own: gc would remove it
     (root / "locks" / "venvs").mkdir(parents=True)
     (root / "locks" / "venvs" / "old").write_text("")
     monkeypatch.setenv("CONVMATRIX_HOME", str(root))

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import datetime
 import json
+import os
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from convmatrix import jsonread
 from convmatrix.gpus import CPU_KEY, gpu_key, key_parts
 from convmatrix.matrix import stacks
 from convmatrix.results import families as classify
@@ -320,8 +322,10 @@ def load_dir(directory: Path, errors: list[str]) -> CellResult | None:
     key, gpu = gpu_of(name, meta, env)
     before = len(errors)
     conflicts: list[str] = []
-    cases = with_evidence(read_cases(directory / rundir.RESULTS, errors, conflicts), directory, meta, errors)
-    blocking = read_cases(directory / rundir.BLOCKING / rundir.RESULTS, errors, base=directory)
+    bounded: list[str] = []  # lines past a bound: the cell's fault, INVALID, not bad input (contracts.md)
+    cases = with_evidence(read_cases(directory / rundir.RESULTS, errors, conflicts, bounded=bounded),
+                          directory, meta, errors)
+    blocking = read_cases(directory / rundir.BLOCKING / rundir.RESULTS, errors, base=directory, bounded=bounded)
     explained = read_explained(directory, [name for name, case in cases.items() if case.outcome.failing], errors)
     cause = read_record(directory / rundir.FIRST_CAUSE, errors, cause_problems)
     not_run = meta.get("not_run") or meta.get("unsupported")
@@ -331,6 +335,7 @@ def load_dir(directory: Path, errors: list[str]) -> CellResult | None:
         problems.insert(0, "interrupted: the harness never finished this cell (a .partial directory)")
     if len(errors) > before:
         problems.append("some of its results could not be read (see the errors)")
+    problems += bounded[:5] + ([f"… and {len(bounded) - 5} more lines past a bound"] if len(bounded) > 5 else [])
     problems += conflicts[:5] + ([f"… and {len(conflicts) - 5} more conflicting lines"] if len(conflicts) > 5 else [])
     return CellResult(
         cell=meta.get("cell") or env.get("cell_id") or name.split("@")[0],
@@ -362,7 +367,13 @@ def read_explained(directory: Path, failing: list[str], errors: list[str]) -> di
     each a small file read with bounds; a malformed one is one error line and no finding."""
     found: dict[str, Explanation] = {}
     folder = directory / rundir.EXPLAIN
-    if not failing or not folder.is_dir() or folder.is_symlink():
+    if not failing or not os.path.lexists(folder):
+        return found
+    if folder.is_symlink() or not folder.is_dir():
+        # Said, not passed over: the harness makes explain/ a real folder, so a link or a file
+        # there is what a cell (or a copy) left, and its explanations are not read.
+        errors.append(f"{folder}: {'a symlink' if folder.is_symlink() else 'not a folder'}; "
+                      "the cell's explanations were not read")
         return found
     for case in failing:
         path = folder / f"{case}.json"
@@ -445,10 +456,13 @@ def completion_problems(meta: dict[str, Any], env: dict[str, Any]) -> list[str]:
 
 
 def read_cases(path: Path, errors: list[str], conflicts: list[str] | None = None,
-               base: Path | None = None) -> dict[str, Case]:
+               base: Path | None = None, bounded: list[str] | None = None) -> dict[str, Case]:
     """Each case's last line. A case recorded again with another outcome is named in conflicts
-    (the cell cannot be taken as it reads: which line is true?), never resolved in silence."""
+    (the cell cannot be taken as it reads: which line is true?), never resolved in silence. A
+    file of more than rundir.MAX_LINES lines, or a line nested past jsonread.MAX_DEPTH, is named
+    in bounded (its cell INVALID; errors when no list is given) and not read."""
     cases: dict[str, Case] = {}
+    bounded = errors if bounded is None else bounded
     try:
         text = rundir.read_plain(path, rundir.MAX_RESULTS, base).decode("utf-8", errors="replace")
     except FileNotFoundError:
@@ -459,7 +473,15 @@ def read_cases(path: Path, errors: list[str], conflicts: list[str] | None = None
     except OSError as exc:
         errors.append(f"{path}: unreadable ({exc.strerror or exc})")
         return cases
+    lines = text.count("\n") + (not text.endswith("\n"))
+    if lines > rundir.MAX_LINES:
+        bounded.append(f"{path}: {lines:,} lines, more than {rundir.MAX_LINES:,} (the catalogue has a few "
+                       "hundred cases); not read")
+        return cases
     for lineno, record in numbered(text):
+        if isinstance(record, jsonread.TooBig):
+            bounded.append(f"{path}:{lineno}: {record}; not read")
+            continue
         case = check_line(record)
         if isinstance(case, str):
             errors.append(f"{path}:{lineno}: {case}")  # only here: 200,000 sound lines need no name
@@ -484,8 +506,9 @@ def numbered(text: str) -> Iterable[tuple[int, Any]]:
     try:
         # ",\n", not ",": a line break inside a string (an object split over two lines) then stays
         # a raw control character there, which json refuses, and the file is read line by line.
+        # A line nested past json's recursion: line by line too, where jsonread names it.
         values = json.loads("[" + body.replace("\n", ",\n") + "]")
-    except ValueError:
+    except (ValueError, RecursionError):
         values = None
     if body and isinstance(values, list) and len(values) == body.count("\n") + 1:
         return enumerate(values, text[:len(text) - len(text.lstrip())].count("\n") + 1)
@@ -494,7 +517,9 @@ def numbered(text: str) -> Iterable[tuple[int, Any]]:
 
 def _loads(line: str) -> Any:
     try:
-        return json.loads(line)
+        return jsonread.loads(line)
+    except jsonread.TooBig as exc:
+        return exc  # named as past a bound, not as corrupt
     except ValueError:
         return BAD_LINE
 

@@ -22,13 +22,11 @@ Stdlib only: nox imports this in its own interpreter.
 from __future__ import annotations
 
 import contextlib
-import errno
 import fcntl
 import importlib.util
 import json
 import os
 import re
-import shutil
 import stat
 import sys
 from collections.abc import Iterable, Iterator
@@ -36,8 +34,10 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, BinaryIO
 
+from convmatrix import jsonread
 from convmatrix.errors import BadInput
 from convmatrix.shipped import shipped
+from convmatrix.tree import Refused, Tree, describe, parent_of, under
 
 # The report files written beside a run's results (nox -s nightly, the fleet engines' merge):
 # format, file name.
@@ -116,13 +116,16 @@ def replacing(final: Path, *, wait: bool = True, holder: str = "") -> Iterator[P
     """A fresh directory to run into, swapped in for `final` when the block ends normally.
 
     An exception (an interrupt, a harness bug) leaves the partial directory for the report to
-    show as interrupted, and whatever `final` held before stays as it was.
+    show as interrupted, and whatever `final` held before stays as it was. Every name is handled
+    under the run directory's descriptor (tree.Tree): a link a cell left in place of its result
+    is replaced, and an old result however deep is removed, never followed.
     """
     staging = staging_dir(final)
     with held_lock(final, wait=wait, holder=holder):
         recover(final)
-        shutil.rmtree(staging, ignore_errors=True)  # an earlier, interrupted attempt: start afresh
-        staging.mkdir(parents=True)
+        with Tree.open(final.parent, create=True) as run:
+            run.remove(staging.name)  # an earlier, interrupted attempt: start afresh
+            run.mkdir(staging.name, exist_ok=False)
         yield staging
         swap_in(staging, final)
 
@@ -134,11 +137,9 @@ def held_lock(final: Path, *, wait: bool = True, holder: str = "") -> Iterator[N
     wait: take turns (two shards of one run on one host both run the control: the second waits,
     then replaces the first's result whole); else Busy, naming the holder (two runs into one
     --out would otherwise both write one cell)."""
-    locks = final.parent / LOCKS
-    if locks.is_symlink() or (locks.exists() and not locks.is_dir()):
-        locks.unlink()  # the harness's own directory: a link there is never followed
-    locks.mkdir(parents=True, exist_ok=True)
-    fd = os.open(locks / final.name, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o644)
+    # The harness's own directory: a link or a file in its place is replaced, never followed.
+    with Tree.open(final.parent, create=True) as run, run.sub(LOCKS, create=True) as locks:
+        fd = locks.open_lock(final.name)
     with os.fdopen(fd, "r+") as handle:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
@@ -160,38 +161,37 @@ def held_lock(final: Path, *, wait: bool = True, holder: str = "") -> Iterator[N
 def recover(final: Path) -> None:
     """A harness killed between swap_in's two renames leaves the earlier result as `.old` and no
     `final`: it is put back, so neither the report nor --resume loses it."""
-    old = final.with_name(final.name + ".old")
-    if not final.exists() and old.is_dir() and not old.is_symlink():
-        os.replace(old, final)
+    old = final.name + ".old"
+    with contextlib.suppress(FileNotFoundError, Refused), Tree.open(final.parent) as run:
+        if run.lstat(final.name) is None and run.is_dir(old):
+            run.rename(old, final.name)
 
 
 def swap_in(staging: Path, final: Path) -> None:
     """Replace `final` by `staging`: the old result is moved aside first, then removed, so a
     crash between the two renames leaves one complete directory, never a mix of both."""
-    old = final.with_name(final.name + ".old")
-    shutil.rmtree(old, ignore_errors=True)
-    if final.exists():
-        os.replace(final, old)
-    os.replace(staging, final)
-    shutil.rmtree(old, ignore_errors=True)
+    old = final.name + ".old"
+    with Tree.open(final.parent) as run:
+        run.remove(old)
+        if run.lstat(final.name) is not None:
+            run.rename(final.name, old)
+        run.rename(staging.name, final.name)
+        with contextlib.suppress(Refused):  # a tree past the entry bound stays as .old; the result is in
+            run.remove(old)
 
 
-def write_json(path: Path, data: dict[str, Any]) -> None:
-    write_whole(path, [json.dumps(data, indent=2) + "\n"])
+def write_json(path: Path, data: dict[str, Any], base: Path | None = None) -> None:
+    write_whole(path, [json.dumps(data, indent=2) + "\n"], base)
 
 
-def write_whole(path: Path, parts: Iterable[str]) -> None:
-    """path's new text, written whole or not at all (a temporary file beside it, renamed):
-    readers see the old file or the new one, never half of one, and a write that fails leaves
-    the old one and no temporary file."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with tmp.open("w", encoding="utf-8") as handle:
-            handle.writelines(parts)
-        os.replace(tmp, path)
-    finally:
-        with contextlib.suppress(OSError):  # renamed, or never made (no such directory)
-            tmp.unlink()
+def write_whole(path: Path, parts: Iterable[str], base: Path | None = None) -> None:
+    """path's new text, written whole or not at all (tree.Tree.write: a fresh temporary file
+    beside it, O_EXCL under a random name, renamed): readers see the old file or the new one,
+    never half of one, and a write that fails leaves the old one and no temporary file. The
+    folders from base (default: path's parent) down to it are opened without following a link;
+    with a base, they are the harness's own layout, made real folders where missing or replaced."""
+    with parent_of(path, base, create=base is not None) as (folder, name):
+        folder.write_text(name, parts)
 
 
 # What a results directory holds is written by the suite (and whatever a cell image runs), so it
@@ -199,97 +199,78 @@ def write_whole(path: Path, parts: Iterable[str]) -> None:
 # following a symlink or blocking on a FIFO, and read with a bound.
 MAX_RECORD = 4 << 20  # cell.json, env.json, first_cause.json: a few KB when sound
 MAX_RESULTS = 256 << 20  # results.jsonl: 200 cases of <= 60 KB lines is 12 MB
-_READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
-
-
-class NotPlain(OSError):
-    """A path in a results directory that is not a regular file inside it (said in one line)."""
+# results.jsonl's lines: far above the catalogue (233 cases) with its re-runs and user case files;
+# a file past it makes its cell INVALID, one line, and is not read (a 10^6-line file took 3.2 GB).
+MAX_LINES = 20_000
+NotPlain = Refused  # a path in a results directory that is not a regular file inside it (one line)
 
 
 def inside(path: Path, base: Path) -> None:
-    """NotPlain unless path is under base with no symlink on the way (base itself is trusted)."""
-    try:
-        relative = path.relative_to(base)
-    except ValueError:
-        raise NotPlain(f"{path}: outside {base}") from None
-    if ".." in relative.parts:
-        raise NotPlain(f"{path}: outside {base}")
-    here = base
-    for part in relative.parts[:-1]:
-        here = here / part
-        if here.is_symlink():
-            raise NotPlain(f"{path}: {here} is a symlink")
+    """NotPlain unless path is under base, by names tree.check_name allows (base itself is trusted)."""
+    under(base, path)
 
 
 def open_plain(path: Path, base: Path | None = None) -> BinaryIO:
-    """path for reading: a regular file (under base, when given), never a symlink, a FIFO or a device."""
-    if base is not None:
-        inside(path, base)
-    try:
-        fd = os.open(path, _READ)
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise NotPlain(f"{path}: a symlink (not followed)") from None
-        raise
-    info = os.fstat(fd)
-    if not stat.S_ISREG(info.st_mode):
-        os.close(fd)
-        raise NotPlain(f"{path}: not a regular file")
-    os.set_blocking(fd, True)
-    return os.fdopen(fd, "rb")
+    """path for reading: a regular file (under base, when given: every folder on the way opened
+    without following a link), never a symlink, a FIFO or a device."""
+    with parent_of(path, base) as (folder, name):
+        return folder.open_read(name)
 
 
 def read_plain(path: Path, limit: int, base: Path | None = None) -> bytes:
     """A regular file's bytes, at most limit of them (NotPlain past it: nothing of it is used)."""
-    with open_plain(path, base) as handle:
-        data = handle.read(limit + 1)
-    if len(data) > limit:
-        raise NotPlain(f"{path}: larger than {limit:,} bytes; not read")
-    return data
+    with parent_of(path, base) as (folder, name):
+        return folder.read(name, limit)
 
 
 def write_plain(path: Path, data: bytes, base: Path) -> None:
-    """path's new bytes, as a regular file under base: written to a fresh temporary file beside
-    it and renamed over whatever is there (a rename replaces a symlink or a FIFO, never follows it)."""
-    parent = path.parent
-    if parent != base and parent.parent == base and (parent.is_symlink() or (parent.exists() and not parent.is_dir())):
-        parent.unlink()  # the suite's, in the harness's own directory: made a real directory below
-    inside(path, base)
-    parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o644)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.replace(tmp, path)
-    finally:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
+    """path's new bytes, as a regular file under base: the folders on the way made real ones (a
+    link or a file the suite left in their place is replaced, never followed), then a fresh
+    temporary file renamed over whatever is there."""
+    with parent_of(path, base, create=True) as (folder, name):
+        folder.write(name, data)
+
+
+def make_dirs(path: Path, base: Path) -> None:
+    """path and the folders from base down to it, real directories (what a cell left in their
+    place, a link or a file, is replaced): where a suite run is pointed (blocking/, explain/<case>/)."""
+    with Tree.open(base, create=True) as root, root.at(under(base, path), create=True):
+        pass
+
+
+def claim_dir(path: Path, base: Path) -> str | None:
+    """path (a folder of the harness's own under base: blocking/, explain/) made a real folder;
+    what the cell had left there instead ("a symlink", "a regular file"), for a line, or None."""
+    with Tree.open(base) as root, root.at(under(base, path.parent)) as folder:
+        found = folder.lstat(path.name)
+        left = None if found is None or stat.S_ISDIR(found.st_mode) else describe(found.st_mode)
+        folder.sub(path.name, create=True).close()
+    return left
+
+
+def open_log(path: Path, base: Path) -> BinaryIO:
+    """path (a log.txt under base) for appending, its folders made real ones on the way; never a
+    link or a FIFO (NotPlain)."""
+    with parent_of(path, base, create=True) as (folder, name):
+        return folder.append(name)
 
 
 def copy_plain(source: Path, target: Path, limit: int = MAX_RESULTS, only: Iterable[str] | None = None) -> None:
     """The regular files and directories under source into target (of source's top level, only
     the names in `only` when given), none bigger than limit: symlinks, FIFOs, devices and sockets
-    are dropped (never followed), as are setuid/setgid bits."""
-    target.mkdir(parents=True, exist_ok=True)
-    wanted = set(only) if only is not None else None
-    for entry in os.scandir(source):
-        if entry.is_symlink() or (wanted is not None and entry.name not in wanted):
-            continue
-        if entry.is_dir(follow_symlinks=False):
-            copy_plain(Path(entry.path), target / entry.name, limit)
-        elif entry.is_file(follow_symlinks=False) and entry.stat(follow_symlinks=False).st_size <= limit:
-            with contextlib.suppress(NotPlain):
-                write_plain(target / entry.name, read_plain(Path(entry.path), limit), target)
+    are dropped (never followed), as are setuid/setgid bits. NotPlain (one line) past the walk's
+    bounds (tree.MAX_DEPTH levels, tree.MAX_ENTRIES entries)."""
+    with Tree.open(source) as src, Tree.open(target, create=True) as dst:
+        src.copy_into(dst, only=only, limit=limit)
 
 
-def read_json(path: Path) -> dict[str, Any]:
+def read_json(path: Path, base: Path | None = None) -> dict[str, Any]:
     """A JSON object, or {} when the file is missing or unreadable, not a regular file or too big
     (for the harness's own bookkeeping; the report reads with rundir.load_object, which names what
     is wrong)."""
     try:
-        data = json.loads(read_plain(path, MAX_RECORD))
-    except (OSError, ValueError, RecursionError):
+        data = jsonread.loads(read_plain(path, MAX_RECORD, base))
+    except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
 
@@ -298,14 +279,14 @@ def load_object(path: Path, errors: list[str], limit: int | None = None) -> dict
     """A JSON object from path (a regular file, at most limit bytes), None when there is no such
     file; what is wrong is added to errors as one line (and {} given)."""
     try:
-        data = json.loads(read_plain(path, limit or MAX_RECORD).decode("utf-8"))
+        data = jsonread.loads(read_plain(path, limit or MAX_RECORD))
     except FileNotFoundError:
         return None
     except NotPlain as exc:
         errors.append(str(exc))
         return {}
-    except RecursionError:
-        errors.append(f"{path}: nested too deeply to be one of ours")
+    except jsonread.TooBig as exc:
+        errors.append(f"{path}: {exc}; not read")
         return {}
     except (OSError, UnicodeDecodeError) as exc:
         errors.append(f"{path}: unreadable ({exc.strerror if isinstance(exc, OSError) else exc})")
@@ -319,9 +300,10 @@ def load_object(path: Path, errors: list[str], limit: int | None = None) -> dict
     return data
 
 
-def append_result(results_dir: Path, record: dict[str, Any]) -> None:
-    with (results_dir / RESULTS).open("a") as fh:
-        fh.write(json.dumps(record) + "\n")
+def append_result(results_dir: Path, record: dict[str, Any], base: Path | None = None) -> None:
+    """A line added to results_dir's results.jsonl (never through a link the suite left there)."""
+    with parent_of(results_dir / RESULTS, base) as (folder, name), folder.append(name) as fh:
+        fh.write((json.dumps(record) + "\n").encode("utf-8"))
 
 
 def is_complete(results_dir: Path) -> bool:

@@ -89,8 +89,7 @@ def prepare(matrix_files: Sequence[Path], suite_args: Sequence[str], out: Path) 
         digest = hashlib.sha256(raw).hexdigest()[:16]
         data = casefile.read(str(path))
         copy = out / DIR / digest / f"{stem}.json"
-        if not copy.is_file():
-            copy.parent.mkdir(parents=True, exist_ok=True)
+        if not copy.is_file():  # write_plain makes cases/<digest>/ (tree.py), never through a link
             rundir.write_plain(copy, (json.dumps(data, indent=1, sort_keys=True) + "\n").encode(), out)
         made.append(CaseFile(source=path, stem=stem, digest=digest,
                              count=sum(1 for c in cases if c.prefix == stem), copy=copy.resolve()))

@@ -8,12 +8,12 @@ Stdlib only (the runner calls it from nox's interpreter); classify is stdlib-onl
 
 from __future__ import annotations
 
-import json
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from convmatrix import jsonread
 from convmatrix.results import families, rundir, sections
 
 BEFORE = 100  # lines kept before the first occurrence: the triage procedure asks for at least 100
@@ -41,14 +41,17 @@ def failures(results_jsonl: Path) -> list[Failure]:
     """The failing cases of a results file, last line per case winning (as the report reads it)."""
     latest: dict[str, Failure] = {}
     try:
-        lines = results_jsonl.read_text(encoding="utf-8", errors="replace").splitlines()
+        text = rundir.read_plain(results_jsonl, rundir.MAX_RESULTS).decode("utf-8", errors="replace")
     except OSError:
         return []
+    lines = text.splitlines()
+    if len(lines) > rundir.MAX_LINES:
+        return []  # past the bound: the report makes the cell INVALID and says so
     for line in lines:
         try:
-            record = json.loads(line)
+            record = jsonread.loads(line)
         except ValueError:
-            continue  # the report names corrupt lines; evidence just skips them
+            continue  # the report names corrupt lines and lines past a bound; evidence just skips them
         if isinstance(record, dict) and isinstance(record.get("case"), str) and rundir.records.CASE_ID.fullmatch(
                 record["case"]):  # a case id that could name a path elsewhere is the report's to name, not a file
             latest[record["case"]] = Failure(case=record["case"], status=str(record.get("status")),

@@ -20,12 +20,12 @@ results directory as the suite sees it (runner.RESULTS_TOKEN: a container mounts
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from convmatrix import jsonread, tree
 from convmatrix.results import cudnn_log, families, rundir
 from convmatrix.run import runner
 from convmatrix.run.lanes import Lane, Log, Prepared, SuiteRun
@@ -72,6 +72,9 @@ def explain(lane: Lane, prepared: Prepared, target: runner.Target, args: Sequenc
     if not failing:
         return 0
     root = target.results_dir / DIR
+    left = rundir.claim_dir(root, target.results_dir)
+    if left:
+        log(f"{target.cell.id}: {DIR}/ was {left} (the suite left it): replaced by a folder, never followed")
     for nodeid, case in failing[:MAX_CASES]:
         folder = root / case
         logged = SuiteRun(target=target, args=tuple(args), select=(nodeid,), results_dir=folder,
@@ -84,7 +87,7 @@ def explain(lane: Lane, prepared: Prepared, target: runner.Target, args: Sequenc
                        results_dir=folder / CUDNN_OFF, env=dict(env or {}))
         code = run_continuing(lane, prepared, off, log)
         runner.record_crashes(target, code, results_dir=folder / CUDNN_OFF)
-        rundir.write_json(root / f"{case}.json", found(folder, case, level))
+        rundir.write_json(root / f"{case}.json", found(folder, case, level), target.results_dir)
     more = len(failing) - MAX_CASES
     log(f"{target.cell.id}: {min(len(failing), MAX_CASES)} failing case(s) re-run with cuDNN's log on in {DIR}/"
         + (f" ({more} more not explained: at most {MAX_CASES} a cell)" if more > 0 else ""))
@@ -105,7 +108,8 @@ def keep_end(path: Path, folder: Path, limit: int = KEPT) -> None:
             handle.seek(size - limit)
             tail = handle.read(limit)
     except rundir.NotPlain:
-        path.unlink()
+        with tree.parent_of(path, folder) as (parent, name):
+            parent.unlink(name)
         return
     tail = tail[tail.find(b"\n") + 1:] if b"\n" in tail else tail
     note = f"[convmatrix: the first {size - len(tail):,} bytes of this log were dropped; its last {len(tail):,} kept]\n"
@@ -172,7 +176,7 @@ def _line(results: Path) -> dict[str, Any]:
         return {}
     for raw in text.split("\n"):
         try:
-            record = json.loads(raw)
+            record = jsonread.loads(raw)
         except ValueError:
             continue
         if isinstance(record, dict):

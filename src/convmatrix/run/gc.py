@@ -9,7 +9,10 @@ the rest until what is left weighs no more than that (on disk, each file once: W
 running job holds is never removed: gc takes each one's lock exclusively without waiting and
 leaves it where another holds it, and the engine refuses to remove an image a container uses. A
 directory is renamed out of the way (TRASH) before it is removed, so that an interrupted gc never
-leaves a half venv that looks whole. An engine that is not reachable costs only the images: the
+leaves a half venv that looks whole. Only what convmatrix made is removed: a venv or a stored
+result carries home.MARKER (written by the baremetal lane and the results store), and every root
+and item is opened through tree.Tree, never through a symlink; what has no marker is kept and
+listed. An engine that is not reachable costs only the images: the
 venvs and stored results are still cleaned.
 """
 
@@ -17,7 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
+import stat
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
@@ -26,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from convmatrix import home
+from convmatrix import home, tree
 from convmatrix.errors import InfrastructureError
 from convmatrix.run.lanes.images import DIGEST, LABEL_HASH
 
@@ -62,6 +65,8 @@ class Summary:
     held: list[Item] = field(default_factory=list)
     failed: list[Item] = field(default_factory=list)
     images_skipped: str = ""  # why, when the images were not looked at
+    unmarked: list[Item] = field(default_factory=list)  # without home.MARKER: not ours to remove, kept
+    refused: list[str] = field(default_factory=list)  # a root that is a symlink or no folder: one line each
 
 
 def disk_inodes(path: Path, limit: int = WALK_LIMIT) -> tuple[dict[Inode, int], bool]:
@@ -138,24 +143,49 @@ def entries(root: Path) -> list[os.DirEntry[str]]:
         return []
 
 
-def local_items() -> list[Item]:
+def local_items(summary: Summary | None = None) -> list[Item]:
     """The venvs and their install logs, the stored results (and the staging of one being
-    saved), and what an interrupted gc left."""
-    items = []
-    for root, kind, held_as in ((home.venvs(), "venv", home.VENVS), (home.results_store(), "stored result",
+    saved), and what an interrupted gc left: only what carries convmatrix's marker (home.MARKER;
+    an install log, its first line), each root and item opened without following a link. What has
+    no marker is added to summary.unmarked (kept), a root that is a symlink to summary.refused."""
+    summary = summary if summary is not None else Summary()
+    items: list[Item] = []
+    for where, kind, held_as in ((home.venvs(), "venv", home.VENVS), (home.results_store(), "stored result",
                                                                        home.RESULTS)):
-        for entry in entries(root):
-            path, is_dir = Path(entry.path), entry.is_dir(follow_symlinks=False)
-            if entry.name.startswith(TRASH):
-                items.append(local_item("leftover", path, None))
-            elif entry.name.startswith("."):
-                continue
-            elif is_dir:
-                name = entry.name.removesuffix(SAVING) if held_as == home.RESULTS else entry.name
-                items.append(local_item(kind, path, (held_as, name)))
-            elif held_as == home.VENVS and entry.name.endswith(INSTALL_LOG) and entry.is_file(follow_symlinks=False):
-                items.append(local_item("install log", path, None))
+        try:
+            root = tree.Tree.open(where)
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            summary.refused.append(f"gc: {exc}; nothing under it is removed")
+            continue
+        with root:
+            for name, info in root.entries():
+                path, is_dir = where / name, stat.S_ISDIR(info.st_mode)
+                if name.startswith(TRASH) and is_dir:
+                    item = local_item("leftover", path, None)
+                elif name.startswith("."):
+                    continue
+                elif is_dir:
+                    held = name.removesuffix(SAVING) if held_as == home.RESULTS else name
+                    item = local_item(kind, path, (held_as, held))
+                elif held_as == home.VENVS and name.endswith(INSTALL_LOG) and stat.S_ISREG(info.st_mode):
+                    log = local_item("install log", path, None)
+                    (items if install_log_is_ours(root, name) else summary.unmarked).append(log)
+                    continue
+                else:
+                    continue
+                (items if home.is_marked(root, name) else summary.unmarked).append(item)
     return items
+
+
+def install_log_is_ours(root: tree.Tree, name: str) -> bool:
+    """Whether an install log starts with the line make_venv writes first."""
+    try:
+        with root.open_read(name) as handle:
+            return handle.read(len(home.INSTALL_LOG_HEAD)) == home.INSTALL_LOG_HEAD
+    except OSError:
+        return False
 
 
 def image_items(engine: Any) -> list[Item]:
@@ -185,15 +215,22 @@ def gb(size: int, bounded: bool = False) -> str:
 
 
 def remove_local(path: Path) -> str | None:
-    """Rename out of the way, then remove; None when gone, else why not."""
+    """Rename out of the way, then remove, under its root's descriptor (never through a link);
+    None when gone, else why not. A folder is removed only while it carries the marker."""
     try:
-        if path.is_dir() and not path.is_symlink():
-            doomed = path if path.name.startswith(TRASH) else path.with_name(f"{TRASH}{path.name}-{os.getpid()}")
-            if doomed != path:
-                path.rename(doomed)
-            shutil.rmtree(doomed)
-        else:
-            path.unlink(missing_ok=True)
+        with tree.Tree.open(path.parent) as root:
+            found = root.lstat(path.name)
+            if found is None:
+                return None
+            if not stat.S_ISDIR(found.st_mode):
+                root.unlink(path.name)
+                return None
+            if not home.is_marked(root, path.name):
+                return "it no longer carries convmatrix's marker; kept"
+            doomed = path.name if path.name.startswith(TRASH) else f"{TRASH}{path.name}-{os.getpid()}"
+            if doomed != path.name:
+                root.rename(path.name, doomed)
+            root.rmtree(doomed)
     except OSError as exc:
         return exc.strerror or str(exc)
     return None
@@ -246,8 +283,7 @@ class Collector:
                 self.line("could not remove", item, f"{reason}; {problem}")
                 return False
             if item.hold is not None:
-                with contextlib.suppress(OSError):
-                    home.lock_path(*item.hold).unlink()  # still ours: a later hold makes a new one
+                home.forget(*item.hold)  # still ours: a later hold makes a new one
             self.summary.removed.append(item)
             self.line("removed", item, reason)
             return True
@@ -259,7 +295,8 @@ def collect(*, keep_days: float = KEEP_DAYS, max_gb: float | None = None, dry_ru
     """Remove (with dry_run: list) what is unused for more than keep_days, then the oldest of the
     rest while they weigh more than max_gb; say a line for each, and one for the whole."""
     now = time.time() if now is None else now
-    items = local_items()
+    found = Summary()
+    items = local_items(found)
     with contextlib.ExitStack() as stack:
         reached: Any = None
         try:
@@ -273,6 +310,12 @@ def collect(*, keep_days: float = KEEP_DAYS, max_gb: float | None = None, dry_ru
             skipped = ""
         gc = Collector(dry_run=dry_run, say=say, engine=reached)
         gc.summary.found, gc.summary.images_skipped = items, skipped
+        gc.summary.unmarked, gc.summary.refused = found.unmarked, found.refused
+        for line in found.refused:
+            say(line)
+        for item in found.unmarked:
+            gc.line("kept", item, "no convmatrix marker in it (not made by convmatrix, or before markers): "
+                    "never removed by gc; remove it by hand if it is not needed")
         by_age = sorted(items, key=lambda i: i.used)
         gone: set[int] = set()
         for item in by_age:
@@ -317,8 +360,7 @@ def forget_stale_locks(items: list[Item], *, images_seen: bool, gone: set[int], 
                 continue
             with home.exclusive(kind, entry.name) as free:
                 if free:
-                    with contextlib.suppress(OSError):
-                        home.lock_path(kind, entry.name).unlink()
+                    home.forget(kind, entry.name)
 
 
 def summary_line(summary: Summary, *, dry_run: bool) -> str:
@@ -334,6 +376,8 @@ def summary_line(summary: Summary, *, dry_run: bool) -> str:
         parts.append(f"{len(summary.held)} kept: held by a running job or used by a container")
     if summary.failed:
         parts.append(f"{len(summary.failed)} could not be removed")
+    if summary.unmarked:
+        parts.append(f"{len(summary.unmarked)} kept: not marked as convmatrix's")
     if dry_run:
         parts.append("nothing removed")
     return "; ".join(parts)

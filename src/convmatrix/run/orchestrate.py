@@ -381,9 +381,10 @@ def run_continuing(lane: Lane, prepared: Prepared, run: SuiteRun, log: Log) -> i
     code = lane.run(prepared, run, log)
     raise_if_stopped()  # a lane that ended without noticing the interrupt: its run is still cut short
     lines = 0
-    while runner.ended_early(run.out):
+    base = runner.within(run.target, run.out)
+    while runner.ended_early(run.out, base):
         crashed = runner.record_crashes(run.target, code, results_dir=run.out)
-        recorded = runner.line_count(run.out)
+        recorded = runner.line_count(run.out, base)
         if recorded <= lines:
             break
         lines = recorded
@@ -402,6 +403,10 @@ def rerun_blocking(lane: Lane, prepared: Prepared, target: runner.Target, opts: 
     select = runner.failing_nodeids(target.results_dir)
     if not select:
         return
+    left = rundir.claim_dir(target.results_dir / rundir.BLOCKING, target.results_dir)
+    if left:
+        log(f"{target.cell.id}: {rundir.BLOCKING}/ was {left} (the suite left it): replaced by a folder, "
+            "never followed")
     blocking = SuiteRun(target=target, args=suite_args(target.cell, opts), select=select,
                         results_dir=target.results_dir / rundir.BLOCKING,
                         env={**(env or {}), "CUDA_LAUNCH_BLOCKING": "1"})
@@ -425,7 +430,7 @@ def record_not_run(target: runner.Target, reason: str, matrix: Matrix, *, field:
         runner.write_cell_json(staged, python="", control=target.cell == matrix.control,
                                extra={"matrix": str(matrix.path), field: reason,
                                       "optional": target.cell.id in matrix.optional, "ended": rundir.records.now()})
-        (staged.results_dir / rundir.LOG).write_text(f"convmatrix: not run here: {reason}\n")
+        rundir.write_whole(staged.results_dir / rundir.LOG, [f"convmatrix: not run here: {reason}\n"])
 
 
 def record_setup_failure(target: runner.Target, reason: str, matrix: Matrix) -> None:
@@ -434,5 +439,5 @@ def record_setup_failure(target: runner.Target, reason: str, matrix: Matrix) -> 
     with contextlib.suppress(rundir.Busy), runner.fresh(target) as staged:  # busy: its writer records it
         meta = runner.write_cell_json(staged, python="", control=target.cell == matrix.control,
                                       extra={"matrix": str(matrix.path), "error": reason})
-        (staged.results_dir / rundir.LOG).write_text(f"convmatrix: {reason}\n")
+        rundir.write_whole(staged.results_dir / rundir.LOG, [f"convmatrix: {reason}\n"])
         runner.finish(staged, 255, meta)

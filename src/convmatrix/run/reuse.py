@@ -15,12 +15,11 @@ import functools
 import hashlib
 import json
 import os
-import shutil
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
-from convmatrix import home
+from convmatrix import home, tree
 from convmatrix.results import rundir
 from convmatrix.run import cases
 from convmatrix.run.runner import Target
@@ -88,22 +87,27 @@ KEPT = (rundir.CELL_JSON, rundir.ENV_JSON, rundir.RESULTS, rundir.LOG, rundir.FI
 def save(result_key: str, results_dir: Path) -> None:
     """Keep a complete result under its key (replacing an older one); best effort: a full disk
     costs the reuse, never the run. Held meanwhile, so that `convmatrix gc` leaves it alone."""
-    final = store() / result_key
-    staging = final.with_name(f"{result_key}.saving")
     with home.held(home.RESULTS, result_key):
-        _save(results_dir, final, staging)
+        _save(results_dir, store(), result_key)
 
 
-def _save(results_dir: Path, final: Path, staging: Path) -> None:
+def _save(results_dir: Path, where: Path, result_key: str) -> None:
+    staging = f"{result_key}.saving"
     try:
-        shutil.rmtree(staging, ignore_errors=True)
-        # What a reuse shows, as regular files only (a symlink is never followed): nothing else a
-        # cell left there, however big, reaches the store.
-        rundir.copy_plain(results_dir, staging, only=KEPT)
-        shutil.rmtree(final, ignore_errors=True)
-        staging.rename(final)
+        with tree.Tree.open(where, create=True) as kept:
+            try:
+                kept.remove(staging)
+                kept.mkdir(staging, exist_ok=False)
+                home.mark(where / staging, "stored result")  # gc removes only what carries it
+                # What a reuse shows, as regular files only (a symlink is never followed), bounded in
+                # depth and entries: nothing else a cell left there, however big, reaches the store.
+                rundir.copy_plain(results_dir, where / staging, only=KEPT)
+                kept.remove(result_key)
+                kept.rename(staging, result_key)
+            except OSError:
+                kept.remove(staging)
     except OSError:
-        shutil.rmtree(staging, ignore_errors=True)
+        pass
 
 
 def restore(result_key: str, into: Path, *, host: str = "") -> bool:
@@ -114,7 +118,7 @@ def restore(result_key: str, into: Path, *, host: str = "") -> bool:
     with home.held(home.RESULTS, result_key):
         if not rundir.is_complete(stored):
             return False
-        rundir.copy_plain(stored, into)
+        rundir.copy_plain(stored, into, only=KEPT)  # not the store's own marker
         home.touch(stored)
     meta = rundir.read_json(into / rundir.CELL_JSON)
     meta["reused"] = {"key": result_key, "started": meta.get("started"), "ended": meta.get("ended"),

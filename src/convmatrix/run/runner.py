@@ -5,14 +5,18 @@ Stdlib only: nox imports this in its own interpreter, before any venv has the ha
 
 from __future__ import annotations
 
+import contextlib
+import fnmatch
+import json
 import os
 import signal
+import stat
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from convmatrix import popen
+from convmatrix import popen, tree
 from convmatrix.errors import BadInput
 from convmatrix.gpus import CPU_KEY, Gpu
 from convmatrix.matrix.cells import Cell
@@ -67,7 +71,7 @@ def write_cell_json(target: Target, *, python: str, control: bool, extra: dict[s
     """cell.json as the run starts; returns what it holds, which the harness keeps in memory and
     completes in finish(): what the harness knows (the cell, its request, control, host) is
     never taken back from a file the suite could have rewritten."""
-    target.results_dir.mkdir(parents=True, exist_ok=True)
+    rundir.make_dirs(target.results_dir, target.out)
     gpu = target.gpu
     meta: dict[str, object] = {
         "schema": rundir.CELL_SCHEMA,
@@ -152,9 +156,17 @@ def run_local(python: str, target: Target, suite_args: Sequence[str] = (), *,
     """Run the suite with an interpreter of this machine (the host's, a venv's), everything it
     prints into <results>/log.txt and our stdout; its exit status."""
     out = results_dir or target.results_dir
-    out.mkdir(parents=True, exist_ok=True)
+    # blocking/, explain/<case>/: real folders, whatever link or file the suite left in their place.
+    rundir.make_dirs(out, within(target, out))
     command = suite_command(target, python, suite_args, results_dir=out, select=select)
     return popen.stream(command, env={**suite_env(target), **with_results(env or {}, out)}, log_path=out / rundir.LOG)
+
+
+def within(target: Target, path: Path) -> Path:
+    """The trusted folder path is opened from: the target's results directory (the harness made
+    it) when path is in it (blocking/, explain/<case>/), else path's own parent."""
+    base = target.results_dir
+    return base if path == base or base in path.parents else path.parent
 
 
 def with_results(env: Mapping[str, str], results_dir: Path | str) -> dict[str, str]:
@@ -162,16 +174,16 @@ def with_results(env: Mapping[str, str], results_dir: Path | str) -> dict[str, s
     return {key: value.replace(RESULTS_TOKEN, str(results_dir)) for key, value in env.items()}
 
 
-def ended_early(results_dir: Path) -> bool:
+def ended_early(results_dir: Path, base: Path | None = None) -> bool:
     """Whether the suite process went before its end (env.json without `ended`): killed by a
     case, or left after a timeout or a sticky CUDA error."""
-    env = rundir.read_json(results_dir / rundir.ENV_JSON)
+    env = rundir.read_json(results_dir / rundir.ENV_JSON, base)
     return bool(env) and not env.get("ended")
 
 
-def line_count(results_dir: Path) -> int:
+def line_count(results_dir: Path, base: Path | None = None) -> int:
     try:
-        with (results_dir / rundir.RESULTS).open("rb") as handle:
+        with rundir.open_plain(results_dir / rundir.RESULTS, base) as handle:
             return sum(1 for _ in handle)
     except OSError:
         return 0
@@ -239,18 +251,27 @@ def record_crashes(target: Target, exit_code: int, *, results_dir: Path | None =
     """Append a `crashed` (or `timeout`) line for every case still marked in flight, in the
     target's results or in results_dir: a dead run costs only those."""
     out = results_dir or target.results_dir
+    base = within(target, out)
     cases = []
-    for marker in sorted(out.glob("running-*.json")):
-        running = rundir.read_json(marker)
-        case = running.get("case")
-        if isinstance(case, str) and rundir.records.CASE_ID.fullmatch(case):
-            cases.append(case)
-            status, message = judge(running, exit_code)
-            rundir.append_result(out, rundir.records.crash_record(
-                cell_id=target.cell.id, case=case, nodeid=running.get("nodeid"), status=status,
-                message=message, worker=marker.stem.removeprefix("running-"), started=running.get("started"),
-            ))
-        marker.unlink()
+    try:
+        with tree.Tree.open(base) as root, root.at(tree.under(base, out)) as folder:
+            markers = [name for name, info in folder.entries()
+                       if fnmatch.fnmatch(name, "running-*.json") and stat.S_ISREG(info.st_mode)]
+            for name in markers:
+                running = rundir.read_json(out / name, out)
+                case = running.get("case")
+                if isinstance(case, str) and rundir.records.CASE_ID.fullmatch(case):
+                    cases.append(case)
+                    status, message = judge(running, exit_code)
+                    with contextlib.suppress(tree.Refused), folder.append(rundir.RESULTS) as results:
+                        results.write((json.dumps(rundir.records.crash_record(
+                            cell_id=target.cell.id, case=case, nodeid=running.get("nodeid"), status=status,
+                            message=message, worker=name.removesuffix(".json").removeprefix("running-"),
+                            started=running.get("started"),
+                        )) + "\n").encode("utf-8"))
+                folder.unlink(name)
+    except (FileNotFoundError, tree.Refused):  # no folder, or not a real one: nothing it holds is ours
+        pass
     return cases
 
 

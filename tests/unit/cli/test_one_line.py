@@ -62,7 +62,10 @@ def test_triage_reads_a_utf16_log(tmp_path: Path, capsys: pytest.CaptureFixture[
 def test_an_interrupted_report_leaves_no_temporary_file_and_one_line(tmp_path: Path, signum: int) -> None:
     """The report is stopped while it writes -o: its temporary file goes, the old report stays."""
     run = tmp_path / "run"
-    write_result(run, "ctrl", [record(f"c{i}") for i in range(50_000)], cell={"control": True, "ended": "x"})
+    # 50,000 cases in five cells: a cell's results.jsonl holds at most rundir.MAX_LINES lines.
+    write_result(run, "ctrl", [record(f"c{i}") for i in range(10_000)], cell={"control": True, "ended": "x"})
+    for n in range(4):
+        write_result(run, f"cand{n}", [record(f"c{i}") for i in range(10_000)], cell={"ended": "x"})
     out = tmp_path / "report.json"
     out.write_text("the previous report")
     proc = subprocess.Popen([sys.executable, "-m", "convmatrix", "report", str(run), "--format", "json", "-o", str(out)],

@@ -114,3 +114,17 @@ def test_a_line_separator_inside_a_message_does_not_split_its_line(tmp_path: Pat
     loaded = results.load([tmp_path])
     assert loaded.errors == []
     assert loaded.results[0].cases["c1"].message == message and set(loaded.results[0].cases) == {"c1", "c2"}
+
+
+def test_an_explain_folder_that_is_a_link_is_said_not_passed_over(tmp_path: Path) -> None:
+    """Issue 32, item 1: a kept result whose explain/ is a link (a suite's, or a copy's) is named
+    by one line; nothing behind the link is read."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "a.json").write_text(json.dumps({"schema": 1, "case": "a", "cudnn": {"status": "SECRET"}}))
+    cell = write_result(tmp_path / "run", "c", [record("a", "failed", "boom")], cell={"gpu_key": "cpu"})
+    (cell / "explain").symlink_to(outside, target_is_directory=True)
+    loaded = results.load([tmp_path / "run"])
+    assert [e for e in loaded.errors if "explain" in e] == [
+        f"{cell / 'explain'}: a symlink; the cell's explanations were not read"]
+    assert loaded.results[0].explained == {}

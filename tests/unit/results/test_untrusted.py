@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from convmatrix import home
 from convmatrix.cli.main import main
 from convmatrix.results import rundir
 from convmatrix.run import evidence, reuse
@@ -89,7 +90,9 @@ def test_the_results_store_keeps_regular_files_only(tmp_path: Path, monkeypatch:
     (cell / "huge.bin").write_bytes(b"x" * 1000)  # not what a reuse needs
     within(10, lambda: reuse.save("k", cell))
     stored = tmp_path / "store" / "k"
-    assert sorted(p.name for p in stored.iterdir()) == ["cell.json", "env.json", "log.txt", "results.jsonl"]
+    # What a reuse shows, and the store's own mark (home.MARKER: gc removes only what carries it).
+    assert sorted(p.name for p in stored.iterdir()) == [home.MARKER, "cell.json", "env.json", "log.txt",
+                                                        "results.jsonl"]
     assert not (stored / "log.txt").stat().st_mode & 0o6000  # no setuid bit survives the copy
 
 
@@ -149,7 +152,38 @@ def test_deeply_nested_json_is_one_line(tmp_path: Path, capsys: pytest.CaptureFi
     cand = write_result(run, "cand", [record("a")], cell={"ended": "x"})
     (cand / "cell.json").write_text('{"schema": 1, "x": ' + "[" * 100_000 + "]" * 100_000 + "}")
     assert main(["report", str(run)]) == 2
-    assert f"{cand / 'cell.json'}: nested too deeply" in capsys.readouterr().err
+    assert f"{cand / 'cell.json'}: nested 100,001 levels deep, more than 64; not read" in capsys.readouterr().err
+
+
+def test_a_results_line_nesting_200000_lists_makes_its_cell_invalid_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 32, item 4: such a line stopped `report` with a RecursionError (exit 1, the regression
+    code). Now it is a line past a bound: its cell INVALID, the file and line named, the other
+    lines and cells read; not bad input (exit 1, not 2: docs/contracts.md)."""
+    run = tmp_path / "run"
+    write_result(run, "ctrl", [record("a"), record("b")], cell={"control": True, "ended": "x"})
+    cand = write_result(run, "cand", [record("a"), record("b")], cell={"ended": "x"})
+    with (cand / "results.jsonl").open("a") as handle:
+        handle.write("[" * 200_000 + "]" * 200_000 + "\n")
+    assert main(["report", str(run), "--format", "json"]) == 1
+    out, err = capsys.readouterr()
+    assert err.splitlines() == ["convmatrix: 1 cell(s) INVALID: cand@cpu"]
+    (cell,) = [c for c in json.loads(out)["cells"] if c["cell"] == "cand"]
+    assert cell["verdict"] == "invalid"
+    assert f"{cand / 'results.jsonl'}:3: nested 200,000 levels deep, more than 64; not read" in cell["problems"]
+
+
+def test_a_results_file_past_the_line_bound_makes_its_cell_invalid_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = tmp_path / "run"
+    write_result(run, "ctrl", [record("a")], cell={"control": True, "ended": "x"})
+    cand = write_result(run, "cand", [record(f"c{i}") for i in range(rundir.MAX_LINES + 1)], cell={"ended": "x"})
+    assert main(["report", str(run), "--format", "json"]) == 1
+    (cell,) = [c for c in json.loads(capsys.readouterr().out)["cells"] if c["cell"] == "cand"]
+    assert cell["verdict"] == "invalid" and cell["problems"][0] == (
+        f"{cand / 'results.jsonl'}: 20,001 lines, more than 20,000 (the catalogue has a few hundred cases); not read")
 
 
 def test_write_plain_stays_inside_its_base(tmp_path: Path) -> None:

@@ -130,3 +130,12 @@ def test_an_evidence_window_of_huge_lines_stays_bounded(tmp_path: Path) -> None:
     (tmp_path / "results.jsonl").write_text(json.dumps(record("c", "failed", NOT_SUPPORTED)) + "\n")
     saved = evidence.write(tmp_path)
     assert (tmp_path / saved["c"]).stat().st_size < 3 * evidence.LINE + 1000
+
+
+def test_a_line_nesting_200000_lists_is_skipped_not_a_traceback(tmp_path: Path) -> None:
+    """Issue 32, item 4: `run` stopped with a RecursionError here (the cell left .partial, later
+    cells never ran)."""
+    results = tmp_path / "results.jsonl"
+    results.write_text("[" * 200_000 + "]" * 200_000 + "\n"
+                       + json.dumps({"case": "a", "status": "failed", "message": "x"}) + "\n")
+    assert [f.case for f in evidence.failures(results)] == ["a"]

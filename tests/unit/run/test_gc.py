@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from docker.errors import APIError, ImageNotFound
 
-from convmatrix import home
+from convmatrix import home, tree
 from convmatrix.cli import gc as gc_cmd
 from convmatrix.errors import InfrastructureError
 from convmatrix.run import ahead, gc
@@ -39,10 +39,14 @@ def fake_home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     return tmp_path / "home"
 
 
-def made(path: Path, *, days_ago: float, size: int = 10_000) -> Path:
-    """A directory with a file of `size` bytes (real blocks, not a hole), last used days_ago."""
+def made(path: Path, *, days_ago: float, size: int = 10_000, marked: bool = True) -> Path:
+    """A directory with a file of `size` bytes (real blocks, not a hole), last used days_ago;
+    marked as convmatrix's own (home.mark, as the baremetal lane and the results store do) unless
+    told otherwise."""
     path.mkdir(parents=True)
     (path / "data").write_bytes(os.urandom(size))
+    if marked:
+        home.mark(path, "test")
     when = NOW - days_ago * DAY
     os.utime(path, (when, when))
     return path
@@ -64,7 +68,7 @@ def test_what_is_unused_for_longer_than_keep_days_goes_and_what_a_job_holds_stay
     new_venv = made(home.venvs() / "new", days_ago=1)
     held_venv = made(home.venvs() / "held", days_ago=30)
     old_log = home.venvs() / "old-cell.install.log"
-    old_log.write_text("log")
+    old_log.write_bytes(home.INSTALL_LOG_HEAD + b" of old-cell\n")
     os.utime(old_log, (NOW - 20 * DAY, NOW - 20 * DAY))
     old_result = made(home.results_store() / ("a" * 32), days_ago=15)
     staging = made(home.results_store() / ("b" * 32 + ".saving"), days_ago=40)
@@ -135,6 +139,7 @@ def test_max_gb_counts_a_file_linked_into_several_venvs_once() -> None:
     shared = made(home.venvs() / "shared", days_ago=3, size=2 * MB)
     linking = home.venvs() / "linking"
     linking.mkdir()
+    home.mark(linking, "test")
     os.link(shared / "data", linking / "data")
     os.utime(linking, (NOW - DAY, NOW - DAY))
     own = made(home.venvs() / "own", days_ago=2, size=MB)
@@ -153,12 +158,53 @@ def test_an_interrupted_removal_never_leaves_a_half_venv_under_its_name(monkeypa
         raise PermissionError(13, "Permission denied")
 
     with monkeypatch.context() as patched:
-        patched.setattr("shutil.rmtree", fail)
+        patched.setattr(tree.Tree, "rmtree", fail)
         summary, lines = collect(keep_days=14)
     assert not venv.exists() and len(summary.failed) == 1
     assert any(line.startswith(f"could not remove venv {venv}") and "Permission denied" in line for line in lines)
     summary, lines = collect(keep_days=14)  # the next gc finishes it
     assert [i.kind for i in summary.removed] == ["leftover"] and not list(home.venvs().iterdir())
+
+
+def test_gc_never_removes_through_a_symlinked_venvs_folder(tmp_path: Path) -> None:
+    """Issue 32, item 3: with <home>/venvs a link to another folder, gc removed that folder's old
+    subfolders and called them its venvs. The link is named and nothing behind it is touched."""
+    elsewhere = tmp_path / "elsewhere"
+    old = made(elsewhere / "old", days_ago=40)  # marked even: it is not under the home's own folder
+    home.home().mkdir(parents=True, exist_ok=True)
+    (home.home() / "venvs").symlink_to(elsewhere, target_is_directory=True)
+    summary, lines = collect(keep_days=14)
+    assert old.exists() and (old / "data").exists() and not summary.removed
+    assert any(line.startswith(f"gc: {home.home() / 'venvs'} is a symlink") for line in lines), lines
+
+
+def test_what_has_no_marker_is_kept_and_listed_as_such() -> None:
+    """Issue 32, item 3: any folder under venvs/ or results/ was taken for one of convmatrix's.
+    Only what carries the marker its makers write goes; the rest is kept, each named once."""
+    ours = made(home.venvs() / "ours", days_ago=40)
+    someone = made(home.venvs() / "someones", days_ago=40, marked=False)
+    stored = made(home.results_store() / ("d" * 32), days_ago=40, marked=False)
+    log = home.venvs() / "x.install.log"
+    log.write_text("not ours\n")
+    os.utime(log, (NOW - 40 * DAY, NOW - 40 * DAY))
+    summary, lines = collect(keep_days=14)
+    assert not ours.exists() and someone.exists() and stored.exists() and log.exists()
+    assert sorted(i.name for i in summary.unmarked) == sorted(str(p) for p in (someone, stored, log))
+    assert sum("no convmatrix marker in it" in line for line in lines) == 3
+    assert "3 kept: not marked as convmatrix's" in lines[-2]
+
+
+def test_the_makers_mark_what_they_make(tmp_path: Path) -> None:
+    """The results store marks a stored result (and a reuse does not copy the mark back out)."""
+    from convmatrix.run import reuse  # the store's writer
+
+    cell = tmp_path / "cell"
+    cell.mkdir()
+    (cell / "cell.json").write_text("{}")
+    reuse.save("e" * 32, cell)
+    stored = home.results_store() / ("e" * 32)
+    assert (stored / home.MARKER).is_file() and (stored / "cell.json").is_file()
+    assert not list(home.results_store().glob("*.saving"))
 
 
 def test_a_size_walk_is_bounded(tmp_path: Path) -> None:

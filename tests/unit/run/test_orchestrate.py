@@ -187,6 +187,44 @@ def test_blocking_rerun_selects_the_failing_cases_with_the_variable_set(setup: S
     assert all((ran(out, c.id) / rundir.BLOCKING / rundir.RESULTS).exists() for c in matrix.cells)
 
 
+class PlantingLane(FakeLane):
+    """A hostile suite (issue 32, items 1 and 2): its cell's run ends by planting links where the
+    harness writes next: explain/ and blocking/ to a folder outside, and the temporary names the
+    harness's writer took (`.cell.json.<pid>.tmp`: this process is the harness) to files there."""
+
+    def __init__(self, outside: Path, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.outside = outside
+
+    def run(self, prepared: Prepared, run: SuiteRun, log: Log) -> int:
+        code = super().run(prepared, run, log)
+        if run.out == run.target.results_dir:
+            for name in (rundir.EXPLAIN, rundir.BLOCKING):
+                (run.out / name).symlink_to(self.outside, target_is_directory=True)
+            for name in (rundir.CELL_JSON, rundir.FIRST_CAUSE):
+                (run.out / f".{name}.{os.getpid()}.tmp").symlink_to(self.outside / name)
+        return code
+
+
+def test_links_a_suite_plants_for_the_reruns_and_temporary_files_are_never_followed(
+    setup: Setup, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    matrix, go, lines, out = setup
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "precious").write_text("keep me\n")
+    go(PlantingLane(outside, failing=["a"]), "--rerun-blocking", "--explain")
+    assert sorted(p.name for p in outside.iterdir()) == ["precious"]  # nothing written, nothing overwritten
+    for cell in matrix.cells:
+        result = ran(out, cell.id)
+        for name in (rundir.EXPLAIN, rundir.BLOCKING):
+            assert (result / name).is_dir() and not (result / name).is_symlink()
+        assert (result / rundir.EXPLAIN / "a.json").is_file() and (result / rundir.BLOCKING / rundir.RESULTS).is_file()
+        assert not (result / rundir.CELL_JSON).is_symlink() and meta(result)["exit_code"] == 1
+    assert any(f"{rundir.EXPLAIN}/ was a symlink" in line for line in lines)
+    assert any(f"{rundir.BLOCKING}/ was a symlink" in line for line in lines)
+
+
 class CrashingLane(FakeLane):
     """Case "a" kills the first suite process: its marker stays and env.json never ends; a
     continued run (--continue-run) finishes the rest, as the suite does."""

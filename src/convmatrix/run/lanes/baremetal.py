@@ -15,7 +15,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from convmatrix import home, popen
+from convmatrix import home, popen, tree
 from convmatrix.errors import InfrastructureError
 from convmatrix.matrix.cells import Cell
 from convmatrix.matrix.parse import Matrix
@@ -71,7 +71,8 @@ class Baremetal:
             log(f"{cell.id}: venv {venv} is up to date")
         else:
             make_venv(cell, venv, plan, log)
-            stamp.write_text(json.dumps(wanted))
+            with tree.Tree.open(venv) as made:
+                made.write(STAMP, json.dumps(wanted).encode())
         home.touch(venv)  # used now: gc ages a venv by its last use
         return Prepared(python=str(python), record={"venv": str(venv)},
                         lock=reuse.venv_lock(venv, str(python)))
@@ -86,18 +87,22 @@ def make_venv(cell: Cell, venv: Path, plan: list[list[str]], log: Log) -> None:
     that failed. uv's cache is shared, so nothing is downloaded twice."""
     found = uv()
     assert found is not None  # problem() said so before prepare
-    shutil.rmtree(venv, ignore_errors=True)
-    venv.parent.mkdir(parents=True, exist_ok=True)
+    with tree.Tree.open(venv.parent, create=True) as venvs:
+        venvs.remove(venv.name)
+        # The install log's first line says whose it is: gc removes only logs that start so.
+        venvs.write(f"{cell.id}.install.log", home.INSTALL_LOG_HEAD + f" of {cell.id}\n".encode())
     log(f"{cell.id}: making {venv}")
     # uv's own CA roots miss a TLS-intercepting proxy's; the system store has it.
     env = {**os.environ, "UV_NATIVE_TLS": os.environ.get("UV_NATIVE_TLS", "1")}
     commands = [[found, "venv", "--no-python-downloads", "--python", cell.python, str(venv)]]
     commands += [[found, "pip", "install", "--python", str(venv / "bin" / "python"), *step] for step in plan]
     install_log = venv.parent / f"{cell.id}.install.log"
-    install_log.unlink(missing_ok=True)
-    for command in commands:
+    for step, command in enumerate(commands):
         code = popen.stream(command, env=env, log_path=install_log)
+        if code == 0 and step == 0:
+            home.mark(venv, "venv")  # made by convmatrix: gc may remove it (and only such)
         if code != 0:
-            shutil.rmtree(venv, ignore_errors=True)  # never reuse a half-made venv
+            with tree.Tree.open(venv.parent) as venvs:
+                venvs.remove(venv.name)  # never reuse a half-made venv
             raise InfrastructureError(f"{cell.id}: install failed: `{' '.join(command[1:])}` exited {code} "
                                       f"(see {install_log})")

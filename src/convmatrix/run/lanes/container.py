@@ -13,14 +13,13 @@ from __future__ import annotations
 import contextlib
 import fnmatch
 import os
-import shutil
 import tempfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from convmatrix import home
+from convmatrix import home, tree
 from convmatrix.errors import BadInput
 from convmatrix.matrix.cells import Cell
 from convmatrix.matrix.parse import Matrix
@@ -42,7 +41,8 @@ class Container:
         return Prepared(python=CELL_PYTHON, record=image, lock=image["image_id"])
 
     def run(self, prepared: Prepared, run: SuiteRun, log: Log) -> int:
-        run.out.mkdir(parents=True, exist_ok=True)
+        # blocking/, explain/<case>/: real folders, whatever link or file the suite left in their place.
+        rundir.make_dirs(run.out, runner.within(run.target, run.out))
         with scratch(run.out) as writable:
             return self.run_in(prepared, run, log, writable)
 
@@ -99,10 +99,11 @@ def scratch(out: Path) -> Iterator[Path]:
         for path in [*(place / name for name in SUITE_FILES), *sorted(place.glob(MARKERS))]:
             with contextlib.suppress(OSError):  # absent, or not a plain file: nothing to keep
                 rundir.write_plain(out / path.name, rundir.read_plain(path, rundir.MAX_RESULTS, place), out)
-        for stale in set(p.name for p in out.glob(MARKERS)) - set(p.name for p in place.glob(MARKERS)):
-            with contextlib.suppress(OSError):
-                (out / stale).unlink()  # a marker the suite removed when its case ended
-        shutil.rmtree(place, ignore_errors=True)
+        with contextlib.suppress(OSError), tree.Tree.open(out) as results:
+            for stale in set(p.name for p in out.glob(MARKERS)) - set(p.name for p in place.glob(MARKERS)):
+                results.unlink(stale)  # a marker the suite removed when its case ended
+        with contextlib.suppress(OSError), tree.Tree.open(place.parent) as parent:
+            parent.rmtree(place.name)  # what the container left, however deep, never followed
 
 
 # --- images: what to build, and building it ----------------------------------------------------

@@ -54,7 +54,7 @@ import docker
 from docker.errors import APIError, DockerException, ImageNotFound, NotFound
 from docker.types import DeviceRequest, Ulimit
 
-from convmatrix import interrupts, popen
+from convmatrix import interrupts, popen, tree
 from convmatrix.errors import InfrastructureError
 from convmatrix.gpus import Gpu
 from convmatrix.interrupts import Interrupted, signals_deferred
@@ -619,7 +619,7 @@ def remove(container: Any, watch: Watch | None) -> bool:
 
 def run(engine: Any, spec: RunSpec, log: Path) -> Outcome:
     """Run the suite in a container, appending all it prints to log; its exit status."""
-    with log.open("ab") as out:
+    with tree.append_to(log) as out:  # never through a link a suite left at its name
         out.write(f"$ {cli_line(spec, kind_of(engine))}\n".encode())
         out.flush()
         with started(engine, spec, out) as running:

@@ -1,0 +1,61 @@
+"""The one bounded JSON reader: every JSON read of what a cell left (results.jsonl, cell.json,
+env.json, first_cause.json, explain/<case>.json, plans) or of a file a user names goes through
+`loads`, which checks the size and the nesting depth before json parses anything.
+
+Why before: json's decoder recurses once per level, so a results line nesting 200,000 lists
+raised RecursionError out of `convmatrix run` (its cell left `.partial`, later cells never ran)
+and made `report`, `repro` and `prove` exit 1, the regression code. The depth is found by one
+linear pass over the brackets outside strings (strings are cut out first by a regular
+expression, in C), and only where the text holds more opening brackets than the bound allows at
+all, so a sound record costs two str.count calls.
+
+Stdlib only, level 0 (docs/architecture.md).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+from typing import Any
+
+MAX_DEPTH = 64  # a record of ours nests 4 deep (results line: params -> shapes -> list)
+MAX_BYTES = 256 << 20  # one text handed in whole (results.jsonl's own bound: rundir.MAX_RESULTS)
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+
+
+class TooBig(ValueError):
+    """JSON past a bound (its size or its depth): one line saying which; not parsed."""
+
+
+def depth(text: str) -> int:
+    """The deepest nesting of arrays and objects in text, brackets inside strings not counted."""
+    brackets = _NOT_BRACKET.sub("", _STRING.sub("", text))
+    if not brackets:
+        return 0
+    return max(0, *itertools.accumulate(1 if c in "[{" else -1 for c in brackets))
+
+
+def check(text: str, *, max_depth: int = MAX_DEPTH, max_bytes: int = MAX_BYTES) -> None:
+    """TooBig when text is past either bound."""
+    if len(text) > max_bytes:
+        raise TooBig(f"{len(text):,} characters, more than {max_bytes:,}")
+    if text.count("[") + text.count("{") > max_depth:
+        found = depth(text)
+        if found > max_depth:
+            raise TooBig(f"nested {found:,} levels deep, more than {max_depth}")
+
+
+def loads(text: str | bytes, *, max_depth: int = MAX_DEPTH, max_bytes: int = MAX_BYTES) -> Any:
+    """json.loads within the bounds: TooBig past them (nothing parsed), ValueError (as json's
+    own JSONDecodeError, or UnicodeDecodeError) for what is no JSON."""
+    if isinstance(text, bytes | bytearray):
+        if len(text) > max_bytes:
+            raise TooBig(f"{len(text):,} bytes, more than {max_bytes:,}")
+        text = bytes(text).decode("utf-8")
+    check(text, max_depth=max_depth, max_bytes=max_bytes)
+    try:
+        return json.loads(text)
+    except RecursionError:  # within the bound yet past Python's stack (a low recursion limit)
+        raise TooBig(f"nested too deeply for this interpreter (bound {max_depth})") from None
