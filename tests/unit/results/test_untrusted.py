@@ -168,7 +168,7 @@ def test_a_results_line_nesting_200000_lists_makes_its_cell_invalid_in_one_line(
         handle.write("[" * 200_000 + "]" * 200_000 + "\n")
     assert main(["report", str(run), "--format", "json"]) == 1
     out, err = capsys.readouterr()
-    assert err.splitlines() == ["convmatrix: 1 cell(s) INVALID: cand@cpu"]
+    assert err.splitlines() == ["convmatrix: 1 cell(s) INVALID: cand@cpu (of 2 cells: 1 control, 1 invalid)"]
     (cell,) = [c for c in json.loads(out)["cells"] if c["cell"] == "cand"]
     assert cell["verdict"] == "invalid"
     assert f"{cand / 'results.jsonl'}:3: nested 200,000 levels deep, more than 64; not read" in cell["problems"]
