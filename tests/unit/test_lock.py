@@ -73,9 +73,9 @@ def repo_copy(tmp_path: Path) -> Path:
 def test_a_range_in_pyproject_that_the_lock_misses_is_named(tmp_path: Path) -> None:
     repo = repo_copy(tmp_path)
     text = (repo / "pyproject.toml").read_text()
-    (repo / "pyproject.toml").write_text(text.replace('"pytest>=8"', '"pytest>=99"', 1))
+    (repo / "pyproject.toml").write_text(text.replace('"pytest-xdist>=3"', '"pytest-xdist>=99"', 1))
     found = lock.disagreements(lock.roots(repo)["tests.txt"], pins("tests.txt"), "tests.txt")
-    assert found == [f"tests.txt: pytest=={pins('tests.txt')['pytest']} does not satisfy 'pytest>=99' "
+    assert found == [f"tests.txt: pytest-xdist=={pins('tests.txt')['pytest-xdist']} does not satisfy 'pytest-xdist>=99' "
                      "(pyproject.toml [project.optional-dependencies] test)"]
 
 
