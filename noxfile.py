@@ -9,6 +9,7 @@ only the sessions that need it: `nox -s tests`, `lint`,
 
 from __future__ import annotations
 
+import fcntl
 import shutil
 import sys
 from pathlib import Path
@@ -34,6 +35,7 @@ except BadInput as exc:
 
 nox.options.sessions = ["nightly"]
 nox.options.default_venv_backend = "uv|venv"
+LOCKS = "requirements"  # the lock of this repository's own runs (requirements/lock.py)
 
 
 def the_matrix(session: nox.Session) -> Matrix:
@@ -45,20 +47,34 @@ def the_matrix(session: nox.Session) -> Matrix:
 
 
 def harness(session: nox.Session) -> str:
-    """The convmatrix command from one venv that every lane session shares (.nox/harness), made
-    or refreshed only when pyproject.toml changed: a lane session installs nothing per cell."""
+    """The convmatrix command from one venv that every lane session shares (.nox/harness), made or
+    refreshed only when pyproject.toml or its lock (requirements/harness.txt) changed: a lane
+    session installs nothing per cell. Made under a lock: two sessions started at once (the tests
+    run nox in parallel) would otherwise build it over each other."""
     venv = Path(".nox") / "harness"
-    stamp = venv / "pyproject.toml"
-    if not stamp.exists() or stamp.read_text() != Path("pyproject.toml").read_text():
-        uv = shutil.which("uv")
-        if uv:
-            session.run(uv, "venv", "--quiet", "--allow-existing", str(venv), external=True)
-            session.run(uv, "pip", "install", "--quiet", "--python", str(venv / "bin" / "python"), "-e", ".",
-                        external=True, env={"UV_NATIVE_TLS": "1"})
-        else:
-            session.run(sys.executable, "-m", "venv", str(venv), external=True)
-            session.run(str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", "-e", ".", external=True)
-        stamp.write_text(Path("pyproject.toml").read_text())
+    stamp = venv / "installed-from"
+    wanted = Path("pyproject.toml").read_text() + Path(LOCKS, "harness.txt").read_text()
+    Path(".nox").mkdir(exist_ok=True)
+    with open(Path(".nox") / "harness.lock", "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        if not stamp.exists() or stamp.read_text() != wanted:
+            python = str(venv / "bin" / "python")
+            # The locked packages, then the checkout itself with none of its own (--no-deps),
+            # built by the lock's setuptools (--no-build-isolation): nothing floats.
+            uv = shutil.which("uv")
+            if uv:
+                env = {"UV_NATIVE_TLS": "1"}
+                session.run(uv, "venv", "--quiet", "--allow-existing", str(venv), external=True)
+                session.run(uv, "pip", "install", "--quiet", "--python", python, "-r", f"{LOCKS}/harness.txt",
+                            external=True, env=env)
+                session.run(uv, "pip", "install", "--quiet", "--python", python, "--no-deps", "--no-build-isolation",
+                            "-e", ".", external=True, env=env)
+            else:
+                session.run(sys.executable, "-m", "venv", str(venv), external=True)
+                session.run(python, "-m", "pip", "install", "--quiet", "-r", f"{LOCKS}/harness.txt", external=True)
+                session.run(python, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation", "-e", ".",
+                            external=True)
+            stamp.write_text(wanted)
     return str(venv / "bin" / "convmatrix")
 
 
@@ -159,11 +175,29 @@ def nightly(session: nox.Session) -> None:
     write_report(session, [])  # the run just made: `convmatrix run` marked it as the latest
 
 
+def install_locked(session: nox.Session, lock: str) -> None:
+    """The session's venv from requirements/<lock> alone, with pip: the lock's torch is the CPU
+    build (2.13.0+cpu) that pip finds on disk on this kind of machine, which uv would not see
+    (requirements/lock.py says why). Then the checkout itself, with no dependency of its own and
+    built by the lock's setuptools; then a check that the venv holds exactly the lock's pins."""
+    session.install("-r", f"{LOCKS}/{lock}")
+    session.install("--no-deps", "--no-build-isolation", "-e", ".")
+    session.run("python", f"{LOCKS}/lock.py", "verify", f"{LOCKS}/{lock}")
+
+
+# Both cores (or all): pytest-xdist, one worker per CPU. --dist loadgroup: the tests that share a
+# machine-wide resource (the container engines, ...) carry one xdist_group and run one after
+# another on one worker (tests/integration/conftest.py); every other test goes where a worker is
+# free. Here and not in pyproject's addopts, which the suite's own runs may read as their config
+# (see the comment there). `nox -s tests -- -n 0` runs them serially.
+PARALLEL = ("-n", "auto", "--dist", "loadgroup")
+
+
 @nox.session(python="3.11", venv_backend="venv")
 def tests(session: nox.Session) -> None:
-    """The project's own tests (pass pytest options after --, e.g. -m 'not slow')."""
-    session.install("-e", ".[test]", "-r", "tests/requirements.txt")
-    session.run("pytest", *session.posargs)
+    """The project's own tests, on every core (pass pytest options after --, e.g. -m 'not slow', -n 0)."""
+    install_locked(session, "tests.txt")
+    session.run("pytest", *PARALLEL, *session.posargs)
 
 
 @nox.session(python="3.11", venv_backend="venv")
@@ -177,9 +211,17 @@ def properties(session: nox.Session) -> None:
 
 @nox.session(python="3.11", venv_backend="venv")
 def lint(session: nox.Session) -> None:
-    """ruff, and mypy --strict over src, noxfile.py, bench and tests (pyproject.toml), then suites/
-    on its own (its conftest.py is not the tests' one); mypy reads torch's and pytest's types."""
-    session.install("-e", ".[test]", "-r", "tests/requirements.txt", "ruff", "mypy", "types-tabulate")
-    session.run("ruff", "check", "src", "tests", "suites", "bench", "noxfile.py")
+    """ruff, and mypy --strict over src, noxfile.py, bench, requirements and tests (pyproject.toml),
+    then suites/ on its own (its conftest.py is not the tests' one); mypy reads torch's and
+    pytest's types. The tools' versions are the lock's (requirements/lint.txt)."""
+    install_locked(session, "lint.txt")
+    session.run("ruff", "check", "src", "tests", "suites", "bench", "requirements", "noxfile.py")
     session.run("mypy")
     session.run("mypy", "--strict", "suites")
+
+
+@nox.session(python="3.11", venv_backend="venv")
+def lock(session: nox.Session) -> None:
+    """Refresh the lock (requirements/*.txt): the newest versions that pyproject.toml's ranges and
+    tests/requirements.txt allow, resolved by pip on this python; review and commit the diff."""
+    session.run("python", f"{LOCKS}/lock.py", "compile")

@@ -32,6 +32,9 @@ os.environ["CONVMATRIX_HOST"] = HOST
 def pytest_configure(config: pytest.Config) -> None:
     # Strict: any warning in the project's own tests is an error (see pyproject.toml for why here).
     config.addinivalue_line("filterwarnings", "error")
+    # pytest-xdist registers it where it is loaded; a run with -p no:xdist still knows the marker
+    # that tests/integration/conftest.py gives (--strict-markers would refuse it).
+    config.addinivalue_line("markers", "xdist_group(name): tests that share a machine-wide resource; one worker runs them")
 
 
 @pytest.fixture(autouse=True)

@@ -15,10 +15,29 @@ HERE = Path(__file__).parent
 WHEELHOUSE = Path.home() / ".cache" / "convmatrix" / "test-wheelhouse"
 
 
+# The modules that share a machine-wide resource, under the name of what they share: with
+# `--dist loadgroup` (nox -s tests runs the tests on every core with pytest-xdist) one group runs on
+# one worker, one test after another, so two of them never use it at once. "engines": the Docker
+# and Podman engines' images and containers (test_container_lane counts the cell containers left
+# on the engine), the base image that base_image.ensure builds with debootstrap when it is missing,
+# the machine's image-lock folder and the test wheelhouse the cells install from.
+SHARED = {
+    "engines": ("test_base_image_runs.py", "test_container_lane.py", "test_plain_bases_runs.py",
+                "test_podman_lane.py", "test_system_bases_runs.py"),
+}
+GROUP_OF = {module: group for group, modules in SHARED.items() for module in modules}
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if HERE in item.path.parents:
             item.add_marker(pytest.mark.slow)
+            # Every other module is a group of its own: its module-scoped fixtures (a real suite
+            # run, a Slurm cluster, a browser) run once, on one worker, not once on each. The
+            # Slurm cluster (own ports, names and state, tests/slurmkit.py) and chromium (its
+            # DevTools port chosen by itself) are each one module's.
+            item.add_marker(pytest.mark.xdist_group(GROUP_OF.get(item.path.name, item.path.name)))
 
 
 @pytest.fixture(scope="session")
