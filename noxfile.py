@@ -204,7 +204,7 @@ def tests(session: nox.Session) -> None:
 def properties(session: nox.Session) -> None:
     """The property tests (marked `properties`, generators in tests/strategies.py) with the long
     Hypothesis profile: many times the examples the default test run draws, random each time."""
-    session.install("-e", ".[test]", "-r", "tests/requirements.txt")
+    install_locked(session, "tests.txt")
     session.run("pytest", "tests", "-m", "properties", "--hypothesis-profile", "long", "-n", "auto",
                 "--hypothesis-show-statistics", *session.posargs)
 
