@@ -43,8 +43,10 @@ def timed(python: str, options: tuple[str, ...], selection: list[str]) -> tuple[
     done = subprocess.run([python, "-m", "pytest", "-q", *options, *selection], cwd=REPO, capture_output=True,
                           text=True, check=False)
     wall = time.monotonic() - started
-    summary = [line for line in done.stdout.splitlines() if re.search(r"\d+ (passed|failed|error)", line)]
-    return wall, done.returncode, (summary[-1].strip("= ") if summary else done.stdout[-300:])
+    lines = done.stdout.splitlines()
+    summary = [line for line in lines if re.search(r"\d+ (passed|failed|error)", line)]
+    failed = [line for line in lines if line.startswith(("FAILED ", "ERROR "))]  # which, so a flaky one is seen
+    return wall, done.returncode, "\n  ".join([summary[-1].strip("= ") if summary else done.stdout[-300:], *failed])
 
 
 def main() -> None:
