@@ -37,7 +37,7 @@ import secrets
 import stat
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, cast
 
 NAME_MAX = 255  # bytes of one name (Linux's NAME_MAX)
 MAX_DEPTH = 32  # levels a walk or a copy descends (a result nests 4: explain/<case>/cudnn_off/<file>)
@@ -171,19 +171,24 @@ class Tree:
 
     def open_read(self, name: str) -> BinaryIO:
         """name for reading: a regular file, never a symlink, a FIFO or a device (Refused)."""
+        return self._regular(name, _READ, "rb", {errno.ELOOP: "a symlink (not followed)"}, "read")
+
+    def _regular(self, name: str, flags: int, how: str, refused: dict[int, str], verb: str) -> BinaryIO:
+        """name opened with flags (O_NOFOLLOW among them) as a regular file only: an open that
+        fails with an errno in refused, or anything but a regular file, is Refused, saying so."""
         check_name(name)
         try:
-            fd = os.open(name, _READ, dir_fd=self.fd)
+            fd = os.open(name, flags, 0o644, dir_fd=self.fd)
         except OSError as exc:
-            if exc.errno == errno.ELOOP:
-                raise Refused(f"{self.path / name}: a symlink (not followed)") from None
+            if exc.errno in refused:
+                raise Refused(f"{self.path / name}: {refused[exc.errno]}") from None
             raise
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             os.close(fd)
-            raise Refused(f"{self.path / name}: not a regular file ({describe(info.st_mode)}); not read")
+            raise Refused(f"{self.path / name}: not a regular file ({describe(info.st_mode)}); not {verb}")
         os.set_blocking(fd, True)
-        return os.fdopen(fd, "rb")
+        return cast(BinaryIO, os.fdopen(fd, how))  # a binary mode ("rb", "ab"): mypy sees only a str
 
     def read(self, name: str, limit: int) -> bytes:
         """A regular file's bytes, at most limit of them (Refused past it: nothing of it is used)."""
@@ -228,20 +233,10 @@ class Tree:
     def append(self, name: str) -> BinaryIO:
         """name opened for appending (made when missing), a regular file only: never a symlink
         (O_NOFOLLOW) or a FIFO the cell left there (Refused)."""
-        check_name(name)
         flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | _CLOEXEC
-        try:
-            fd = os.open(name, flags, 0o644, dir_fd=self.fd)
-        except OSError as exc:
-            if exc.errno in (errno.ELOOP, errno.ENXIO):  # a symlink; a FIFO with no reader
-                raise Refused(f"{self.path / name}: not a regular file; not written") from None
-            raise
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            os.close(fd)
-            raise Refused(f"{self.path / name}: not a regular file ({describe(info.st_mode)}); not written")
-        os.set_blocking(fd, True)
-        return os.fdopen(fd, "ab")
+        # a symlink; a FIFO with no reader
+        refused = dict.fromkeys((errno.ELOOP, errno.ENXIO), "not a regular file; not written")
+        return self._regular(name, flags, "ab", refused, "written")
 
     def open_lock(self, name: str, *, create: bool = True, mode: int = 0o644) -> int:
         """A descriptor of name for an flock (read and write), made when missing where create;

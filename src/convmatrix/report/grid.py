@@ -189,7 +189,7 @@ def summary(cell: CellRow) -> str:
     (a cell that did not run: why)."""
     if cell.not_run is not None:
         return f"{cell_word(cell)}: {cell.not_run or 'no result'}"
-    if cell.verdict == Verdict.UNSUPPORTED and not cell.verdicts:
+    if cell.refused:
         return f"UNSUPPORTED ({cell.unsupported})"
     counts = dict(cell.counts)
     passed = counts.pop(Outcome.PASS, 0)

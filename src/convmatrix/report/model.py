@@ -107,6 +107,11 @@ class CellRow:
         return f"{self.cell}@{self.gpu.key}"
 
     @property
+    def refused(self) -> bool:
+        """Refused by the runner before it ran (its driver too old): no case to count."""
+        return self.verdict == Verdict.UNSUPPORTED and not self.verdicts
+
+    @property
     def excused(self) -> bool:
         """An optional cell that never ran: its NOT RUN fails nothing (a case it owed does)."""
         return self.optional and self.not_run is not None

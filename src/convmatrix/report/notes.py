@@ -62,7 +62,7 @@ def settings(report: Report) -> list[str]:
     the cells that ran had them. Read from what each results line recorded, never assumed."""
     ran = {c.where: c for c in report.cells if c.not_run is None}
     wanted = {where: dict(knobs.parse(str(cell.stack.get("knobs") or "")).items) for where, cell in ran.items()}
-    forced: dict[tuple[str, str], set[str]] = {}
+    forced: dict[tuple[str, str], tuple[object, set[str]]] = {}  # (setting, repr) -> (its value, cells)
     for case in report.cases:
         if case.where not in wanted or not case.knobs:
             continue
@@ -73,14 +73,12 @@ def settings(report: Report) -> list[str]:
             asked = wanted[case.where].get(knob) if knob else None
             expected = default if asked is None else (int(asked) if knob == "pad" else asked == "on")
             if value != expected:
-                forced.setdefault((name, repr(value)), set()).add(case.where)
+                forced.setdefault((name, repr(value)), (value, set()))[1].add(case.where)
     lines = []
-    for (name, value), cells in sorted(forced.items()):
+    for (name, _), (value, cells) in sorted(forced.items(), key=lambda item: item[0]):
         shown = ", ".join(sorted(cells)[:3]) + (f" and {len(cells) - 3} more" if len(cells) > 3 else "")
-        words = _setting_words(name, next(c.knobs[name] for c in report.cases if c.where in cells
-                                          and name in c.knobs and repr(c.knobs[name]) == value))
-        lines.append(f"SETTINGS: {words}, in {len(cells)} of {len(ran)} cell(s) that ran, which no knob set asked "
-                     f"for: {shown}")
+        lines.append(f"SETTINGS: {_setting_words(name, value)}, in {len(cells)} of {len(ran)} cell(s) that ran, "
+                     f"which no knob set asked for: {shown}")
     return lines
 
 

@@ -65,7 +65,7 @@ def entry(cell: CellRow) -> str:
     """A grid cell: verdict, passed of all cases, the marks' codes (REGR 73/99 S T1.6)."""
     if cell.not_run is not None:
         return "not run" if cell.optional else WORDS[cell.verdict]
-    if cell.verdict == Verdict.UNSUPPORTED and not cell.verdicts:
+    if cell.refused:
         return WORDS[cell.verdict]
     tally = report_grid.tally(cell)
     codes = " ".join(m.code for m in report_grid.marks(cell))
