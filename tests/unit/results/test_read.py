@@ -2,6 +2,9 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from convmatrix import results
 from testkit import env_json, record, write_result
@@ -128,3 +131,17 @@ def test_an_explain_folder_that_is_a_link_is_said_not_passed_over(tmp_path: Path
     assert [e for e in loaded.errors if "explain" in e] == [
         f"{cell / 'explain'}: a symlink; the cell's explanations were not read"]
     assert loaded.results[0].explained == {}
+
+
+@pytest.mark.parametrize("skips", [
+    "conv1d-*", [{"cases": ["a"]}], [{"cases": [], "reason": "r"}], [{"cases": ["a"], "reason": ""}],
+    [{"cases": [1], "reason": "r"}], [{"cases": ["a"], "reason": "r", "x": 1}], [["a"]],
+    [{"cases": ["a"], "reason": "r"}] * 65, [{"cases": ["a"] * 65, "reason": "r"}],
+])
+def test_a_hostile_expected_skips_field_is_one_line_naming_it(tmp_path: Path, skips: Any) -> None:
+    """cell.json's expected_skips (issue 31) is untrusted: one error naming the file and field,
+    the cell not read, never a traceback or a skip declared by garbage."""
+    cell = write_result(tmp_path / "run", "cand", [record("a", "skipped")], cell={"expected_skips": skips})
+    loaded = results.load([tmp_path / "run"])
+    assert not loaded.results
+    assert len(loaded.errors) == 1 and loaded.errors[0].startswith(f"{cell / 'cell.json'}: field 'expected_skips'")
