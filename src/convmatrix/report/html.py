@@ -246,7 +246,7 @@ def case_body(cell: CellRow, case: CaseRow, opened: bool, budget: Budget, words:
         out.append(f'<p class="explained">{html_cell(said)}</p>')
     if case.sources and case.outcome.failing:
         links = " ".join(f'<a href="{html_cell(url)}" rel="noreferrer">{html_cell(url)}</a>' for url in case.sources)
-        out.append(f'<p class="upstream">reported upstream: {links}</p>')
+        out.append(f'<p class="provenance">case from: {links}</p>')  # text.provenance
     out += [f'<p class="known">{html_cell(k)}</p>' for k in case.known]
     if case.evidence:
         out += evidence(case.evidence, opened, budget)

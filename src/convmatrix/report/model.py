@@ -192,7 +192,9 @@ def annotate_known(result: CellResult, rows: list[CaseRow]) -> None:
                         capability=_text((result.gpu or {}).get("capability")))
     for row in failing:
         case = result.cases[row.case]
-        row.known = tuple(known.annotation(issue) for issue in known.match(case.params, stack, family=case.family))
+        row.known = tuple(
+            known.annotation(issue, known.matched(issue, stack, case.family))
+            for issue in known.match(case.params, stack, family=case.family, message=case.message, failed=True))
 
 
 def _text(value: object) -> str | None:

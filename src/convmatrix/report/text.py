@@ -12,9 +12,9 @@ from convmatrix.matrix.cells import abbreviate
 from convmatrix.report import grid as report_grid
 from convmatrix.report import notes as report_notes
 from convmatrix.report import verdicts as report_verdicts
-from convmatrix.report.cases import explained, first_difference, listed
+from convmatrix.report.cases import explained, first_difference, listed, provenance
 from convmatrix.report.grid import Column, Grid, Row
-from convmatrix.report.model import CaseRow, CellRow, Report
+from convmatrix.report.model import CellRow, Report
 from convmatrix.results.outcomes import Verdict
 
 WIDTH = 120
@@ -188,11 +188,6 @@ def case_table(report: Report) -> list[str]:
             if said:
                 out.append(f"{one_line(c.case)}@{one_line(c.gpu)}: {one_line(said)}")
         if c.sources and c.outcome.failing:
-            out.append(f"{one_line(c.case)}: {upstream(c)}")
+            out.append(f"{one_line(c.case)}: {one_line(provenance(c))}")
         out += [f"{one_line(c.case)}@{one_line(c.gpu)}: {one_line(k)}" for k in c.known]
     return [*out, ""]
-
-
-def upstream(case: CaseRow) -> str:
-    """The one line a failing case that reproduces a public report gets, in every format."""
-    return "reported upstream: " + " ".join(case.sources)
