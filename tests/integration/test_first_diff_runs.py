@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 import realrun
+from testkit import REPO
 
 pytestmark = pytest.mark.slow
 CASES = {"conv1d-fp32-k3-p1": "raise", "conv1d-fp16-k5-s2-dilated2": "raise",
@@ -29,9 +30,9 @@ def test_the_first_differing_line_of_each_fault_family_is_the_failures_own(tmp_p
               "perturb": {"conv1d-fp32-k3-permuted-bwd": 4.0}}
     candidate = realrun.harness(out, faults, *SELECTION)
     # The control as the suite itself, verbose, its output kept as the harness keeps a cell's log.
-    control = subprocess.run([sys.executable, "-m", "pytest", str(realrun.REPO / "suites"), "-v", "--results-dir",
+    control = subprocess.run([sys.executable, "-m", "pytest", str(REPO / "suites"), "-v", "--results-dir",
                               str(out / "control@cpu"), "--cell-id", "control", "--device", "cpu", *SELECTION],
-                             capture_output=True, check=False, cwd=realrun.REPO, timeout=600)
+                             capture_output=True, check=False, cwd=REPO, timeout=600)
     assert control.returncode == 0, control.stdout[-2000:]
     (out / "control@cpu" / "log.txt").write_bytes(control.stdout)
     assert candidate.wait(timeout=600) in (0, 1)  # the run itself has no control: it judges nothing
