@@ -165,3 +165,59 @@ def test_the_scaled_case_builds_the_shapes_the_cell_ran(runs: tuple[Path, dict[s
     text = repro.repro(run, CELL, NHWC_BF16)
     assert f"INPUT_SHAPE = {tuple(line['shapes']['input'])!r}" in text
     assert "LAYOUT = 'nhwc_strided'" in text and "DTYPE = 'bfloat16'" in text and "SLICED = True" in text
+
+
+# --- issue 39: a repro for a cell run with --pad-channels -------------------------------------------
+PADDED = ("conv_transpose3d-fp32-k3-s2", "conv2d-fp16-k3-p1-g3-channels_last-bwd-channels_last_odd-c30",
+          "conv2d-fp32-k3-p2-dilated2-bwd-det_on-dilation_deterministic",
+          "conv2d-fp32-k3x1-s2x1-depthwise-bwd_input-large_batch-b131072")
+EVERY_CONV_WHEN_CUDNN = f"""
+import torch
+import torch.nn.functional
+
+
+def failing(real):
+    def conv(*args, **kwargs):
+        if torch.backends.cudnn.enabled:
+            raise RuntimeError({SIG!r})
+        return real(*args, **kwargs)
+    return conv
+
+
+for name in ("conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d"):
+    setattr(torch.nn.functional, name, failing(getattr(torch.nn.functional, name)))
+"""
+
+
+@pytest.fixture(scope="module")
+def padded_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, dict[str, Any]]]:
+    """A cell run with --pad-channels 8 under a fault that raises the signature, and the clean run."""
+    out = tmp_path_factory.mktemp("padded")
+    faulted = suiterun.run_suite(out / "run" / f"{CELL}@cpu", "-q", "--pad-channels", "8", cases=PADDED,
+                                 faults={"raise": dict.fromkeys(PADDED, SIG)}, cell_id=CELL)
+    assert faulted.returncode == 1, faulted.output
+    (faulted.results_dir / "cell.json").write_text(json.dumps({**cell_json(), "knobs": "pad=8"}))
+    clean = suiterun.run_suite(out / "clean" / f"{CELL}@cpu", "-q", "--pad-channels", "8", cases=PADDED,
+                               cell_id=CELL)
+    assert clean.returncode == 0, clean.output
+    return out / "run", clean.by_case()
+
+
+@pytest.mark.parametrize("case", PADDED)
+def test_a_padded_cells_repro_pads_as_the_cell_did(case: str, padded_runs: tuple[Path, dict[str, Any]],
+                                                    tmp_path: Path) -> None:
+    """Issue 39: repro refused a cell run with the pad knob ('repro builds the case unpadded
+    only'). Its script pads the channels as the suite did: it reproduces under the fault and
+    passes without it, with the suite's own output sum (the padded channels cut back off)."""
+    run, clean = padded_runs
+    text = repro.repro(run, CELL, case)
+    assert "# Padded: the cell ran with --pad-channels 8" in text and "PAD = (" in text
+    script = tmp_path / "repro.py"
+    script.write_text(text)
+    reproduced = run_script(script, EVERY_CONV_WHEN_CUDNN, tmp_path)
+    assert reproduced.returncode == 1, reproduced.stdout + reproduced.stderr
+    assert f"REPRODUCES: RuntimeError: {SIG}" in reproduced.stdout
+    passed = run_script(script, None, tmp_path)
+    assert passed.returncode == 0, passed.stdout + passed.stderr
+    shown = re.search(r"output sum \(float64\): (\S+)", passed.stdout)
+    assert shown is not None and float(shown[1]) == clean[case]["fingerprint"]["sum"]

@@ -44,6 +44,7 @@ DIRECTIONS = ("forward", "backward", "backward_input", "backward_weight", "doubl
 VIAS = (None, "compile", "cuda_graph")
 DEVICES = ("cuda", "cpu")
 MAX_INT = 1 << 40  # no dimension, stride or padding of a real conv comes near
+MAX_PAD = 1024  # --pad-channels multiples a repro takes (the suite's knob is a small power of two)
 # Values written into the header's install commands: only these shapes, so a pasted line is safe.
 TORCH_VERSION = re.compile(r"[0-9]{1,4}(?:\.[0-9]{1,4}){1,3}(?:(?:a|b|rc|\.dev|\.post)[0-9]{1,10})?", re.ASCII)
 VARIANT = re.compile(r"cu[0-9]{2,3}|cpu|rocm[0-9]{1,2}(?:\.[0-9]{1,2}){0,2}", re.ASCII)
@@ -82,6 +83,10 @@ class Spec:
     sliced: bool  # the suite's reference covered a slice (decided on the full-size case)
     scaled: bool  # the shapes differ from the params' (the CPU ran the scaled-down variant)
     device: str
+    pad_to: int = 0  # the cell's --pad-channels multiple (0: none)
+    # (groups, in per group, out per group, in per group padded, out per group padded), as the
+    # suite's pad_plan makes it for the multiple; None: nothing padded.
+    pad: tuple[int, int, int, int, int] | None = None
 
     @property
     def transposed(self) -> bool:
@@ -258,10 +263,11 @@ def spec_of(line: dict[str, Any], env: dict[str, Any], device: str | None = None
     if layout == "transposed" and (ran["input"][0] < 2 or ran["input"][1] < 2):
         raise _bad(case_id, "params.layout", "a transposed layout needs a batch and channels of 2 or more")
     knobs: dict[str, Any] = line["knobs"] if isinstance(line.get("knobs"), dict) else {}
-    pad = knobs.get("pad_channels", 0)
-    if _int(case_id, "knobs.pad_channels", pad) > 1:
-        raise _bad(case_id, "knobs.pad_channels", f"the cell padded channels to a multiple of {pad}: "
-                   "repro builds the case unpadded only (not yet supported)")
+    pad_to = _int(case_id, "knobs.pad_channels", knobs.get("pad_channels", 0))
+    if pad_to > MAX_PAD:
+        raise _bad(case_id, "knobs.pad_channels", f"{pad_to}: not a channel multiple up to {MAX_PAD}")
+    c_in_ran = ran["weight"][0] if transposed else ran["input"][1]
+    c_out_ran = ran["output"][1]
     run_benchmark = _choice(case_id, "knobs.cudnn_benchmark", knobs.get("cudnn_benchmark", False), (True, False))
     run_deterministic = _choice(case_id, "knobs.cudnn_deterministic", knobs.get("cudnn_deterministic", False),
                                 (True, False))
@@ -282,7 +288,27 @@ def spec_of(line: dict[str, Any], env: dict[str, Any], device: str | None = None
         cudnn_enabled=_choice(case_id, "knobs.cudnn_enabled", knobs.get("cudnn_enabled", True), (True, False)),
         sliced=_sliced(full, transposed, c_in, c_out, full_groups),
         scaled=ran != full, device=device,
+        pad_to=pad_to if pad_to > 1 else 0, pad=pad_plan(c_in_ran, c_out_ran, groups, pad_to),
     )
+
+
+def pad_plan(c_in: int, c_out: int, groups: int, multiple: int) -> tuple[int, int, int, int, int] | None:
+    """What the suite's --pad-channels does to a case (suites/test_conv.py, pad_plan; the same
+    arithmetic, since the script must build the convolution the cell ran): (groups, in per group,
+    out per group, in per group padded, out per group padded), the new group count first; None
+    when nothing is padded. A depthwise conv gets more (zero) groups; others pad each group."""
+    if multiple <= 1:
+        return None
+    in_g, out_g = c_in // groups, c_out // groups
+    if groups == c_in and groups > 1:  # depthwise, as the catalog's Case.depthwise says
+        new_groups = -(-groups // multiple) * multiple
+        plan = (new_groups, in_g, out_g, in_g, out_g)
+    else:
+        step = multiple // math.gcd(multiple, groups)
+        plan = (groups, in_g, out_g, -(-in_g // step) * step, -(-out_g // step) * step)
+    if (plan[0], plan[3], plan[4]) == (groups, in_g, out_g):
+        return None
+    return plan
 
 
 def _shapes(transposed: bool, n: int, c_in: int, c_out: int, groups: int, size: tuple[int, ...],
@@ -404,6 +430,12 @@ def header(spec: Spec, where: Provenance) -> list[str]:
     if spec.scaled:
         lines.append("# Shapes: the scaled-down variant the cell's CPU ran (its results line's `shapes`), "
                      "not the params'.")
+    if spec.pad is not None:
+        groups, in_g, out_g, new_in, new_out = spec.pad
+        lines.append(f"# Padded: the cell ran with --pad-channels {spec.pad_to}, so the conv runs as the suite ran it,")
+        lines.append(f"#   with zero channels added: {spec.groups} group(s) of {in_g} in / {out_g} out become {groups} "
+                     f"of {new_in} in / {new_out} out; the output is cut back to the case's channels before it is")
+        lines.append("#   compared, and the reference is the unpadded case.")
     if spec.sliced:
         lines.append("# The reference covers a slice, as the suite's did: the last 4 output positions per spatial")
         lines.append("#   dimension of the last batch entry (the last 16 output channels when groups == 1).")
@@ -440,6 +472,8 @@ def constants(spec: Spec) -> list[str]:
         ("CUDNN_ENABLED", spec.cudnn_enabled, "torch.backends.cudnn.enabled for the case"),
         ("SLICED", spec.sliced, "the reference covers a slice, as the suite's did"),
         ("DEFAULT_DEVICE", spec.device, "the device the cell ran on"),
+        ("PAD", spec.pad, "the cell's --pad-channels: (groups, in/group, out/group, padded in/group, "
+                          "padded out/group), or None"),
     ]
     lines = []
     for name, value, note in values:
@@ -591,13 +625,42 @@ def versions(device):
     print("device: %s" % device)
 
 
-def conv(x, weight, bias, padding=None, output_padding=None):
+def conv(x, weight, bias, padding=None, output_padding=None, groups=None):
     # Looked up at each call, not at import: a patch of torch.nn.functional (a sitecustomize.py)
     # reaches the case and the control alike.
     fn = getattr(torch.nn.functional, OP)
     extra = {"output_padding": OUTPUT_PADDING if output_padding is None else output_padding} if TRANSPOSED else {}
     return fn(x, weight, bias, stride=STRIDE, padding=PADDING if padding is None else padding,
-              dilation=DILATION, groups=GROUPS, **extra)
+              dilation=DILATION, groups=GROUPS if groups is None else groups, **extra)
+
+
+def pad_dim(t, dim, groups, per, new_groups, new_per):
+    """Dimension dim seen as (groups, per), zero-padded to (new_groups, new_per), as the suite pads."""
+    shape = t.shape
+    t = t.reshape(*shape[:dim], groups, per, *shape[dim + 1:])
+    t = torch.nn.functional.pad(t, [0, 0] * (t.dim() - dim - 2) + [0, new_per - per, 0, new_groups - groups])
+    return t.reshape(*shape[:dim], new_groups * new_per, *shape[dim + 1:])
+
+
+def unpad_dim(t, dim, new_groups, new_per, groups, per):
+    t = t.unflatten(dim, (new_groups, new_per))
+    return t[(slice(None),) * dim + (slice(0, groups), slice(0, per))].flatten(dim, dim + 1)
+
+
+def padded(x, weight, bias):
+    """Input, weight and bias with the zero channels the cell's --pad-channels added, and the
+    group count the padded conv takes (the case's own when nothing is padded)."""
+    if PAD is None:
+        return x, weight, bias, GROUPS
+    groups, in_g, out_g, new_in, new_out = PAD
+    x = pad_dim(x, 1, GROUPS, in_g, groups, new_in)
+    if TRANSPOSED:
+        weight = pad_dim(pad_dim(weight, 0, GROUPS, in_g, groups, new_in), 1, 1, out_g, 1, new_out)
+    else:
+        weight = pad_dim(pad_dim(weight, 0, GROUPS, out_g, groups, new_out), 1, 1, in_g, 1, new_in)
+    if bias is not None:
+        bias = pad_dim(bias, 0, GROUPS, out_g, groups, new_out)
+    return x, weight, bias, groups
 
 
 def numel(shape):
@@ -727,12 +790,13 @@ def run_case(made, device, via):
     x_leaf = made["input"].to(device).detach().requires_grad_(BACKWARD and DIRECTION != "backward_weight")
     w_leaf = made["weight"].to(device).detach().requires_grad_(BACKWARD and DIRECTION != "backward_input")
     bias = made["bias"].to(device) if BIAS else None
-    x = place_input(x_leaf, memory_format(x_leaf.dim()))
-    fmt = memory_format(w_leaf.dim())
-    weight = w_leaf.contiguous(memory_format=fmt) if fmt is not None else w_leaf
+    x, weight, bias, groups = padded(x_leaf, w_leaf, bias)
+    x = place_input(x, memory_format(x.dim()))
+    fmt = memory_format(weight.dim())
+    weight = weight.contiguous(memory_format=fmt) if fmt is not None else weight
 
     def call(x, weight, bias):
-        return conv(x, weight, bias)
+        return conv(x, weight, bias, groups=groups)
 
     if via == "compile":  # fullgraph: a graph break would run the conv eagerly
         call = torch.compile(call, fullgraph=True, dynamic=False)
@@ -747,6 +811,8 @@ def run_case(made, device, via):
 
     def backward(out):
         grad = made["grad_output"].to(device=device, dtype=out.dtype)
+        if PAD is not None:  # the padded output channels get zero gradient
+            grad = pad_dim(grad, 1, GROUPS, PAD[2], PAD[0], PAD[4])
         if DIRECTION == "double_backward":  # as a gradient penalty: grad_input kept differentiable
             grad_input, grad_weight = torch.autograd.grad(out, (x_leaf, w_leaf), grad, create_graph=True)
             vector = made["vector"].to(device=device, dtype=grad_input.dtype)
@@ -767,9 +833,12 @@ def run_case(made, device, via):
     out = forward()
     if out.dtype != DTYPES[COMPUTE]:
         raise AssertionError("autocast ran %s in %s, not %s" % (OP, out.dtype, COMPUTE))
-    got = {"output": out.detach()}
+    got = {}
     if BACKWARD:
         got.update(backward(out))
+    if PAD is not None:  # the case's own channels, as the suite compares them
+        out = unpad_dim(out, 1, PAD[0], PAD[4], GROUPS, PAD[2])
+    got["output"] = out.detach()
     if device == "cuda":  # kernel errors surface asynchronously: make them surface here
         torch.cuda.synchronize()
     return got
