@@ -76,6 +76,13 @@ def test_slurm_dry_run_prints_both_scripts_and_submits_nothing(capsys: pytest.Ca
     (["--shards", "52"], "--shards 52: the matrix has only 51 cell(s)"),
     (["--shards", "2", "--", "--shard", "1/2"], "--shard is set by the engine"),
     (["--shards", "2", "--", "--out", "x"], "--out is set by the engine"),
+    # Issue 32, item 5: abbreviations the run's parser expands, and the suite options the harness sets.
+    (["--shards", "2", "--", "--ou", "x"], "--ou (argparse reads it as --out) is set by the engine"),
+    (["--shards", "2", "--", "--sha", "1/1"], "--sha (argparse reads it as --shard) is set by the engine"),
+    (["--shards", "2", "--", "--sh=1/1"], "--sh (argparse reads it as --shard) is set by the engine"),
+    (["--shards", "2", "--", "--", "--results-dir", "x"], "suite options: --results-dir is set by convmatrix"),
+    (["--shards", "2", "--", "--", "--results-d=x"], "--results-d (an abbreviation of --results-dir)"),
+    (["--shards", "2", "--", "--", "--cell-id", "x"], "suite options: --cell-id is set by convmatrix"),
     (["--shards", "2", "--", "--bogus"], "run options: unknown --bogus"),
     (["--shards", "2", "--", "--gpus", "a"], "--gpus 'a' is not a list"),
 ])
