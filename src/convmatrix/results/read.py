@@ -72,7 +72,7 @@ class FirstCause:
 
 @dataclass(frozen=True, kw_only=True)
 class Explanation:
-    """What `--explain` found for a failing case (<cell>/explain/<case>.json, run/explain.py):
+    """What `--explain` found for a failing case (<cell>/explain/<explain_name>.json, run/explain.py):
     cuDNN's own status and reason from its API log, the backend PyTorch chose and by which path,
     and how the case ran without cuDNN."""
 
@@ -363,7 +363,7 @@ def load_dir(directory: Path, errors: list[str]) -> CellResult | None:
 
 
 def read_explained(directory: Path, failing: list[str], errors: list[str]) -> dict[str, Explanation]:
-    """The `--explain` findings of a cell's failing cases (explain/<case>.json; absent: none),
+    """The `--explain` findings of a cell's failing cases (explain/<explain_name>.json; absent: none),
     each a small file read with bounds; a malformed one is one error line and no finding."""
     found: dict[str, Explanation] = {}
     folder = directory / rundir.EXPLAIN
@@ -376,11 +376,19 @@ def read_explained(directory: Path, failing: list[str], errors: list[str]) -> di
                       "the cell's explanations were not read")
         return found
     for case in failing:
-        path = folder / f"{case}.json"
-        if not path.exists():
-            continue
+        path = folder / f"{rundir.explain_name(case)}.json"
+        if not os.path.lexists(path):
+            # Written before issue 32 (explain/<case>.json): still read, its "case" checked below.
+            path = folder / f"{case}.json"
+            if not os.path.lexists(path):
+                continue
         data = rundir.load_object(path, errors)
         if not data:
+            continue
+        if data.get("case") != case:
+            # The name is a hash of the id, and the file says whose it is: another case's finding
+            # (a copy, a hand edit) is said, never shown under this case.
+            errors.append(f"{path}: field 'case': expected {case!r}, the case this name is for; not read")
             continue
         cudnn = data.get("cudnn")
         said: dict[str, Any] = cudnn if isinstance(cudnn, dict) else {}

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import importlib.util
 import json
 import os
@@ -87,6 +88,15 @@ def suite_module(stem: str) -> ModuleType:
 
 records = suite_module("records")
 suite_options = suite_module("options")
+
+
+def explain_name(case: str) -> str:
+    """The name of a failing case's --explain files, explain/<name>/ and explain/<name>.json: the
+    first 16 hex digits of the SHA-256 of its id. Not the id itself: two ids may be one name after
+    a suffix (`zz` and `zz.json`: the second's folder is the first's file) or a case fold (`Zz` and
+    `zz` on macOS's file system), and an id may be 160 characters; hex digits are lower case,
+    never end in `.json` and never collide with one another's files (docs/contracts.md)."""
+    return hashlib.sha256(case.encode("utf-8")).hexdigest()[:16]
 
 
 def result_name(cell_id: str, gpu_key: str, host: str) -> str:
@@ -233,7 +243,7 @@ def write_plain(path: Path, data: bytes, base: Path) -> None:
 
 def make_dirs(path: Path, base: Path) -> None:
     """path and the folders from base down to it, real directories (what a cell left in their
-    place, a link or a file, is replaced): where a suite run is pointed (blocking/, explain/<case>/)."""
+    place, a link or a file, is replaced): where a suite run is pointed (blocking/, explain/<name>/)."""
     with Tree.open(base, create=True) as root, root.at(under(base, path), create=True):
         pass
 
