@@ -467,13 +467,18 @@ def read_cases(path: Path, errors: list[str], conflicts: list[str] | None = None
                base: Path | None = None, bounded: list[str] | None = None) -> dict[str, Case]:
     """Each case's last line. A case recorded again with another outcome is named in conflicts
     (the cell cannot be taken as it reads: which line is true?), never resolved in silence. A
-    file of more than rundir.MAX_LINES lines, or a line nested past jsonread.MAX_DEPTH, is named
+    file of more than rundir.MAX_LINES lines or rundir.MAX_RESULTS bytes, or a line nested past
+    jsonread.MAX_DEPTH, is named
     in bounded (its cell INVALID; errors when no list is given) and not read."""
     cases: dict[str, Case] = {}
     bounded = errors if bounded is None else bounded
     try:
-        text = rundir.read_plain(path, rundir.MAX_RESULTS, base).decode("utf-8", errors="replace")
+        # Counted as it is read, and past the line bound never held whole (bounded memory).
+        data, lines = rundir.read_lines(path, base)
     except FileNotFoundError:
+        return cases
+    except rundir.TooLarge as exc:
+        bounded.append(str(exc))  # a bound, as the line bound: the cell's fault
         return cases
     except rundir.NotPlain as exc:
         errors.append(str(exc))
@@ -481,11 +486,12 @@ def read_cases(path: Path, errors: list[str], conflicts: list[str] | None = None
     except OSError as exc:
         errors.append(f"{path}: unreadable ({exc.strerror or exc})")
         return cases
-    lines = text.count("\n") + (not text.endswith("\n"))
-    if lines > rundir.MAX_LINES:
+    if data is None:
         bounded.append(f"{path}: {lines:,} lines, more than {rundir.MAX_LINES:,} (the catalogue has a few "
                        "hundred cases); not read")
         return cases
+    text = data.decode("utf-8", errors="replace")
+    del data
     for lineno, record in numbered(text):
         if isinstance(record, jsonread.TooBig):
             bounded.append(f"{path}:{lineno}: {record}; not read")

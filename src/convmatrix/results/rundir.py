@@ -215,6 +215,10 @@ MAX_LINES = 20_000
 NotPlain = Refused  # a path in a results directory that is not a regular file inside it (one line)
 
 
+class TooLarge(NotPlain):
+    """A regular file past its size bound: the cell's fault (INVALID), not bad input."""
+
+
 def inside(path: Path, base: Path) -> None:
     """NotPlain unless path is under base, by names tree.check_name allows (base itself is trusted)."""
     under(base, path)
@@ -231,6 +235,30 @@ def read_plain(path: Path, limit: int, base: Path | None = None) -> bytes:
     """A regular file's bytes, at most limit of them (NotPlain past it: nothing of it is used)."""
     with parent_of(path, base) as (folder, name):
         return folder.read(name, limit)
+
+
+def read_lines(path: Path, base: Path | None = None) -> tuple[bytes | None, int]:
+    """A results.jsonl's bytes and its number of lines (as str.count would give them, a last line
+    without its line break counted), read 1 MiB at a time: past max_lines its bytes are dropped
+    (None) and it is only counted, so a 10^6-line file is counted in 1 MiB, never held whole.
+    TooLarge past MAX_RESULTS bytes."""
+    limit, max_lines = MAX_RESULTS, MAX_LINES  # read when called: a test may set them lower
+    chunks: list[bytes] | None = []
+    newlines = size = 0
+    last = b""
+    with open_plain(path, base) as handle:
+        while chunk := handle.read(1 << 20):
+            size += len(chunk)
+            if size > limit:
+                raise TooLarge(f"{path}: larger than {limit:,} bytes; not read")
+            newlines += chunk.count(b"\n")
+            last = chunk[-1:]
+            if chunks is not None:
+                chunks.append(chunk)
+                if newlines > max_lines:
+                    chunks = None
+    lines = newlines + (last != b"\n")
+    return (None if chunks is None or lines > max_lines else b"".join(chunks)), lines
 
 
 def write_plain(path: Path, data: bytes, base: Path) -> None:
