@@ -201,7 +201,8 @@ class Tree:
     def _fresh(self, name: str, mode: int) -> tuple[str, int]:
         """A new file beside name, made O_EXCL under a name nobody could plant beforehand."""
         for _attempt in range(8):
-            tmp = f".{name[:200]}.{os.getpid()}.{secrets.token_hex(6)}.tmp"
+            # Cut by bytes, not characters: 127 'é' are 254 bytes, and the name must stay in NAME_MAX.
+            tmp = f".{os.fsdecode(os.fsencode(name)[:200])}.{os.getpid()}.{secrets.token_hex(6)}.tmp"
             try:
                 return tmp, os.open(tmp, _NEW, mode, dir_fd=self.fd)
             except FileExistsError:
