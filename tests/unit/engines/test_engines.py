@@ -243,6 +243,9 @@ def test_k8s_yaml_round_trips_to_the_manifests() -> None:
     (["--out", "/elsewhere/run"], "--out /elsewhere/run: must lie under the claim's mount /results"),
     (["--gpus", "-1"], "--gpus -1"),
     (["--mig", "mig-3g.71gb"], "--mig 'mig-3g.71gb': not a MIG profile like 3g.71gb"),
+    # Issue 32, item 5: the same parser as slurm's and `convmatrix run`'s decides.
+    (["--", "--ou", "/results/x", "--sha", "1/1"], "--ou (argparse reads it as --out) is set by the engine"),
+    (["--", "--", "--cell-i", "x"], "--cell-i (an abbreviation of --cell-id) is set by convmatrix"),
 ])
 def test_k8s_bad_input(capsys: pytest.CaptureFixture[str], args: list[str], says: str) -> None:
     code, out, err = cli(capsys, "k8s", "-m", MATRIX, "--shards", "2", "--image", "i", "--claim", "c", *args)
