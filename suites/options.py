@@ -58,6 +58,9 @@ OPTIONS: tuple[Option, ...] = (
            "slot modulo the GPU count)", default="on", choices=("on", "off"), group="isolation"),
 )
 BY_NAME = {o.name: o for o in OPTIONS}
+# Set by convmatrix on every suite run it starts (run/runner.py's suite_command): where the cell's
+# files go and whose they are. Never taken from a run's suite options, exact or abbreviated.
+HARNESS_OWNED = ("--results-dir", "--cell-id")
 _TYPES: dict[str, Callable[[str], Any]] = {"int": int, "float": float}
 
 
@@ -80,10 +83,39 @@ def addoptions(group: Any, which: str) -> None:
         group.addoption(option.name, **kwargs)
 
 
+def owned(arg: str) -> str | None:
+    """The option of HARNESS_OWNED that arg names, exactly or as an abbreviation argparse would
+    expand (`--results-d`, `--ce=x`: a prefix of it, past the `--`), else None. Every prefix
+    counts, even one that argparse would call ambiguous among pytest's options: pytest 9 takes no
+    abbreviation (its parser has allow_abbrev=False, _pytest/config/argparsing.py), but a cell's
+    venv may hold another pytest or plugins, and no option of pytest's is a prefix of these two."""
+    if not arg.startswith("--") or arg == "--":
+        return None
+    name = arg.partition("=")[0]
+    return next((o for o in HARNESS_OWNED if o.startswith(name)), None)
+
+
+def owned_problems(args: Sequence[str]) -> list[str]:
+    """The options among args that the harness sets for each suite run, and any `@FILE` argument
+    (pytest reads more arguments from that file, fromfile_prefix_chars="@", where they could not be
+    checked). Every argument is looked at, a value included: the check must not be steered past."""
+    found: list[str] = []
+    for arg in args:
+        option = owned(arg)
+        if option is not None:
+            said = arg.partition("=")[0]
+            spelt = said if said == option else f"{said} (an abbreviation of {option})"
+            found.append(f"{spelt} is set by convmatrix for each cell")
+        elif arg.startswith("@"):
+            found.append(f"{arg[:80]}: pytest would read options from that file, which convmatrix cannot check")
+    return found
+
+
 def problems(args: Sequence[str]) -> list[str]:
     """What is wrong with the suite's own options among args (pytest's own, and -k, -p, -n..., are
-    left to pytest): a bad value, a missing value, or a name one typo away from one of ours."""
-    found: list[str] = []
+    left to pytest): an option the harness sets (owned_problems), a bad value, a missing value, or a
+    name one typo away from one of ours."""
+    found: list[str] = owned_problems(args)
     i = 0
     while i < len(args):
         arg = args[i]
@@ -92,6 +124,8 @@ def problems(args: Sequence[str]) -> list[str]:
             continue
         name, eq, inline = arg.partition("=")
         option = BY_NAME.get(name)
+        if owned(arg) is not None:
+            continue  # said once, by owned_problems
         if option is None:
             close = difflib.get_close_matches(name, list(BY_NAME), n=1, cutoff=0.85)
             if close:

@@ -6,6 +6,9 @@ draw from here, so that one generator of hostile or unusual input serves every r
 
 from __future__ import annotations
 
+import json
+import os
+import stat
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -147,3 +150,154 @@ def mig_profiles() -> st.SearchStrategy[str]:
     size = st.builds(lambda g, m: f"{g}g.{m}gb", st.integers(1, 7), st.integers(5, 1999))
     suffix = st.sampled_from(["", "+me", "-me", "+gfx", "+me.all"])
     return st.builds(lambda c, s, x: c + s + x, compute, size, suffix)
+
+
+# --- hostile cell output: results lines, records and directory trees (issue 32) -----------------
+#
+# What a cell may leave for the harness to read: anything. These generate it for the readers'
+# and the trees' property tests (tests/unit/results/test_reader_properties.py): JSON that is
+# sound, wrongly typed, truncated, nested past every bound, or no JSON at all, as results lines
+# and as cell.json, env.json and explain findings; and directory trees holding symlinks (out of
+# the tree, to a FIFO, in a loop, dangling), FIFOs, odd names and depth past tree.MAX_DEPTH.
+
+RESULT_KEYS = ("schema", "cell_id", "case", "nodeid", "status", "message", "exc_type", "warnings", "numeric",
+               "duration_s", "params", "knobs", "device", "worker", "backend", "cudnn_path", "timing", "sources")
+RECORD_KEYS = ("schema", "cell", "cell_id", "control", "ended", "started", "gpus", "knobs", "argv", "host",
+               "expected", "observed", "evidence", "exit_code", "expected_skips", "cudnn_error", "torch",
+               "cuda", "cudnn", "device", "lane", "image_id", "isolation", "case", "level", "cudnn", "activity",
+               "log", "status", "cudnn_off", "cudnn_is_the_cause", "subcode")
+
+
+def json_values(max_leaves: int = 12) -> st.SearchStrategy[Any]:
+    """Any JSON value: scalars of every type (huge ints, floats, odd text) nested in lists and objects."""
+    scalars = (st.none() | st.booleans() | st.integers(min_value=-(2**70), max_value=2**70)
+               | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=40))
+    return st.recursive(scalars, lambda inner: st.lists(inner, max_size=4)
+                        | st.dictionaries(st.text(max_size=12), inner, max_size=4), max_leaves=max_leaves)
+
+
+@st.composite
+def hostile_objects(draw: st.DrawFn, keys: tuple[str, ...] = RECORD_KEYS) -> dict[str, Any]:
+    """An object whose keys are mostly the ones a reader looks for, each holding any JSON value."""
+    known = draw(st.dictionaries(st.sampled_from(keys), json_values(), max_size=8))
+    return {**draw(st.dictionaries(st.text(max_size=10), json_values(4), max_size=2)), **known}
+
+
+def nested(depth: int, inner: str = "1") -> str:
+    """A JSON text nested depth levels (lists, objects or both in turn)."""
+    return "".join("[" if i % 3 else '{"a":' for i in range(depth)) + inner + "".join(
+        "]" if i % 3 else "}" for i in reversed(range(depth)))
+
+
+@st.composite
+def hostile_json_texts(draw: st.DrawFn, keys: tuple[str, ...] = RECORD_KEYS) -> str:
+    """A text a reader is handed as one JSON value: an object of the reader's keys, any value, one
+    nested past the bounds (to 5,000 levels), cut short, a number past a float, or not JSON."""
+    kind = draw(st.sampled_from(("object", "value", "deep", "cut", "number", "text")))
+    if kind == "object":
+        return json.dumps(draw(hostile_objects(keys)))
+    if kind == "value":
+        return json.dumps(draw(json_values()))
+    if kind == "deep":
+        return nested(draw(st.sampled_from((60, 65, 200, 1_100, 5_000))))
+    if kind == "cut":
+        text = json.dumps(draw(hostile_objects(keys)))
+        return text[: draw(st.integers(0, max(0, len(text) - 1)))]
+    if kind == "number":
+        return draw(st.sampled_from(("1e999999", "-1e400", "9" * 5000, "NaN", "Infinity", '{"schema": 1e999}')))
+    return draw(st.text(max_size=60))
+
+
+@st.composite
+def hostile_results_lines(draw: st.DrawFn) -> list[str]:
+    """A results.jsonl's lines: sound ones (record()), ones with a hostile value in a results
+    field, and hostile texts, mixed; a case id repeated or invalid now and then."""
+    cases = st.sampled_from(("a", "b", "zz", "zz.json", "Zz", "../x", "", "a" * 200))
+    sound = st.builds(lambda c, s: json.dumps(record(c, s)), cases, st.sampled_from(sorted(set(STATUS.values()))))
+    spoiled = st.builds(lambda c, k, v: json.dumps({**record(c, "failed"), k: v}), cases,
+                        st.sampled_from(RESULT_KEYS), json_values(6))
+    return draw(st.lists(sound | spoiled | hostile_json_texts(RESULT_KEYS), max_size=8))
+
+
+# One entry of a tree, under the root: its path (names), and what it is. A link names where it points:
+# "outside" (a file outside the tree), "outside-dir", "outside-fifo", "loop" (itself), "up" (..),
+# "dangling", or "inside" (the root's first file).
+ODD_NAMES = st.sampled_from(("results.jsonl", "cell.json", "env.json", "explain", "blocking", "evidence",
+                             "zz", "zz.json", "Zz", "-rf", " ", "new\nline", "tab\t", "é", "\U0001f600",
+                             ".hidden", "..x", "a" * 255, "é" * 127, "x.partial", ".cell.json.1.tmp"))
+LINK_TARGETS = ("outside", "outside-dir", "outside-fifo", "loop", "up", "dangling", "inside")
+
+
+@dataclass(frozen=True)
+class TreeEntry:
+    parts: tuple[str, ...]
+    kind: str  # file, dir, fifo, link
+    data: bytes = b""
+    target: str = ""
+
+
+@st.composite
+def hostile_trees(draw: st.DrawFn, max_entries: int = 10) -> list[TreeEntry]:
+    """What a cell may leave in its directory: files, folders, FIFOs and links with odd names, a
+    few levels deep, and now and then a chain of folders past tree.MAX_DEPTH (32)."""
+    entries: list[TreeEntry] = []
+    for _ in range(draw(st.integers(0, max_entries))):
+        parents = tuple(draw(st.lists(ODD_NAMES, max_size=3)))
+        name = draw(ODD_NAMES)
+        kind = draw(st.sampled_from(("file", "dir", "fifo", "link", "link")))
+        entries.append(TreeEntry((*parents, name), kind,
+                                 data=draw(st.binary(max_size=64)) if kind == "file" else b"",
+                                 target=draw(st.sampled_from(LINK_TARGETS)) if kind == "link" else ""))
+    if draw(st.booleans()):
+        depth = draw(st.sampled_from((5, 31, 33, 40)))
+        entries.append(TreeEntry((*(f"d{i}" for i in range(depth)), "deep.txt"), "file", b"deep"))
+    return entries
+
+
+def plant(root: Path, entries: list[TreeEntry], outside: Path) -> None:
+    """The entries made under root (an entry whose place is taken, or under a non-folder, is left
+    out: the tree is what the file system allowed); links point at outside's file, folder and FIFO."""
+    targets = {"outside": outside / "precious", "outside-dir": outside, "outside-fifo": outside / "fifo",
+               "up": Path(".."), "dangling": outside / "missing", "inside": root / "results.jsonl"}
+    for entry in entries:
+        path = root.joinpath(*entry.parts)
+        if any(root.joinpath(*entry.parts[:i]).is_symlink() for i in range(1, len(entry.parts))):
+            continue  # under a link planted before: making it would write outside
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            if os.path.lexists(path):
+                continue
+            if entry.kind == "file":
+                path.write_bytes(entry.data)
+            elif entry.kind == "dir":
+                path.mkdir()
+            elif entry.kind == "fifo":
+                os.mkfifo(path)
+            else:
+                path.symlink_to(path if entry.target == "loop" else targets[entry.target])
+        except OSError:
+            continue  # a parent that is a file, a FIFO or a link: not made
+
+
+def make_outside(folder: Path) -> Path:
+    """A folder outside every tree under test: a file, a FIFO and a sub-folder that must not change."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "precious").write_text("keep me\n")
+    (folder / "sub").mkdir(exist_ok=True)
+    (folder / "sub" / "old").write_text("old\n")
+    if not (folder / "fifo").exists():
+        os.mkfifo(folder / "fifo")
+    return folder
+
+
+def snapshot(folder: Path) -> dict[str, tuple[str, bytes | None]]:
+    """What is under folder, never following a link: each path's kind and a file's bytes."""
+    seen: dict[str, tuple[str, bytes | None]] = {}
+    for here, dirs, files in os.walk(folder):
+        for name in dirs + files:
+            path = Path(here) / name
+            mode = path.lstat().st_mode
+            kind = ("link" if stat.S_ISLNK(mode) else "dir" if stat.S_ISDIR(mode)
+                    else "fifo" if stat.S_ISFIFO(mode) else "file")
+            seen[str(path.relative_to(folder))] = (kind, path.read_bytes() if kind == "file" else None)
+    return seen

@@ -1,5 +1,5 @@
 """The one bounded JSON reader: every JSON read of what a cell left (results.jsonl, cell.json,
-env.json, first_cause.json, explain/<case>.json, plans) or of a file a user names goes through
+env.json, first_cause.json, explain/<name>.json, plans) or of a file a user names goes through
 `loads`, which checks the size and the nesting depth before json parses anything.
 
 Why before: json's decoder recurses once per level, so a results line nesting 200,000 lists

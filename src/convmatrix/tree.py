@@ -6,7 +6,7 @@ symlink.
 
 Why descriptors and not path strings: what lies under a result was written by a cell, and a cell
 runs third-party code (wheels, base images, a suite users extend). A path string joined from it
-(`<cell>/explain/<case>/log.txt`) follows whatever symlink the cell planted on the way
+(`<cell>/explain/<name>/log.txt`) follows whatever symlink the cell planted on the way
 (`explain -> /elsewhere`), and a check before the open (is_symlink, then open) races with it. A
 descriptor opened with O_NOFOLLOW at each step cannot be led out of the tree.
 
@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import BinaryIO, cast
 
 NAME_MAX = 255  # bytes of one name (Linux's NAME_MAX)
-MAX_DEPTH = 32  # levels a walk or a copy descends (a result nests 4: explain/<case>/cudnn_off/<file>)
+MAX_DEPTH = 32  # levels a walk or a copy descends (a result nests 4: explain/<name>/cudnn_off/<file>)
 MAX_ENTRIES = 1_000_000  # entries one walk or one rmtree visits (a torch venv has ~20,000)
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | _CLOEXEC
@@ -201,7 +201,8 @@ class Tree:
     def _fresh(self, name: str, mode: int) -> tuple[str, int]:
         """A new file beside name, made O_EXCL under a name nobody could plant beforehand."""
         for _attempt in range(8):
-            tmp = f".{name[:200]}.{os.getpid()}.{secrets.token_hex(6)}.tmp"
+            # Cut by bytes, not characters: 127 'é' are 254 bytes, and the name must stay in NAME_MAX.
+            tmp = f".{os.fsdecode(os.fsencode(name)[:200])}.{os.getpid()}.{secrets.token_hex(6)}.tmp"
             try:
                 return tmp, os.open(tmp, _NEW, mode, dir_fd=self.fd)
             except FileExistsError:

@@ -171,3 +171,12 @@ def test_parent_of_opens_each_component_without_following(tmp_path: Path, outsid
     assert (tmp_path / "blocking" / "results.jsonl").is_file() and snapshot(outside) == {"precious": b"keep me\n"}
     with pytest.raises(Refused, match="outside"), tree.parent_of(tmp_path.parent / "x", tmp_path):
         pass
+
+
+def test_a_name_of_255_bytes_in_fewer_characters_is_written(tmp_path: Path) -> None:
+    """Found by the tree property test (issue 32, item 8): the temporary name kept 200 characters
+    of the name, 254 bytes for 127 'é', and the write failed with ENAMETOOLONG (exit 4)."""
+    name = "é" * 127
+    with Tree.open(tmp_path) as root:
+        root.write(name, b"x")
+    assert (tmp_path / name).read_bytes() == b"x" and sorted(p.name for p in tmp_path.iterdir()) == [name]

@@ -25,7 +25,8 @@ def add_parser(sub: Any) -> None:
                     "table (stdout, or -o FILE).")
     c.add_argument("files", nargs="*", metavar="FILE", help="case files (TOML or JSON)")
     c.add_argument("--from-log", metavar="LOG", help="a failed job's log (plain, .gz, rank-prefixed)")
-    c.add_argument("-o", "--output", type=Path, help="with --from-log: write the case file here")
+    c.add_argument("-o", "--output", type=Path,
+                   help="with --from-log: write the case file here (FILE.toml: TOML, FILE.json: JSON)")
     c.add_argument("--format", choices=("table", "json"), default="table")
 
 
@@ -90,11 +91,16 @@ def from_log(log: str, output: Path | None) -> int:
         print(f"convmatrix: {one_line(note)}", file=sys.stderr)
     if not found.cases:
         raise BadInput(f"{log}: no repro snippet to capture (PyTorch prints one on the cuDNN v7 API's errors)")
-    text = snippets.to_toml(found.cases, log)
+    # The file's format is the one its name says, as the suite reads it (casefile.py: a .toml file
+    # as TOML, any other as JSON); stdout gets TOML.
+    suffix = output.suffix if output is not None else ".toml"
+    if suffix not in snippets.CASE_FILE_FORMATS:
+        raise BadInput(f"-o {one_line(str(output))}: a case file is named .toml (TOML) or .json (JSON)")
+    text = snippets.to_case_file(found.cases, log, suffix)
     # What is written must run: the captured cases are checked as the suite will read them.
     stem = output.stem if output is not None else "captured"
     with tempfile.TemporaryDirectory() as folder:
-        probe = Path(folder) / f"{stem}.toml"
+        probe = Path(folder) / f"{stem}{suffix}"
         probe.write_text(text, encoding="utf-8")
         run_cases.check([probe])
     write_output(text, output)

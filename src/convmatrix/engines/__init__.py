@@ -80,15 +80,13 @@ def check_shards(shards: int, cells: int) -> None:
 
 
 def check_run_args(run_args: Sequence[str]) -> tuple[str, ...]:
-    """The run options after `--` (same as nox's), checked now rather than in every task;
-    --out and --shard belong to the engine."""
+    """The run options after `--` (same as nox's), checked now rather than in every task by the
+    parser `convmatrix run` uses; --out and --shard belong to the engine, --results-dir and
+    --cell-id (suite options) to the harness."""
     for arg in run_args:
         check_text("run options:", arg)
-    head = list(run_args)[: list(run_args).index("--")] if "--" in run_args else list(run_args)
-    for name in ENGINE_OPTIONS:
-        if any(arg == name or arg.startswith(f"{name}=") for arg in head):
-            raise BadInput(f"run options: {name} is set by the engine (use the command's own --out and --shards)")
-    options.parse(run_args, default_out=None)  # raises BadInput naming the option
+    # The run's own parser decides what is an engine option (an abbreviation argparse expands too).
+    options.parse(run_args, default_out=None, owned=ENGINE_OPTIONS)  # raises BadInput naming the option
     return tuple(run_args)
 
 

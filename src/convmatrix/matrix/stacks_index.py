@@ -33,6 +33,7 @@ from email.parser import HeaderParser
 from html.parser import HTMLParser
 from typing import Any
 
+from convmatrix import tomlwrite
 from convmatrix.errors import InfrastructureError
 from convmatrix.matrix import stacks
 
@@ -436,24 +437,11 @@ HEADER = """\
 """
 
 
-def _toml(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, datetime.date)):
-        return str(value) if not isinstance(value, datetime.date) else value.isoformat()
-    if isinstance(value, str):
-        return json.dumps(value)  # a TOML basic string: JSON's escapes are TOML's
-    if isinstance(value, list):
-        return "[" + ", ".join(_toml(v) for v in value) + "]"
-    if isinstance(value, dict):
-        return "{ " + ", ".join(f"{k} = {_toml(v)}" for k, v in value.items()) + " }" if value else "{}"
-    raise TypeError(type(value).__name__)
-
-
 def render(data: dict[str, Any]) -> str:
-    out = [HEADER, f"schema = {data['schema']}", f"generated = {_toml(data['generated'])}",
-           f"indexes = {_toml(data['indexes'])}", f"unread = {_toml(data['unread'])}", "", "[cudnn_wheels]"]
-    out += [f"{package} = {_toml(versions)}" for package, versions in data["cudnn_wheels"].items()]
+    value, key = tomlwrite.value, tomlwrite.key
+    out = [HEADER, f"schema = {data['schema']}", f"generated = {value(data['generated'])}",
+           f"indexes = {value(data['indexes'])}", f"unread = {value(data['unread'])}", "", "[cudnn_wheels]"]
+    out += [f"{key(package)} = {value(versions)}" for package, versions in data["cudnn_wheels"].items()]
     for release in data["release"]:
-        out += ["", "[[release]]", *(f"{key} = {_toml(value)}" for key, value in release.items())]
+        out += ["", "[[release]]", *(f"{key(name)} = {value(item)}" for name, item in release.items())]
     return "\n".join(out) + "\n"

@@ -28,7 +28,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from convmatrix import popen, results
+from convmatrix import popen, results, tomlwrite
 from convmatrix.errors import BadInput, ConvmatrixError, InfrastructureError
 from convmatrix.matrix import parse, stacks
 from convmatrix.matrix.cells import Cell
@@ -382,8 +382,7 @@ def slug(value: str) -> str:
 def step_matrix(source: parse.Matrix, cell: Cell, name: str) -> str:
     """A matrix file holding exactly this cell, as the only cell and its control, with the source
     matrix's wheelhouse and case files (absolute, so the file can live anywhere)."""
-    def q(text: str) -> str:
-        return json.dumps(text)  # a TOML basic string: the values are printable, checked by values.check
+    q = tomlwrite.string
 
     lines = [f"name = {q(name)}"]
     if source.wheelhouse is not None:

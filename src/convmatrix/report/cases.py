@@ -12,6 +12,16 @@ from convmatrix.results.read import Explanation
 from convmatrix.results.verdicts import RANK
 
 _PLAIN = frozenset({Verdict.OK, Verdict.CONTROL, Verdict.NO_CONTROL})
+# Cases a human-read report lists (html: of each cell, the noteworthy first; text: in all); the
+# rest are counted in a line, and the json report lists every one. The catalogue has a few hundred
+# cases, so a cell normally shows all of them; a results.jsonl of 20,000 lines (rundir.MAX_LINES)
+# half failing listed whole made a page of hundreds of MB.
+MAX_LISTED = 300
+
+
+def more_line(left: int, what: str = "cases") -> str:
+    """The line that says how many were not listed, the same in every format."""
+    return f"… and {left:,} more {what} (the json report lists them all)"
 
 
 def noteworthy(case: CaseRow) -> bool:

@@ -19,7 +19,7 @@ from convmatrix.escape import html_cell, html_text
 from convmatrix.report import bounds
 from convmatrix.report import grid as report_grid
 from convmatrix.report import notes as report_notes
-from convmatrix.report.cases import explained, first_difference, listed, noteworthy, parameters
+from convmatrix.report.cases import MAX_LISTED, explained, first_difference, listed, more_line, noteworthy, parameters
 from convmatrix.report.grid import Grid
 from convmatrix.report.model import CaseRow, CellRow, Report
 from convmatrix.results.outcomes import Delta, Verdict
@@ -169,10 +169,14 @@ def panel(cell: CellRow, cases: list[CaseRow], ids: dict[tuple[str, str], str], 
            f'<p class="summary">{html_cell(report_grid.summary(cell))}</p>', *observed(cell), *problems(cell)]
     if cell.first_cause:
         out.append(f'<p class="cause">{html_cell(first_cause(cell))}</p>')
-    out.append(f'<p class="shown-count"><span class="shown">{len(ordered)}</span> of {len(ordered)} cases shown</p>')
+    kept = ordered[:MAX_LISTED]
+    out.append(f'<p class="shown-count"><span class="shown">{len(kept)}</span> of {len(kept)} cases shown</p>')
     out.append('<ul class="cases">')
-    out += [line for case in ordered for line in case_item(cell, case, case is first, budget, words)]
-    return [*out, "</ul>", "</section>"]
+    out += [line for case in kept for line in case_item(cell, case, case is first, budget, words)]
+    out.append("</ul>")
+    if len(ordered) > len(kept):
+        out.append(f'<p class="more">{html_cell(more_line(len(ordered) - len(kept), "cases of this cell"))}</p>')
+    return [*out, "</section>"]
 
 
 def observed(cell: CellRow) -> list[str]:

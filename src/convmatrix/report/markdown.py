@@ -14,7 +14,7 @@ from convmatrix.report import bounds
 from convmatrix.report import grid as report_grid
 from convmatrix.report import notes as report_notes
 from convmatrix.report import verdicts as report_verdicts
-from convmatrix.report.cases import explained, first_difference, listed, provenance
+from convmatrix.report.cases import MAX_LISTED, explained, first_difference, listed, more_line, provenance
 from convmatrix.report.grid import Grid
 from convmatrix.report.model import CaseRow, CellRow, Report
 from convmatrix.results.outcomes import Verdict
@@ -95,9 +95,13 @@ def row(cells: Iterable[str]) -> str:
 
 def case_table(cases: list[CaseRow]) -> list[str]:
     headers = ["cell", "gpu", "case", "verdict", "outcome", "family", "control", "delta", "message"]
-    lines = (row(markdown_cell(v) for v in case_cells(c)) for c in cases)
-    return [row(headers), row(["---"] * len(headers)),
-            *budgeted(lines, TABLE_BUDGET, lambda left: f"\n… {left} more cases (see the html or json report)")]
+    shown = cases[:MAX_LISTED]
+    left_out = len(cases) - len(shown)
+    lines = (row(markdown_cell(v) for v in case_cells(c)) for c in shown)
+    rows = budgeted(lines, TABLE_BUDGET, lambda left: f"\n{more_line(left + left_out)}")
+    if left_out and len(rows) == len(shown):
+        rows.append(f"\n{more_line(left_out)}")
+    return [row(headers), row(["---"] * len(headers)), *rows]
 
 
 def case_cells(case: CaseRow) -> list[str]:

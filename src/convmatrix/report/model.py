@@ -54,7 +54,7 @@ class CaseRow:
     baseline_outcome: Outcome | None = None  # with --baseline: the same case in the earlier run
     baseline_delta: Delta | None = None
     timed: float | None = None  # its time against the control's beyond their noise (verdicts.timed_ratio)
-    sources: tuple[str, ...] = ()  # public reports the case reproduces: "reported upstream" when it fails
+    sources: tuple[str, ...] = ()  # public reports the case comes from: its provenance ("case from"), shown when it fails
     explained: Explanation | None = None  # --explain: cuDNN's own reason (results.read.Explanation)
     first_diff: Difference | None = None  # the first line of its log section the control's lacks
     known: tuple[str, ...] = ()  # known upstream issues a failing case matches (results/known.py), annotated

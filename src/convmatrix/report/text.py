@@ -12,7 +12,7 @@ from convmatrix.matrix.cells import abbreviate
 from convmatrix.report import grid as report_grid
 from convmatrix.report import notes as report_notes
 from convmatrix.report import verdicts as report_verdicts
-from convmatrix.report.cases import explained, first_difference, listed, provenance
+from convmatrix.report.cases import MAX_LISTED, explained, first_difference, listed, more_line, provenance
 from convmatrix.report.grid import Column, Grid, Row
 from convmatrix.report.model import CellRow, Report
 from convmatrix.results.outcomes import Verdict
@@ -21,7 +21,7 @@ WIDTH = 120
 HEADER_WIDTH = 30
 GAP = "  "
 MESSAGE_WIDTH = 90
-MAX_CASES = 300  # the rest are in the html and json reports
+MAX_CASES = MAX_LISTED  # the rest are counted, and in the json report
 WORDS = {Verdict.CONTROL: "CTRL", Verdict.OK: "ok", Verdict.FIXED: "fixed", Verdict.REGRESSION: "REGR",
          Verdict.INVALID: "INVALID", Verdict.NOT_RUN: "NOT RUN", Verdict.UNSUPPORTED: "unsupp",
          Verdict.NO_CONTROL: "no-ctl", Verdict.CHANGED: "changed", Verdict.DECLARED_SKIP: "declared"}
@@ -184,7 +184,7 @@ def case_table(report: Report) -> list[str]:
                      tablefmt="simple", disable_numparse=True)
     out.append(table)
     if len(cases) > MAX_CASES:
-        out.append(f"… and {len(cases) - MAX_CASES} more (the html and json reports list them all)")
+        out.append(more_line(len(cases) - MAX_CASES))
     for c in cases[:MAX_CASES]:
         for said in (first_difference(c), explained(c)):
             if said:

@@ -73,7 +73,7 @@ class FirstCause:
 
 @dataclass(frozen=True, kw_only=True)
 class Explanation:
-    """What `--explain` found for a failing case (<cell>/explain/<case>.json, run/explain.py):
+    """What `--explain` found for a failing case (<cell>/explain/<explain_name>.json, run/explain.py):
     cuDNN's own status and reason from its API log, the backend PyTorch chose and by which path,
     and how the case ran without cuDNN."""
 
@@ -366,7 +366,7 @@ def load_dir(directory: Path, errors: list[str]) -> CellResult | None:
 
 
 def read_explained(directory: Path, failing: list[str], errors: list[str]) -> dict[str, Explanation]:
-    """The `--explain` findings of a cell's failing cases (explain/<case>.json; absent: none),
+    """The `--explain` findings of a cell's failing cases (explain/<explain_name>.json; absent: none),
     each a small file read with bounds; a malformed one is one error line and no finding."""
     found: dict[str, Explanation] = {}
     folder = directory / rundir.EXPLAIN
@@ -379,11 +379,19 @@ def read_explained(directory: Path, failing: list[str], errors: list[str]) -> di
                       "the cell's explanations were not read")
         return found
     for case in failing:
-        path = folder / f"{case}.json"
-        if not path.exists():
-            continue
+        path = folder / f"{rundir.explain_name(case)}.json"
+        if not os.path.lexists(path):
+            # Written before issue 32 (explain/<case>.json): still read, its "case" checked below.
+            path = folder / f"{case}.json"
+            if not os.path.lexists(path):
+                continue
         data = rundir.load_object(path, errors)
         if not data:
+            continue
+        if data.get("case") != case:
+            # The name is a hash of the id, and the file says whose it is: another case's finding
+            # (a copy, a hand edit) is said, never shown under this case.
+            errors.append(f"{path}: field 'case': expected {case!r}, the case this name is for; not read")
             continue
         cudnn = data.get("cudnn")
         said: dict[str, Any] = cudnn if isinstance(cudnn, dict) else {}
@@ -462,13 +470,18 @@ def read_cases(path: Path, errors: list[str], conflicts: list[str] | None = None
                base: Path | None = None, bounded: list[str] | None = None) -> dict[str, Case]:
     """Each case's last line. A case recorded again with another outcome is named in conflicts
     (the cell cannot be taken as it reads: which line is true?), never resolved in silence. A
-    file of more than rundir.MAX_LINES lines, or a line nested past jsonread.MAX_DEPTH, is named
+    file of more than rundir.MAX_LINES lines or rundir.MAX_RESULTS bytes, or a line nested past
+    jsonread.MAX_DEPTH, is named
     in bounded (its cell INVALID; errors when no list is given) and not read."""
     cases: dict[str, Case] = {}
     bounded = errors if bounded is None else bounded
     try:
-        text = rundir.read_plain(path, rundir.MAX_RESULTS, base).decode("utf-8", errors="replace")
+        # Counted as it is read, and past the line bound never held whole (bounded memory).
+        data, lines = rundir.read_lines(path, base)
     except FileNotFoundError:
+        return cases
+    except rundir.TooLarge as exc:
+        bounded.append(str(exc))  # a bound, as the line bound: the cell's fault
         return cases
     except rundir.NotPlain as exc:
         errors.append(str(exc))
@@ -476,11 +489,12 @@ def read_cases(path: Path, errors: list[str], conflicts: list[str] | None = None
     except OSError as exc:
         errors.append(f"{path}: unreadable ({exc.strerror or exc})")
         return cases
-    lines = text.count("\n") + (not text.endswith("\n"))
-    if lines > rundir.MAX_LINES:
+    if data is None:
         bounded.append(f"{path}: {lines:,} lines, more than {rundir.MAX_LINES:,} (the catalogue has a few "
                        "hundred cases); not read")
         return cases
+    text = data.decode("utf-8", errors="replace")
+    del data
     for lineno, record in numbered(text):
         if isinstance(record, jsonread.TooBig):
             bounded.append(f"{path}:{lineno}: {record}; not read")

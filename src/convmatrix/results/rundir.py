@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import importlib.util
 import json
 import os
@@ -87,6 +88,15 @@ def suite_module(stem: str) -> ModuleType:
 
 records = suite_module("records")
 suite_options = suite_module("options")
+
+
+def explain_name(case: str) -> str:
+    """The name of a failing case's --explain files, explain/<name>/ and explain/<name>.json: the
+    first 16 hex digits of the SHA-256 of its id. Not the id itself: two ids may be one name after
+    a suffix (`zz` and `zz.json`: the second's folder is the first's file) or a case fold (`Zz` and
+    `zz` on macOS's file system), and an id may be 160 characters; hex digits are lower case,
+    never end in `.json` and never collide with one another's files (docs/contracts.md)."""
+    return hashlib.sha256(case.encode("utf-8")).hexdigest()[:16]
 
 
 def result_name(cell_id: str, gpu_key: str, host: str) -> str:
@@ -205,6 +215,10 @@ MAX_LINES = 20_000
 NotPlain = Refused  # a path in a results directory that is not a regular file inside it (one line)
 
 
+class TooLarge(NotPlain):
+    """A regular file past its size bound: the cell's fault (INVALID), not bad input."""
+
+
 def inside(path: Path, base: Path) -> None:
     """NotPlain unless path is under base, by names tree.check_name allows (base itself is trusted)."""
     under(base, path)
@@ -223,6 +237,30 @@ def read_plain(path: Path, limit: int, base: Path | None = None) -> bytes:
         return folder.read(name, limit)
 
 
+def read_lines(path: Path, base: Path | None = None) -> tuple[bytes | None, int]:
+    """A results.jsonl's bytes and its number of lines (as str.count would give them, a last line
+    without its line break counted), read 1 MiB at a time: past max_lines its bytes are dropped
+    (None) and it is only counted, so a 10^6-line file is counted in 1 MiB, never held whole.
+    TooLarge past MAX_RESULTS bytes."""
+    limit, max_lines = MAX_RESULTS, MAX_LINES  # read when called: a test may set them lower
+    chunks: list[bytes] | None = []
+    newlines = size = 0
+    last = b""
+    with open_plain(path, base) as handle:
+        while chunk := handle.read(1 << 20):
+            size += len(chunk)
+            if size > limit:
+                raise TooLarge(f"{path}: larger than {limit:,} bytes; not read")
+            newlines += chunk.count(b"\n")
+            last = chunk[-1:]
+            if chunks is not None:
+                chunks.append(chunk)
+                if newlines > max_lines:
+                    chunks = None
+    lines = newlines + (last != b"\n")
+    return (None if chunks is None or lines > max_lines else b"".join(chunks)), lines
+
+
 def write_plain(path: Path, data: bytes, base: Path) -> None:
     """path's new bytes, as a regular file under base: the folders on the way made real ones (a
     link or a file the suite left in their place is replaced, never followed), then a fresh
@@ -233,7 +271,7 @@ def write_plain(path: Path, data: bytes, base: Path) -> None:
 
 def make_dirs(path: Path, base: Path) -> None:
     """path and the folders from base down to it, real directories (what a cell left in their
-    place, a link or a file, is replaced): where a suite run is pointed (blocking/, explain/<case>/)."""
+    place, a link or a file, is replaced): where a suite run is pointed (blocking/, explain/<name>/)."""
     with Tree.open(base, create=True) as root, root.at(under(base, path), create=True):
         pass
 

@@ -2,11 +2,15 @@
 once more with cuDNN off, so that the report can say what cuDNN said and whether its path is the
 cause. What it writes, per failing case (docs/contracts.md: Explained failures):
 
-    <cell>/explain/<case>/            the case alone, cuDNN's logging on (log.txt, results.jsonl, env.json)
+    <cell>/explain/<name>/            the case alone, cuDNN's logging on (log.txt, results.jsonl, env.json)
         cudnn.log                     cuDNN's API log (CUDNN_LOGDEST_DBG), as the suite's process left it
         cudnn_frontend.log            the cudnn-frontend's log (CUDNN_FRONTEND_LOG_FILE)
         cudnn_off/                    the case alone with torch.backends.cudnn.enabled = False
-    <cell>/explain/<case>.json        what was found (explained.json's schema, below), read by the report
+    <cell>/explain/<name>.json        what was found (explained.json's schema, below, its "case" the id), read
+                                      by the report
+
+<name> is rundir.explain_name(case), a hash of the id: two ids never share a name (`zz` and
+`zz.json` did: the second's folder was the first's file, and the cell stopped .partial).
 
 The logging variables (NVIDIA's cuDNN documentation, "API Logging" in the backend developer guide
 for 9.x and the 8.x developer guide; cudnn-frontend's README for its own): cuDNN 9 reads
@@ -76,7 +80,8 @@ def explain(lane: Lane, prepared: Prepared, target: runner.Target, args: Sequenc
     if left:
         log(f"{target.cell.id}: {DIR}/ was {left} (the suite left it): replaced by a folder, never followed")
     for nodeid, case in failing[:MAX_CASES]:
-        folder = root / case
+        key = rundir.explain_name(case)
+        folder = root / key
         logged = SuiteRun(target=target, args=tuple(args), select=(nodeid,), results_dir=folder,
                           env={**(env or {}), **logging_env(level)})
         code = run_continuing(lane, prepared, logged, log)
@@ -87,7 +92,7 @@ def explain(lane: Lane, prepared: Prepared, target: runner.Target, args: Sequenc
                        results_dir=folder / CUDNN_OFF, env=dict(env or {}))
         code = run_continuing(lane, prepared, off, log)
         runner.record_crashes(target, code, results_dir=folder / CUDNN_OFF)
-        rundir.write_json(root / f"{case}.json", found(folder, case, level), target.results_dir)
+        rundir.write_json(root / f"{key}.json", found(folder, case, level), target.results_dir)
     more = len(failing) - MAX_CASES
     log(f"{target.cell.id}: {min(len(failing), MAX_CASES)} failing case(s) re-run with cuDNN's log on in {DIR}/"
         + (f" ({more} more not explained: at most {MAX_CASES} a cell)" if more > 0 else ""))
@@ -156,7 +161,7 @@ def found(folder: Path, case: str, level: str) -> dict[str, Any]:
             # executions: in the part read (the log's last 1 MB), not in the whole run.
             "executions": did.executions, "last_operation": did.last_operation, "last_call": did.last_call,
         },
-        "log": f"{DIR}/{case}/{which}" if which else None,
+        "log": f"{DIR}/{folder.name}/{which}" if which else None,
     }
 
 

@@ -83,7 +83,13 @@ def help_text() -> str:
     return formatter.format_help()
 
 
-def parse(args: Sequence[str], *, default_out: Path | None = None) -> RunOptions:
+def parse(args: Sequence[str], *, default_out: Path | None = None, owned: Sequence[str] = ()) -> RunOptions:
+    """The run options (before `--`) and the suite options (after it), each checked; `owned`: run
+    options the caller sets itself (an engine: --out, --shard), refused here as argparse reads
+    them, so an abbreviation (`--ou`, `--sha=1/1`, which this parser expands) is refused too. The
+    suite options the harness sets (--results-dir, --cell-id) are refused by the suite's table
+    (suites/options.py: owned_problems), exact or abbreviated. `convmatrix run` and the engines'
+    check both come here: one parser decides."""
     args = list(args)
     suite_args: list[str] = []
     if "--" in args:
@@ -95,6 +101,11 @@ def parse(args: Sequence[str], *, default_out: Path | None = None) -> RunOptions
         raise BadInput(f"run options: {exc}") from None
     if unknown:
         raise BadInput(f"run options: unknown {' '.join(unknown)} (suite options go after a second --)")
+    for name in owned:
+        if getattr(ns, name.removeprefix("--").replace("-", "_")) is not None:
+            spelt = next((a.partition("=")[0] for a in args if name.startswith(a.partition("=")[0]) and a != "-"), name)
+            said = spelt if spelt == name else f"{spelt} (argparse reads it as {name})"
+            raise BadInput(f"run options: {said} is set by the engine (use the command's own --out and --shards)")
     # The suite's own options, checked once here (before any cell runs, before an engine submits)
     # rather than by every cell's suite exiting 4 on a typo.
     wrong = rundir.suite_options.problems(suite_args)

@@ -60,10 +60,12 @@ from __future__ import annotations
 import json
 import os
 import re
+import textwrap
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from convmatrix import tomlwrite
 from convmatrix.errors import BadInput
 from convmatrix.results.families import strip_ansi
 from convmatrix.triage import ranks, scan
@@ -467,60 +469,36 @@ def _read_stream(stream: scan.Readable, name: str) -> tuple[_Reader, int]:
 
 
 # -- the case file ----------------------------------------------------------------------------------------
-_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
-_ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r"}
-
-
-def _toml_string(text: str) -> str:
-    """A TOML basic string: quotes, backslashes and every character that is not printable escaped."""
-    out = []
-    for char in text:
-        if char in _ESCAPES:
-            out.append(_ESCAPES[char])
-        elif not char.isprintable() or 0xD800 <= ord(char) <= 0xDFFF:
-            # TOML forbids control characters in strings; a lone surrogate is no scalar value at all.
-            code = ord(char)
-            if 0xD800 <= code <= 0xDFFF:
-                out.append("\\uFFFD")
-            elif code > 0xFFFF:
-                out.append(f"\\U{code:08X}")
-            else:
-                out.append(f"\\u{code:04X}")
-        else:
-            out.append(char)
-    return '"' + "".join(out) + '"'
-
-
-def _toml_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, str):
-        return _toml_string(value)
-    if isinstance(value, list | tuple):
-        return "[" + ", ".join(_toml_value(item) for item in value) + "]"
-    raise TypeError(f"a case value of type {type(value).__name__} has no TOML form here")
-
-
-def _toml_key(key: str) -> str:
-    return key if _BARE_KEY.fullmatch(key) else _toml_string(key)
-
-
 def _comment(text: str) -> str:
     """Text for a TOML comment: one line, no control characters."""
     return "".join(char if char.isprintable() else "?" for char in text)[:300]
 
 
+_CAPTURED = ("each a PyTorch cuDNN repro snippet of that log, as the convolution cuDNN ran: the snippet's "
+             "ConvNd (a transposed conv shows as the conv whose backward it runs, a conv1d as a Conv2d of "
+             "height 1), run forward and backward. Rename the cases; add `sources` for upstream reports.")
+CASE_FILE_FORMATS = (".toml", ".json")  # what suites/casefile.py reads: TOML by the suffix, else JSON
+
+
+def to_case_file(cases: list[dict[str, Any]], source_log: str, suffix: str) -> str:
+    """The case file in the format its name's suffix says (.json: JSON, .toml: TOML), as the
+    suite will read it (suites/casefile.py reads a .toml file as TOML, any other as JSON)."""
+    if suffix == ".json":
+        return to_json(cases, source_log)
+    return to_toml(cases, source_log)
+
+
+def to_json(cases: list[dict[str, Any]], source_log: str) -> str:
+    """A case file as JSON (casefile.py's `case` list), the capture said in its `description`."""
+    said = f"Captured by `convmatrix cases --from-log` from {_comment(source_log)}: {len(cases)} case(s), {_CAPTURED}"
+    return json.dumps({"description": said, "case": cases}, indent=1) + "\n"
+
+
 def to_toml(cases: list[dict[str, Any]], source_log: str) -> str:
     """A case file (suites/casefile.py's keys) of ``cases``, with a header naming the log."""
-    out = [
-        f"# Captured by `convmatrix cases --from-log` from {_comment(source_log)}: {len(cases)} case(s),",
-        "# each a PyTorch cuDNN repro snippet of that log, as the convolution cuDNN ran: the snippet's",
-        "# ConvNd (a transposed conv shows as the conv whose backward it runs, a conv1d as a Conv2d of",
-        "# height 1), run forward and backward. Rename the cases; add `sources` for upstream reports.",
-    ]
+    said = f"Captured by `convmatrix cases --from-log` from {_comment(source_log)}: {len(cases)} case(s), {_CAPTURED}"
+    out = ["# " + line for line in textwrap.wrap(said, 96)]
     for case in cases:
         out += ["", "[[case]]"]
-        out += [f"{_toml_key(key)} = {_toml_value(value)}" for key, value in case.items()]
+        out += [f"{tomlwrite.key(key)} = {tomlwrite.value(value)}" for key, value in case.items()]
     return "\n".join(out) + "\n"

@@ -3,6 +3,8 @@ log made into one (`--from-log`, triage/snippets.py)."""
 
 from __future__ import annotations
 
+import json
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -35,3 +37,29 @@ def test_files_and_from_log_together_are_one_clear_line(capsys: pytest.CaptureFi
     assert "not both" in capsys.readouterr().err
     assert main(["cases"]) == 2
     assert "name case files" in capsys.readouterr().err
+
+
+# Issue 32, item 7: the file is written in the format its name says, as the suite reads it.
+def test_a_json_output_is_json_and_lists(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "cap.json"
+    assert main(["cases", "--from-log", str(TODYNET), "-o", str(out)]) == 0
+    data = json.loads(out.read_text(encoding="utf-8"))  # TOML here was the old bug: not JSON at all
+    assert len(data["case"]) == 1 and "Captured by `convmatrix cases --from-log`" in data["description"]
+    capsys.readouterr()
+    assert main(["cases", str(out)]) == 0
+    assert "cap-conv2d-fp32-k1x3-p0x1-bwd-bench_on-todynet12_conv2d_1" in capsys.readouterr().out
+
+
+def test_a_toml_output_is_toml(tmp_path: Path) -> None:
+    out = tmp_path / "cap.toml"
+    assert main(["cases", "--from-log", str(TODYNET), "-o", str(out)]) == 0
+    assert len(tomllib.loads(out.read_text(encoding="utf-8"))["case"]) == 1
+
+
+@pytest.mark.parametrize("name", ["cap.txt", "cap", "cap.TOML", "cap.yaml"])
+def test_an_output_of_no_case_file_format_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                      name: str) -> None:
+    assert main(["cases", "--from-log", str(TODYNET), "-o", str(tmp_path / name)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and "a case file is named .toml (TOML) or .json (JSON)" in err
+    assert not (tmp_path / name).exists()

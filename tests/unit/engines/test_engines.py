@@ -76,6 +76,13 @@ def test_slurm_dry_run_prints_both_scripts_and_submits_nothing(capsys: pytest.Ca
     (["--shards", "52"], "--shards 52: the matrix has only 51 cell(s)"),
     (["--shards", "2", "--", "--shard", "1/2"], "--shard is set by the engine"),
     (["--shards", "2", "--", "--out", "x"], "--out is set by the engine"),
+    # Issue 32, item 5: abbreviations the run's parser expands, and the suite options the harness sets.
+    (["--shards", "2", "--", "--ou", "x"], "--ou (argparse reads it as --out) is set by the engine"),
+    (["--shards", "2", "--", "--sha", "1/1"], "--sha (argparse reads it as --shard) is set by the engine"),
+    (["--shards", "2", "--", "--sh=1/1"], "--sh (argparse reads it as --shard) is set by the engine"),
+    (["--shards", "2", "--", "--", "--results-dir", "x"], "suite options: --results-dir is set by convmatrix"),
+    (["--shards", "2", "--", "--", "--results-d=x"], "--results-d (an abbreviation of --results-dir)"),
+    (["--shards", "2", "--", "--", "--cell-id", "x"], "suite options: --cell-id is set by convmatrix"),
     (["--shards", "2", "--", "--bogus"], "run options: unknown --bogus"),
     (["--shards", "2", "--", "--gpus", "a"], "--gpus 'a' is not a list"),
 ])
@@ -236,6 +243,9 @@ def test_k8s_yaml_round_trips_to_the_manifests() -> None:
     (["--out", "/elsewhere/run"], "--out /elsewhere/run: must lie under the claim's mount /results"),
     (["--gpus", "-1"], "--gpus -1"),
     (["--mig", "mig-3g.71gb"], "--mig 'mig-3g.71gb': not a MIG profile like 3g.71gb"),
+    # Issue 32, item 5: the same parser as slurm's and `convmatrix run`'s decides.
+    (["--", "--ou", "/results/x", "--sha", "1/1"], "--ou (argparse reads it as --out) is set by the engine"),
+    (["--", "--", "--cell-i", "x"], "--cell-i (an abbreviation of --cell-id) is set by convmatrix"),
 ])
 def test_k8s_bad_input(capsys: pytest.CaptureFixture[str], args: list[str], says: str) -> None:
     code, out, err = cli(capsys, "k8s", "-m", MATRIX, "--shards", "2", "--image", "i", "--claim", "c", *args)

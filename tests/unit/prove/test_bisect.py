@@ -3,8 +3,10 @@ step outcomes, a step's outcome from real results, and the command's exit codes.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
+import tomllib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -290,6 +292,17 @@ def test_each_step_is_an_ordinary_cell_run_of_a_generated_one_cell_matrix(tmp_pa
     assert steps[:3] == ["01-9.3.0.75", "02-9.5.1.17", "03-9.3.0.75"] and "matrices" in steps
     generated = matrix.load(tmp_path / "bisect" / "matrices" / "01-9.3.0.75.toml")
     assert [c.id for c in generated.cells] == [plan.good.id] and generated.control == plan.good
+
+
+def test_a_step_matrix_is_valid_toml_whatever_its_paths_hold(tmp_path: Path,
+                                                            write_matrix: Callable[[str], Path]) -> None:
+    """Issue 32, item 7: a wheelhouse path outside the BMP was written by json.dumps as a surrogate
+    pair, which tomllib refuses; the step matrix reads back with the source's paths as they were."""
+    source = matrix.load(write_matrix(MATRIX))
+    odd = tmp_path / "wheels \U0001f600 \u00e9"
+    step = bisect.step_matrix(dataclasses.replace(source, wheelhouse=odd), source.cells[0], "step")
+    data = tomllib.loads(step)
+    assert data["wheelhouse"] == str(odd) and data["name"] == "step"
 
 
 # --- the command -------------------------------------------------------------------------------

@@ -202,7 +202,7 @@ def test_markdown_of_50_cells_by_99_cases_with_10_mb_messages_fits_a_job_summary
     assert len(text.encode()) <= render_markdown.LIMIT
     grid, case_table = tables(text)
     assert grid[0].startswith("| stack |") and text.index(grid[0]) < text.index(case_table[0])
-    assert "… " in text and "more cases (see the html or json report)" in text
+    assert "… " in text and "more cases (the json report lists them all)" in text
     assert text.count("<details>") == text.count("</details>") == render_markdown.DETAILS
 
 
@@ -373,3 +373,25 @@ def test_the_nox_report_step_writes_html_beside_the_markdown(tmp_path: Path, mon
     written = {args[args.index("-o") + 1]: args[args.index("--format") + 1] for args in calls if "-o" in args}
     assert written[str(Path(tmp_path) / "report.html")] == "html"
     assert written[str(Path(tmp_path) / "report.md")] == "markdown"
+
+
+# Issue 32, item 6: a cell of thousands of failing cases (results.jsonl holds up to 20,000 lines)
+# listed whole made a page of hundreds of MB; each format lists report.cases.MAX_LISTED and counts the rest.
+def test_each_format_lists_a_bounded_number_of_cases_and_says_how_many_more() -> None:
+    from convmatrix.report.cases import MAX_LISTED, listed
+
+    report = reports.matrix(2, 1, n_cases=MAX_LISTED + 700, failures=MAX_LISTED + 500)
+    (bad,) = [c for c in report.cells if c.verdict == Verdict.REGRESSION]
+    failing = len(listed(c for c in report.cases if c.cell == bad.cell))
+    assert failing == MAX_LISTED + 500
+    html = render.render(report, "html")
+    panel = html[html.index(f'data-where="{bad.where}"'):]
+    panel = panel[:panel.index("</section>")]
+    assert panel.count('<li class="case') == MAX_LISTED
+    assert f"… and {MAX_LISTED + 700 - MAX_LISTED:,} more cases of this cell (the json report lists them all)" in panel
+    text = render.render(report, "text")
+    assert f"… and {failing - MAX_LISTED:,} more cases (the json report lists them all)" in text
+    markdown = render.render(report, "markdown")
+    assert f"… and {failing - MAX_LISTED:,} more cases (the json report lists them all)" in markdown
+    assert markdown.count(f"| {abbreviate(bad.cell)} |") == MAX_LISTED
+    assert len(render.render(report, "json").split('"case": ')) > failing  # the json lists every one

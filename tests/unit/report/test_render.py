@@ -434,7 +434,7 @@ def test_what_explain_found_is_one_line_under_the_case_in_every_format(tmp_path:
                        "cause": "software", "reason": "x" * 5000, "function": "cudnnBackendFinalize", "line": 7,
                        "count": 2},
              "log": "explain/c/cudnn.log"}
-    (cell / "explain" / "c.json").write_text(json.dumps(found))
+    (cell / "explain" / f"{rundir.explain_name('c')}.json").write_text(json.dumps(found))
     built = report_model.build(results.load([str(tmp_path)]).results, "control")
     row = next(c for c in built.cases if c.cell == "cell")
     assert row.explained is not None and row.explained.reason == "x" * 500
@@ -447,7 +447,7 @@ def test_what_explain_found_is_one_line_under_the_case_in_every_format(tmp_path:
     (case,) = [c for c in json.loads(render.render(built, "json"))["cases"] if c["cell"] == "cell"]
     assert case["explained"]["subcode"] == 3002 and case["explained"]["cudnn_is_the_cause"] is True
     found["log"] = "../../../etc/passwd"
-    (cell / "explain" / "c.json").write_text(json.dumps(found))
+    (cell / "explain" / f"{rundir.explain_name('c')}.json").write_text(json.dumps(found))
     rebuilt = report_model.build(results.load([str(tmp_path)]).results, "control")
     assert next(c for c in rebuilt.cases if c.cell == "cell").explained.log is None  # type: ignore[union-attr]
 
@@ -462,7 +462,10 @@ def test_a_real_h200_run_explains_its_two_failures_in_every_format(tmp_path: Pat
     illegal, slow = ("conv2d-fp32-k1-bwd-over2g-pointwise_extreme-wide_channels",
                      "conv_transpose3d-fp16-k4-s2-p1-over2g-int32_other_ops-out4g")
     for case in (illegal, slow):
-        rundir.write_json(cell / "explain" / f"{case}.json", explain.found(cell / "explain" / case, case, "info"))
+        # The GPU run's folders are named by the case (the layout before issue 32); the finding is
+        # written where the report reads it now, and names the folder it came from.
+        rundir.write_json(cell / "explain" / f"{rundir.explain_name(case)}.json",
+                          explain.found(cell / "explain" / case, case, "info"))
     built = report_model.build(results.load([str(tmp_path / "run")]).results, "host")
     rows = {c.case: c for c in built.cases if c.outcome.failing}
     assert set(rows) == {illegal, slow} and rows[illegal].family == "cuda_illegal_address"
@@ -538,7 +541,7 @@ def test_a_hostile_last_operation_is_never_shown(tmp_path: Path, operation: Any)
     activity: dict[str, Any] = {"executions": "many", "last_operation": operation, "last_call": "<b>"}
     found = {"schema": 1, "case": "c", "level": "info", "status": "failed", "cudnn_off": "passed",
              "cudnn_is_the_cause": True, "cudnn": None, "log": "explain/c/cudnn.log", "activity": activity}
-    (cell / "explain" / "c.json").write_text(json.dumps(found))
+    (cell / "explain" / f"{rundir.explain_name('c')}.json").write_text(json.dumps(found))
     built = report_model.build(results.load([str(tmp_path)]).results, "control")
     row = next(c for c in built.cases if c.cell == "cell")
     assert row.explained is not None and row.explained.last_operation is None
@@ -548,7 +551,7 @@ def test_a_hostile_last_operation_is_never_shown(tmp_path: Path, operation: Any)
         assert (escape.html_cell(said) if fmt == "html" else said) in shown or fmt == "json", fmt
         assert "the last plan it executed" not in shown and "alert(1)" not in shown and "\x1b" not in shown, fmt
     activity["last_operation"] = "CONVOLUTION_FORWARD"
-    (cell / "explain" / "c.json").write_text(json.dumps(found))
+    (cell / "explain" / f"{rundir.explain_name('c')}.json").write_text(json.dumps(found))
     rebuilt = report_model.build(results.load([str(tmp_path)]).results, "control")
     for fmt in ("text", "markdown", "html"):
         assert "the last plan it executed: CONVOLUTION_FORWARD" in render.render(rebuilt, fmt), fmt

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from convmatrix import results
+from convmatrix.results import read, rundir
 from testkit import env_json, record, write_result
 
 NOT_SUPPORTED = "cuDNN error: CUDNN_STATUS_NOT_SUPPORTED. This error may appear if you passed in a non-contiguous input."
@@ -145,3 +146,19 @@ def test_a_hostile_expected_skips_field_is_one_line_naming_it(tmp_path: Path, sk
     loaded = results.load([tmp_path / "run"])
     assert not loaded.results
     assert len(loaded.errors) == 1 and loaded.errors[0].startswith(f"{cell / 'cell.json'}: field 'expected_skips'")
+
+
+def test_an_explain_finding_is_read_by_its_hashed_name_and_must_name_its_case(tmp_path: Path) -> None:
+    """Issue 32, item 7: explain/<explain_name(case)>.json is the case's finding; one that names
+    another case is one line and not shown; the layout before (explain/<case>.json) is still read."""
+    cell = write_result(tmp_path, "a", [record("zz", status="failed"), record("zz.json", status="failed")])
+    (cell / "explain").mkdir()
+    finding = {"schema": 1, "case": "zz", "status": "failed", "cudnn": {"status": "CUDNN_STATUS_BAD_PARAM"}}
+    (cell / "explain" / f"{rundir.explain_name('zz')}.json").write_text(json.dumps(finding))
+    (cell / "explain" / f"{rundir.explain_name('zz.json')}.json").write_text(json.dumps(finding))  # names zz
+    errors: list[str] = []
+    found = read.read_explained(cell, ["zz", "zz.json"], errors)
+    assert set(found) == {"zz"} and found["zz"].status == "CUDNN_STATUS_BAD_PARAM"
+    assert len(errors) == 1 and "field 'case': expected 'zz.json'" in errors[0]
+    (cell / "explain" / f"{rundir.explain_name('zz')}.json").rename(cell / "explain" / "zz.json")
+    assert set(read.read_explained(cell, ["zz"], [])) == {"zz"}

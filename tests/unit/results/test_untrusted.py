@@ -186,6 +186,32 @@ def test_a_results_file_past_the_line_bound_makes_its_cell_invalid_in_one_line(
         f"{cand / 'results.jsonl'}: 20,001 lines, more than 20,000 (the catalogue has a few hundred cases); not read")
 
 
+def test_a_results_file_past_the_size_bound_makes_its_cell_invalid_not_bad_input(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 32, item 6: a bound is the cell's fault, the size bound as the line bound (it was exit 2)."""
+    run = tmp_path / "run"
+    write_result(run, "ctrl", [record("a")], cell={"control": True, "ended": "x"})
+    cand = write_result(run, "cand", [record(f"c{i}") for i in range(50)], cell={"ended": "x"})
+    monkeypatch.setattr(rundir, "MAX_RESULTS", 4096)
+    assert main(["report", str(run), "--format", "json"]) == 1
+    (cell,) = [c for c in json.loads(capsys.readouterr().out)["cells"] if c["cell"] == "cand"]
+    assert cell["verdict"] == "invalid" and cell["problems"][0] == (
+        f"{cand / 'results.jsonl'}: larger than 4,096 bytes; not read")
+
+
+@pytest.mark.parametrize(("body", "lines"), [(b"", 1), (b"a\n", 1), (b"a\nb", 2), (b"a\n" * 6, 6), (b"a\n" * 7, 7)])
+def test_read_lines_counts_as_the_report_says_and_drops_the_bytes_past_the_bound(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, body: bytes, lines: int
+) -> None:
+    """Past MAX_LINES the file is counted, never held: a 10^6-line file took 293 MB of a report's
+    memory read whole; 31 MB counted (bench/report_size.py)."""
+    monkeypatch.setattr(rundir, "MAX_LINES", 6)
+    (tmp_path / "results.jsonl").write_bytes(body)
+    data, counted = rundir.read_lines(tmp_path / "results.jsonl", tmp_path)
+    assert counted == lines and data == (body if lines <= 6 else None)
+
+
 def test_write_plain_stays_inside_its_base(tmp_path: Path) -> None:
     with pytest.raises(rundir.NotPlain):
         rundir.write_plain(tmp_path / "a" / ".." / ".." / "x", b"", tmp_path / "a")

@@ -119,3 +119,36 @@ def test_every_run_option_is_in_run_help_with_a_line_of_its_own() -> None:
         said = " ".join(listed[line:line + 2])
         assert action.help.split(" (")[0] in said, (flag, said)
     assert "--explain" in done.stdout
+
+
+# Issue 32, item 5: the suite options convmatrix sets for each cell (where its files go, whose they
+# are) are refused, exact or as an abbreviation argparse would expand, or hidden in an @FILE.
+@pytest.mark.parametrize(("suite", "says"), [
+    (["--results-dir", "/elsewhere"], "--results-dir is set by convmatrix"),
+    (["--results-dir=/elsewhere"], "--results-dir is set by convmatrix"),
+    (["--results-d", "/elsewhere"], "--results-d (an abbreviation of --results-dir) is set by convmatrix"),
+    (["--res=/elsewhere"], "--res (an abbreviation of --results-dir)"),
+    (["--cell-id", "other"], "--cell-id is set by convmatrix"),
+    (["-k", "conv", "--ce=other"], "--ce (an abbreviation of --cell-id)"),
+    (["@more-args.txt"], "@more-args.txt: pytest would read options from that file"),
+])
+def test_suite_options_the_harness_sets_are_refused(suite: list[str], says: str) -> None:
+    with pytest.raises(BadInput) as raised:
+        options.parse(["--out", "x", "--", *suite])
+    assert raised.value.exit_code == 2
+    assert str(raised.value).count("\n") == 0 and says in str(raised.value), str(raised.value)
+
+
+def test_pytests_own_options_near_the_owned_ones_pass() -> None:
+    """--co (pytest's --collect-only), -r, --rootdir, --reruns: none abbreviates an owned option."""
+    opts = options.parse(["--", "--co", "-rA", "--rootdir", "r", "--reruns", "2", "--cases", "f.toml"])
+    assert opts.suite_args == ("--co", "-rA", "--rootdir", "r", "--reruns", "2", "--cases", "f.toml")
+
+
+@pytest.mark.parametrize("given", [["--out", "x"], ["--ou", "x"], ["--o=x"], ["--shard", "1/2"], ["--sha", "1/2"],
+                                   ["--sh=1/2"]])
+def test_run_options_a_caller_owns_are_refused_as_the_parser_reads_them(given: list[str]) -> None:
+    """The engines own --out and --shard: `--ou`, which this parser expands to --out, is --out."""
+    options.parse(given)  # convmatrix run owns neither: taken
+    with pytest.raises(BadInput, match=r"run options: --(o|ou|out|sh|sha|shard)\b.* is set by the engine"):
+        options.parse(given, owned=("--out", "--shard"))

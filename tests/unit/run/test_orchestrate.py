@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 import pytest
 
-from convmatrix import gpus, interrupts
+from convmatrix import gpus, interrupts, results
 from convmatrix.cli import main as cli
 from convmatrix.errors import BadInput, InfrastructureError
 from convmatrix.matrix import Matrix, load
@@ -28,8 +28,9 @@ from testkit import HOST, OVERRIDE_MATRIX, ran, results_in
 class FakeLane:
     """Writes what the suite would: env.json and one line per case; can fail where told to."""
 
-    def __init__(self, *, problem: str | None = None, broken: Iterable[str] = (), failing: Iterable[str] = ()) -> None:
-        self._problem, self.broken, self.failing = problem, set(broken), set(failing)
+    def __init__(self, *, problem: str | None = None, broken: Iterable[str] = (), failing: Iterable[str] = (),
+                 cases: Iterable[str] = ("a", "b")) -> None:
+        self._problem, self.broken, self.failing, self.cases = problem, set(broken), set(failing), tuple(cases)
         self.runs: list[SuiteRun] = []
 
     def problem(self, cell: Cell) -> str | None:
@@ -46,7 +47,7 @@ class FakeLane:
         env = {"schema": 1, "cell_id": run.target.cell.id, "gpus": [], "knobs": {}, "argv": [], "isolation": {},
                "ended": rundir.records.now()}
         rundir.write_json(run.out / rundir.ENV_JSON, env)
-        for case in ("a", "b"):
+        for case in self.cases if not run.select else [n.split("[", 1)[1][:-1] for n in run.select]:
             status = "failed" if case in self.failing else "passed"
             rundir.append_result(run.out, {"schema": 1, "case": case, "status": status, "message": None,
                                            "nodeid": f"suites/test_conv.py::test_conv[{case}]"})
@@ -219,10 +220,30 @@ def test_links_a_suite_plants_for_the_reruns_and_temporary_files_are_never_follo
         result = ran(out, cell.id)
         for name in (rundir.EXPLAIN, rundir.BLOCKING):
             assert (result / name).is_dir() and not (result / name).is_symlink()
-        assert (result / rundir.EXPLAIN / "a.json").is_file() and (result / rundir.BLOCKING / rundir.RESULTS).is_file()
+        assert (result / rundir.EXPLAIN / f"{rundir.explain_name('a')}.json").is_file() and (result / rundir.BLOCKING / rundir.RESULTS).is_file()
         assert not (result / rundir.CELL_JSON).is_symlink() and meta(result)["exit_code"] == 1
     assert any(f"{rundir.EXPLAIN}/ was a symlink" in line for line in lines)
     assert any(f"{rundir.BLOCKING}/ was a symlink" in line for line in lines)
+
+
+def test_explain_ids_equal_after_a_suffix_or_a_case_fold_never_share_a_name(setup: Setup) -> None:
+    """Issue 32, item 7: `zz`'s finding was explain/zz.json, the folder `zz.json`'s re-run needed
+    (the cell stopped, exit 4, left .partial); and `Zz` is `zz` on a case-folding file system. Each
+    case's files are named by a hash of its id now, and the report reads each case's own."""
+    matrix, go, _, out = setup
+    failing = ["zz", "zz.json", "Zz", "zz.json.json"]
+    go(FakeLane(failing=failing, cases=[*failing, "b"]), "--explain")
+    for cell in matrix.cells:
+        result = ran(out, cell.id)
+        assert rundir.is_complete(result) and meta(result)["exit_code"] == 1
+        names = {rundir.explain_name(case) for case in failing}
+        assert len(names) == len(failing) and len({n.casefold() for n in names}) == len(failing)
+        for case in failing:
+            found = json.loads((result / rundir.EXPLAIN / f"{rundir.explain_name(case)}.json").read_text())
+            assert found["case"] == case and found["status"] == "failed"
+            assert (result / rundir.EXPLAIN / rundir.explain_name(case) / rundir.RESULTS).is_file()
+    loaded = results.load([out]).results
+    assert all(set(r.explained) == set(failing) for r in loaded)
 
 
 class CrashingLane(FakeLane):

@@ -325,7 +325,7 @@ def test_to_toml_escapes_every_string() -> None:
     assert data["case"][0]["weird key"] == "x"
     assert (data["case"][0]["input"], data["case"][0]["bias"]) == ([1, 2], False)
     with pytest.raises(TypeError):
-        snippets.to_toml([{"name": "n", "ratio": 0.5}], "log")
+        snippets.to_toml([{"name": "n", "ratio": None}], "log")  # no TOML form (tomlwrite.value)
 
 
 # -- a hostile log -------------------------------------------------------------------------------------

@@ -41,7 +41,7 @@ class Container:
         return Prepared(python=CELL_PYTHON, record=image, lock=image["image_id"])
 
     def run(self, prepared: Prepared, run: SuiteRun, log: Log) -> int:
-        # blocking/, explain/<case>/: real folders, whatever link or file the suite left in their place.
+        # blocking/, explain/<name>/: real folders, whatever link or file the suite left in their place.
         rundir.make_dirs(run.out, runner.within(run.target, run.out))
         with scratch(run.out) as writable:
             return self.run_in(prepared, run, log, writable)

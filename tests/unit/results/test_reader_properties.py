@@ -1,0 +1,147 @@
+"""Issue 32, item 8: the readers of a cell's output and the trees it leaves, property-tested over
+generated hostile input (tests/strategies.py: hostile cell output). Whatever a cell leaves, each
+reader gives one line per problem (the project's error, with its exit code) or an INVALID cell,
+never a traceback; and reading, copying (the results store) and removing a cell's tree changes
+nothing outside it, whatever links, FIFOs, names and depth it holds."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import tempfile
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import strategies as gen
+from convmatrix import jsonread, tree
+from convmatrix.cli.main import main
+from convmatrix.results import read, rundir
+from convmatrix.run import evidence, runner
+from testkit import env_json, record, write_result
+
+pytestmark = pytest.mark.properties
+
+READ_CODES = (0, 1, 2, 3)  # green, red or INVALID, bad input, unhealthy control: never 4, never a traceback
+
+
+def report(run: Path) -> tuple[int, dict[str, object] | None, list[str]]:
+    """`convmatrix report RUN --format json` in this process: its exit code, its JSON (None when it
+    wrote none) and its stderr lines. An exception other than the project's own fails the test."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(["report", str(run), "--format", "json", "--control", "ctrl"])
+    lines = err.getvalue().splitlines()
+    assert code in READ_CODES, (code, lines)
+    assert all(line.startswith("convmatrix: ") for line in lines), lines
+    return code, (json.loads(out.getvalue()) if out.getvalue() else None), lines
+
+
+def cell_verdict(shown: dict[str, object] | None, cell: str) -> str | None:
+    cells = shown.get("cells", []) if shown else []
+    assert isinstance(cells, list)
+    return next((c["verdict"] for c in cells if c["cell"] == cell), None)
+
+
+def sound_run(run: Path) -> Path:
+    """A control and a cell 'cand', both sound: the cell's directory, for a test to spoil."""
+    write_result(run, "ctrl", [record("a"), record("b")], cell={"control": True, "ended": "x"})
+    return write_result(run, "cand", [record("a"), record("b", "failed")], cell={"ended": "x"})
+
+
+@given(gen.hostile_json_texts())
+def test_the_bounded_json_reader_returns_or_says_why_not(text: str) -> None:
+    said = ""
+    try:
+        jsonread.loads(text)
+    except ValueError as exc:  # TooBig, or the text is no JSON: either is one line
+        said = str(exc) or "?"
+    assert "\n" not in said.strip()
+
+
+@given(gen.hostile_results_lines())
+def test_a_results_file_of_any_lines_is_read_invalid_or_one_line(lines: list[str]) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        run = Path(tmp) / "run"
+        cand = sound_run(run)
+        (cand / rundir.RESULTS).write_text("\n".join(lines) + "\n", encoding="utf-8")
+        code, shown, _ = report(run)
+        if code != 2:
+            assert shown is not None and cell_verdict(shown, "cand") is not None
+        if any(jsonread.depth(line) > jsonread.MAX_DEPTH for line in lines):
+            # Past the depth bound: the cell's fault, INVALID, whatever else the file holds.
+            assert code == 2 or cell_verdict(shown, "cand") == "invalid"
+        # The run's own readers of the same file (the failing cases to re-run, their evidence).
+        assert isinstance(runner.failing_nodeids(cand), tuple)
+        assert isinstance(evidence.failures(cand / rundir.RESULTS), list)
+
+
+@given(st.sampled_from((rundir.CELL_JSON, rundir.ENV_JSON, rundir.FIRST_CAUSE)), gen.hostile_json_texts())
+def test_a_record_of_any_text_is_read_or_one_line(name: str, text: str) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        run = Path(tmp) / "run"
+        cand = sound_run(run)
+        (cand / name).write_text(text, encoding="utf-8")
+        code, shown, _ = report(run)
+        assert code == 2 or cell_verdict(shown, "cand") is not None
+        errors: list[str] = []
+        loaded = rundir.load_object(cand / name, errors)
+        assert loaded is None or isinstance(loaded, dict)
+        assert all("\n" not in e for e in errors)
+
+
+@given(gen.hostile_json_texts(), st.sampled_from(("b", "zz", "zz.json")))
+def test_an_explain_finding_of_any_text_is_shown_under_its_case_or_one_line(text: str, case: str) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        run = Path(tmp) / "run"
+        cand = sound_run(run)
+        (cand / rundir.EXPLAIN).mkdir()
+        (cand / rundir.EXPLAIN / f"{rundir.explain_name(case)}.json").write_text(text, encoding="utf-8")
+        errors: list[str] = []
+        found = read.read_explained(cand, ["b"], errors)
+        assert set(found) <= {"b"} and all("\n" not in e for e in errors)
+        if found:
+            assert case == "b" and json.loads(text).get("case") == "b"
+        report(run)
+
+
+@given(gen.hostile_trees())
+def test_a_hostile_tree_is_read_copied_and_removed_without_touching_anything_outside(
+    entries: list[gen.TreeEntry],
+) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        outside = gen.make_outside(Path(tmp) / "outside")
+        before = gen.snapshot(outside)
+        run = Path(tmp) / "run"
+        cand = run / "cand@cpu"
+        cand.mkdir(parents=True)
+        gen.plant(cand, entries, outside)
+        # The sound files where the cell left nothing of its own under their names.
+        for name, data in ((rundir.ENV_JSON, json.dumps(env_json("cand"))),
+                           (rundir.RESULTS, json.dumps(record("a", "failed")) + "\n"),
+                           (rundir.CELL_JSON, json.dumps({"ended": "x"}))):
+            with contextlib.suppress(OSError):
+                if not (cand / name).exists() and not (cand / name).is_symlink():
+                    (cand / name).write_text(data)
+        write_result(run, "ctrl", [record("a")], cell={"control": True, "ended": "x"})
+        report(run)
+        runner.failing_nodeids(cand)
+        read.read_explained(cand, ["a", "zz", "zz.json"], [])
+        # The results store's copy: only folders and regular files, or one line past a bound.
+        store = Path(tmp) / "store"
+        store.mkdir()
+        said = ""
+        try:
+            rundir.copy_plain(cand, store / "copy")
+        except rundir.NotPlain as exc:
+            said = str(exc)
+        assert "\n" not in said
+        assert {kind for kind, _ in gen.snapshot(store).values()} <= {"dir", "file"}
+        # Removing an old result: all of it, at any depth, and nothing a link points at.
+        with tree.Tree.open(run) as root:
+            root.rmtree(cand.name)
+        assert not cand.exists() and not cand.is_symlink()
+        assert gen.snapshot(outside) == before
