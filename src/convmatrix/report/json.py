@@ -116,6 +116,8 @@ def cell_json(cell: CellRow, baseline: bool, red: bool = False) -> dict[str, Any
         "not_run": cell.not_run,
         "unsupported": cell.unsupported,
         "optional": cell.optional,
+        "cause": cell.infra_cause.record() if cell.infra_cause else None,
+        "owed": cell.owed,
     }
     if baseline:
         data["baseline_regressions"] = cell.baseline_regressions

@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator
 from xml.etree import ElementTree as ET
 
 from convmatrix.escape import one_line, xml_text
+from convmatrix.report import grid as report_grid
 from convmatrix.report import json as report_json
 from convmatrix.report.model import CaseRow, CellRow, Report
 from convmatrix.results.families import SIGNATURE
@@ -66,6 +67,8 @@ def verdict_case(cell: CellRow, report: Report) -> tuple[str, str] | None:
     kind = "failure" if report.red(cell) else "skipped"
     reasons = "; ".join([*(f"stack mismatch: {m}" for m in cell.mismatches), *cell.problems]) or "incomplete"
     owed = cell.verdicts.get(Verdict.NOT_RUN, 0)
+    if cell.did_not_run and cell.verdict != Verdict.CONTROL:
+        return kind, f"{report_grid.cell_word(cell)}: {report_grid.did_not_run(cell)}"
     if cell.verdict == Verdict.NOT_RUN and cell.not_run is not None:
         why = cell.not_run or "no result"
         return kind, (f"not run (optional): {why}" if cell.excused else f"NOT RUN: {why}")

@@ -15,7 +15,8 @@ from convmatrix import jsonread
 from convmatrix.gpus import CPU_KEY, gpu_key, key_parts
 from convmatrix.matrix import stacks
 from convmatrix.results import families as classify
-from convmatrix.results import plans, rundir, stackcheck
+from convmatrix.results import infra, plans, rundir, stackcheck
+from convmatrix.results.infra import RootCause
 from convmatrix.results.outcomes import OF_STATUS, Outcome
 from convmatrix.results.rundir import records
 
@@ -27,6 +28,7 @@ CELL_FIELDS: dict[str, tuple[type, ...]] = {
     "started": (str,), "ended": (str,), "exit_code": (int, type(None)), "error": (str, type(None)),
     "evidence": (dict,), "matrix": (str,), "observed": (dict,), "knobs": (str,), "host": (str,),
     "not_run": (str,), "optional": (bool,), "unsupported": (str,), "expected_skips": (list,),
+    "cause": (dict,),
 }
 MAX_SKIPS = 64  # [[expected_skip]] entries a cell may carry (each up to MAX_GLOBS case globs)
 MAX_GLOBS = 64
@@ -121,6 +123,14 @@ class CellResult:
     explained: dict[str, Explanation] = field(default_factory=dict)  # --explain, by failing case
     # The matrix's [[expected_skip]] entries for this cell (cell.json): (case globs, reason) each.
     expected_skips: tuple[tuple[tuple[str, ...], str], ...] = ()
+    # Why it could not install, build, start or finish (results/infra.py): cell.json's `cause`, else
+    # read from its set-up error or not-run reason (a directory from before causes were recorded).
+    infra_cause: RootCause | None = None
+
+    @property
+    def did_not_run(self) -> bool:
+        """It never ran a case, for a cause of the infrastructure: one line, no case owed one by one."""
+        return self.infra_cause is not None and not self.cases
 
     @property
     def failing(self) -> bool:
@@ -329,6 +339,7 @@ def load_dir(directory: Path, errors: list[str]) -> CellResult | None:
     explained = read_explained(directory, [name for name, case in cases.items() if case.outcome.failing], errors)
     cause = read_record(directory / rundir.FIRST_CAUSE, errors, cause_problems)
     not_run = meta.get("not_run") or meta.get("unsupported")
+    root = root_cause(directory / rundir.CELL_JSON, meta, errors)
     # A cell recorded as not run here never meant to complete: its reason is its verdict's.
     problems = [] if not_run else completion_problems(meta, env)
     if rundir.is_staging(directory):
@@ -359,7 +370,20 @@ def load_dir(directory: Path, errors: list[str]) -> CellResult | None:
         optional=bool(meta.get("optional")),
         unsupported=meta.get("unsupported") or None,
         expected_skips=tuple((tuple(e["cases"]), e["reason"]) for e in meta.get("expected_skips", ())),
+        infra_cause=root,
     )
+
+
+def root_cause(path: Path, meta: dict[str, Any], errors: list[str]) -> RootCause | None:
+    """cell.json's `cause` (a malformed one is bad input, named), else the cause its set-up error or
+    not-run reason names (results/infra.py), else None."""
+    if "cause" in meta:
+        found, wrong = infra.read(meta["cause"])
+        if wrong:
+            errors.append(f"{path}: field 'cause': {wrong}")
+        return found
+    said = [str(meta[key]) for key in ("error", "not_run") if meta.get(key)]
+    return infra.classify(said) if said else None
 
 
 def read_explained(directory: Path, failing: list[str], errors: list[str]) -> dict[str, Explanation]:
