@@ -1,6 +1,6 @@
 """Run options given after `--` to the nox lane sessions: --out, --shard, --resume, --gpus,
 --every-gpu, --rerun-blocking, --explain[=info], --jobs, --prepare-ahead, --prepare-disk, --reuse-results, --host,
---expect-gpu, --engine."""
+--expect-gpu, --engine, --allow-cpu."""
 
 from __future__ import annotations
 
@@ -17,11 +17,13 @@ from typing import Any
 from convmatrix import gpus
 from convmatrix.errors import BadInput
 from convmatrix.matrix import values
-from convmatrix.matrix.cells import ENGINES
+from convmatrix.matrix.cells import ENGINES, Cell
+from convmatrix.matrix.parse import Matrix
 from convmatrix.results import rundir
 
 RUNS_DIR = Path("reports/runs")
 LATEST = RUNS_DIR / "LATEST"
+ALLOW_CPU = "CONVMATRIX_ALLOW_CPU"  # "1": --allow-cpu for every run of this environment (a CPU-only fleet, tests)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -42,6 +44,27 @@ class RunOptions:
     suite_args: tuple[str, ...]  # passed to pytest unchanged (after a second `--`)
     engine: str | None = None  # --engine docker|podman: the container cells' engine, over the matrix's
     case_files: tuple[dict[str, Any], ...] = ()  # the run's case files as cell.json records them (run/cases.py)
+    # --allow-cpu (or $CONVMATRIX_ALLOW_CPU=1): CUDA stacks may run on the CPU of a runner without a
+    # GPU; without it such a run is refused before anything runs (orchestrate.refuse_cpu).
+    allow_cpu: bool = False
+
+
+def cpu_refusal(matrix: Matrix, cells: Sequence[Cell], *, allow_cpu: bool, has_gpu: bool) -> str | None:
+    """The one line refusing CUDA stacks on a runner without a GPU, or None: `convmatrix run`
+    (orchestrate.refuse_cpu) and `nox -s nightly` (before it builds anything) say the same."""
+    cuda = [c.id for c in cells if c.cuda_stack]
+    if allow_cpu or matrix.allow_cpu or has_gpu or not cuda:
+        return None
+    more = f" and {len(cuda) - 1} more" if len(cuda) > 1 else ""
+    return (f"{matrix.path}: {len(cuda)} cell(s) with CUDA stacks ({cuda[0]}{more}) and this runner has no GPU: "
+            "on the CPU they test nothing of cuDNN; pass --allow-cpu to run them on the CPU anyway")
+
+
+def allow_cpu(run_options: Sequence[str]) -> bool:
+    """--allow-cpu among the run options (before a `--`), or $CONVMATRIX_ALLOW_CPU=1."""
+    given = list(run_options)
+    given = given[:given.index("--")] if "--" in given else given
+    return "--allow-cpu" in given or os.environ.get(ALLOW_CPU, "") == "1"
 
 
 def new_run_dir() -> Path:
@@ -69,6 +92,7 @@ def parse(args: Sequence[str], *, default_out: Path | None = None) -> RunOptions
     parser.add_argument("--host")
     parser.add_argument("--expect-gpu", action="append", default=[])
     parser.add_argument("--engine", choices=ENGINES)
+    parser.add_argument("--allow-cpu", action="store_true")
     try:
         ns, unknown = parser.parse_known_args(args)
     except argparse.ArgumentError as exc:
@@ -99,6 +123,7 @@ def parse(args: Sequence[str], *, default_out: Path | None = None) -> RunOptions
         expect_gpus=values.gpu_keys("run options: --expect-gpu", ns.expect_gpu),
         suite_args=tuple(suite_args),
         engine=ns.engine,
+        allow_cpu=ns.allow_cpu or allow_cpu(()),
     )
 
 

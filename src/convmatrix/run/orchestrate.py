@@ -109,22 +109,23 @@ def run(matrix: Matrix, cells: Sequence[Cell], opts: options.RunOptions, log: Lo
     # Case files are checked before anything is written (a bad field: exit 2, one line each).
     opts, files = cases.with_files(opts, matrix.cases)
     opts = replace(opts, case_files=tuple(f.record() for f in files))
-    options.mark_latest(opts.out)
-    every = [c.id for c in matrix.cells]
-    control = matrix.control.id if matrix.control else None
-    mine = [c for c in cells if options.in_shard(c.id, every, opts.shard, control)]
     said = threading.Lock()
 
     def say(line: str) -> None:  # workers log too: whole lines, one at a time
         with said:
             log(line)
 
+    every = [c.id for c in matrix.cells]
+    control = matrix.control.id if matrix.control else None
+    mine = [c for c in cells if options.in_shard(c.id, every, opts.shard, control)]
     specs = pool_specs(opts, say)
     wanted = [k for k in opts.expect_gpus if k != gpus.CPU_KEY]
     if wanted and specs[0].slots[0].gpu is None:
         raise InfrastructureError(f"--expect-gpu {','.join(wanted)}: this runner has no GPU (nvidia-smi is missing, "
                                   "lists none, or only GPUs in MIG mode without a MIG device); not running on the "
                                   "CPU instead")
+    refuse_cpu(matrix, mine, opts, specs)
+    options.mark_latest(opts.out)
     write_plan(matrix, mine, opts, specs, selection or {})
     outcome = Outcome()
     outages.begin()
@@ -136,6 +137,16 @@ def run(matrix: Matrix, cells: Sequence[Cell], opts: options.RunOptions, log: Lo
     if outcome.failed:
         raise InfrastructureError(f"{len(outcome.failed)} cell(s) could not run here: {outcome.failed[0]}")
     return outcome
+
+
+def refuse_cpu(matrix: Matrix, cells: Sequence[Cell], opts: options.RunOptions, specs: Sequence[pool.Spec]) -> None:
+    """No CUDA stacks on a CPU runner by accident: their suite would run on the CPU and come out ok,
+    which says nothing of cuDNN. Refused (bad input, exit 2, before anything is written) unless the
+    matrix (allow_cpu = true) or the run (--allow-cpu, $CONVMATRIX_ALLOW_CPU=1) says it is meant."""
+    refused = options.cpu_refusal(matrix, cells, allow_cpu=opts.allow_cpu,
+                                  has_gpu=any(s.slots[0].gpu is not None for s in specs))
+    if refused:
+        raise BadInput(refused)
 
 
 def say_not_tried(outcome: Outcome, log: Log) -> None:

@@ -100,3 +100,14 @@ def test_the_engine_option() -> None:
     assert options.parse([]).engine is None
     with pytest.raises(BadInput, match=r"run options: .*--engine.*invalid choice"):
         options.parse(["--engine", "$(reboot)"])
+
+
+def test_allow_cpu_from_the_option_or_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(options.ALLOW_CPU, raising=False)
+    assert not options.parse([]).allow_cpu
+    assert options.parse(["--allow-cpu"]).allow_cpu
+    assert not options.allow_cpu(["--", "--allow-cpu"])  # a suite option, not a run option
+    monkeypatch.setenv(options.ALLOW_CPU, "1")
+    assert options.parse([]).allow_cpu and options.allow_cpu([])
+    monkeypatch.setenv(options.ALLOW_CPU, "0")
+    assert not options.parse([]).allow_cpu

@@ -23,7 +23,7 @@ from convmatrix.matrix.cells import Cell
 from convmatrix.results import plans, rundir
 from convmatrix.run import lanes, options, orchestrate, outages
 from convmatrix.run.lanes import Lane, Log, Prepared, SuiteRun
-from testkit import HOST, OVERRIDE_MATRIX, ran, results_in
+from testkit import HOST, OVERRIDE_MATRIX, TWO_H100, ran, results_in
 
 
 class FakeLane:
@@ -490,3 +490,37 @@ def test_an_unreachable_index_is_found_once_and_each_cell_that_needed_it_is_one_
         assert len(lines_of) == len(broken), fmt
         assert "Temporary failure in name resolution" in shown and first["log"] in shown
         assert "this cell has no result for it" not in shown  # no `missing` row per case
+
+
+def test_cuda_stacks_on_a_runner_without_a_gpu_are_refused_unless_cpu_is_meant(
+    setup: Setup, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:
+    matrix, go, _, out = setup
+    monkeypatch.delenv(options.ALLOW_CPU)
+    lane = FakeLane()
+    with pytest.raises(BadInput) as refused:
+        go(lane)
+    assert str(refused.value) == (
+        f"{matrix.path}: 2 cell(s) with CUDA stacks ({matrix.cells[0].id} and 1 more) and this runner has no GPU: "
+        "on the CPU they test nothing of cuDNN; pass --allow-cpu to run them on the CPU anyway")
+    assert refused.value.exit_code == 2 and not lane.runs and not out.exists()  # nothing written
+    go(lane, "--allow-cpu")  # the way out the line names
+    assert len(lane.runs) == 2
+    # The matrix may say so itself (the default matrix, meant for a first run on any machine) ...
+    meant_file = matrix.path.with_name("meant.toml")
+    meant_file.write_text("allow_cpu = true\n" + MATRIX)
+    meant = load(meant_file)
+    orchestrate.run(meant, meant.cells, options.parse(["--out", str(out)]), lambda line: None, strict=True)
+    # ... and a runner with a GPU runs them there, asking nothing.
+    monkeypatch.setattr(gpus, "discover", lambda: gpus.parse_smi(*TWO_H100))
+    go(FakeLane())
+    # `convmatrix run` ends with the one line, exit 2.
+    monkeypatch.setattr(gpus, "discover", list)
+    assert cli.main(["run", "-m", str(matrix.path), "--", "--out", str(out)]) == 2
+    assert capsys.readouterr().err.strip().endswith("pass --allow-cpu to run them on the CPU anyway")
+
+
+def test_the_default_matrix_means_the_cpu_and_the_nightly_one_does_not() -> None:
+    root = Path(__file__).parents[3]
+    assert load(root / "matrix" / "default.toml").allow_cpu
+    assert not load(root / "matrix" / "nightly.toml").allow_cpu
