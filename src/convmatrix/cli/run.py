@@ -18,7 +18,7 @@ def add_parser(sub: Any) -> None:
         description="Run options: --out DIR, --shard I/N, --resume, --gpus 0,1 (0:1: MIG device 1 of GPU 0), "
                     "--every-gpu, "
                     "--rerun-blocking, --jobs N, --prepare-ahead N, --prepare-disk GB, --reuse-results, "
-                    "--engine docker|podman; "
+                    "--engine docker|podman, --allow-cpu, --retries N; "
                     "suite options after --.")
     ru.add_argument("-m", "--matrix", default=None, help="matrix file (default as for `matrix`)")
     ru.add_argument("--lane", action="append", default=[], choices=sorted(LANES), help="only these lanes")

@@ -14,7 +14,7 @@ from convmatrix.report import verdicts
 from convmatrix.results import families as classify
 from convmatrix.results import known
 from convmatrix.results.first_diff import Difference
-from convmatrix.results.infra import RootCause
+from convmatrix.results.infra import Attempt, RootCause
 from convmatrix.results.outcomes import Delta, Outcome, Verdict
 from convmatrix.results.read import Case, CellResult, Explanation, FirstCause, Loaded
 from convmatrix.results.verdicts import ORDER, OUTSIDE, case_verdict, cell_verdict, declared
@@ -104,6 +104,7 @@ class CellRow:
     verdicts: Mapping[str, int] = field(default_factory=dict)  # case verdict -> cases, worst first
     infra_cause: RootCause | None = None  # why it could not install, build, start or finish (results/infra.py)
     owed: int | None = None  # a cell that did not run: the cases its control ran, which it owed
+    attempts: tuple[Attempt, ...] = ()  # --retries: its earlier attempts (this row is the last)
 
     @property
     def where(self) -> str:
@@ -359,6 +360,7 @@ def cell_row(result: CellResult, cases: list[CaseRow], fact: Verdict | None, whe
         not_run=result.not_run,
         unsupported=result.unsupported,
         infra_cause=result.infra_cause,
+        attempts=result.attempts,
     )
 
 

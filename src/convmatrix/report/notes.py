@@ -43,11 +43,22 @@ def infrastructure(report: Report) -> list[str]:
     """The infrastructure counted apart from the findings (fleet owners read it; the cuDNN findings
     are not drowned in it): how many cells did not run, by cause."""
     causes = Counter(c.infra_cause.cause for c in report.cells if c.did_not_run and c.infra_cause)
-    if not causes:
-        return []
-    by = ", ".join(f"{cause} ×{n}" for cause, n in causes.most_common())
-    return [f"INFRASTRUCTURE: {sum(causes.values())} cell(s) did not run ({by}): not findings about their "
-            "stacks; each cell's line names its cause and log"]
+    retried = [c for c in report.cells if c.attempts]
+    lines = []
+    if causes:
+        by = ", ".join(f"{cause} ×{n}" for cause, n in causes.most_common())
+        lines.append(f"INFRASTRUCTURE: {sum(causes.values())} cell(s) did not run ({by}): not findings about "
+                     "their stacks; each cell's line names its cause and log")
+    if retried:
+        again = Counter(a.cause.cause for c in retried for a in c.attempts)
+        by = ", ".join(f"{cause} ×{n}" for cause, n in again.most_common())
+        lines.append(f"INFRASTRUCTURE: {len(retried)} cell(s) ran again (--retries) after {by}; each shows its "
+                     "first attempt beside its last")
+    # Each retried cell: its first attempt beside its last (the one judged), one line.
+    lines += [f"RETRIED {cell.where}: {cell.attempts[0].words(len(cell.attempts) + 1)}; "
+              f"attempt {len(cell.attempts) + 1} of {len(cell.attempts) + 1} (last, judged): {cell.verdict}"
+              for cell in retried]
+    return lines
 
 
 # What the suite records of its settings on every results line -> (the knob of a matrix's knobs

@@ -205,3 +205,45 @@ def read(data: object) -> tuple[RootCause | None, str | None]:
 def _cut(line: str) -> str:
     line = line.strip()
     return line if len(line) <= LINE else line[: LINE - 1] + "…"
+
+
+MAX_ATTEMPTS = 100  # cell.json's `attempts` entries read (--retries takes at most 9999; a fleet retries a few)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Attempt:
+    """An earlier attempt of a cell that --retries ran again (cell.json's `attempts`): its number,
+    where it was kept (attempts/<n>), what ended it, and how its cases ended."""
+
+    attempt: int
+    path: str
+    cause: RootCause
+    counts: tuple[tuple[str, int], ...] = ()
+
+    def words(self, of: int) -> str:
+        ran = ", ".join(f"{n} {status}" for status, n in self.counts) or "no case"
+        return f"attempt {self.attempt} of {of}: {self.cause.cause}: {self.cause.line} ({ran}; {self.path}/)"
+
+
+def read_attempts(data: object) -> tuple[tuple[Attempt, ...], str | None]:
+    """cell.json's `attempts` back: (the attempts, None), or ((), why it is malformed)."""
+    if not isinstance(data, list) or len(data) > MAX_ATTEMPTS:
+        return (), f"expected a list of at most {MAX_ATTEMPTS} attempts"
+    found = []
+    for n, entry in enumerate(data):
+        if not isinstance(entry, dict):
+            return (), f"entry {n}: expected an object"
+        number, path, counts = entry.get("attempt"), entry.get("path"), entry.get("counts", {})
+        if not isinstance(number, int) or isinstance(number, bool) or number < 1:
+            return (), f"entry {n}: attempt: expected a number from 1"
+        if not isinstance(path, str) or path != f"attempts/{number}":
+            return (), f"entry {n}: path: expected attempts/{number}"
+        if not isinstance(counts, dict) or not all(isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool)
+                                                   for k, v in counts.items()):
+            return (), f"entry {n}: counts: expected an object of whole numbers"
+        cause, wrong = read(entry.get("cause"))
+        if cause is None:
+            return (), f"entry {n}: cause: {wrong}"
+        found.append(Attempt(attempt=number, path=path, cause=cause,
+                             counts=tuple(sorted((k[:40], v) for k, v in counts.items()))[:20]))
+    return tuple(found), None

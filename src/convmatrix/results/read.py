@@ -16,7 +16,7 @@ from convmatrix.gpus import CPU_KEY, gpu_key, key_parts
 from convmatrix.matrix import stacks
 from convmatrix.results import families as classify
 from convmatrix.results import infra, plans, rundir, stackcheck
-from convmatrix.results.infra import RootCause
+from convmatrix.results.infra import Attempt, RootCause
 from convmatrix.results.outcomes import OF_STATUS, Outcome
 from convmatrix.results.rundir import records
 
@@ -28,7 +28,7 @@ CELL_FIELDS: dict[str, tuple[type, ...]] = {
     "started": (str,), "ended": (str,), "exit_code": (int, type(None)), "error": (str, type(None)),
     "evidence": (dict,), "matrix": (str,), "observed": (dict,), "knobs": (str,), "host": (str,),
     "not_run": (str,), "optional": (bool,), "unsupported": (str,), "expected_skips": (list,),
-    "cause": (dict,),
+    "cause": (dict,), "attempts": (list,),
 }
 MAX_SKIPS = 64  # [[expected_skip]] entries a cell may carry (each up to MAX_GLOBS case globs)
 MAX_GLOBS = 64
@@ -126,6 +126,8 @@ class CellResult:
     # Why it could not install, build, start or finish (results/infra.py): cell.json's `cause`, else
     # read from its set-up error or not-run reason (a directory from before causes were recorded).
     infra_cause: RootCause | None = None
+    # --retries: the earlier attempts the harness ran again (cell.json's `attempts`); this is the last.
+    attempts: tuple[Attempt, ...] = ()
 
     @property
     def did_not_run(self) -> bool:
@@ -371,7 +373,18 @@ def load_dir(directory: Path, errors: list[str]) -> CellResult | None:
         unsupported=meta.get("unsupported") or None,
         expected_skips=tuple((tuple(e["cases"]), e["reason"]) for e in meta.get("expected_skips", ())),
         infra_cause=root,
+        attempts=earlier_attempts(directory / rundir.CELL_JSON, meta, errors),
     )
+
+
+def earlier_attempts(path: Path, meta: dict[str, Any], errors: list[str]) -> tuple[Attempt, ...]:
+    """cell.json's `attempts` (a malformed one is bad input, named; the cell is still read)."""
+    if "attempts" not in meta:
+        return ()
+    found, wrong = infra.read_attempts(meta["attempts"])
+    if wrong:
+        errors.append(f"{path}: field 'attempts': {wrong}")
+    return found
 
 
 def root_cause(path: Path, meta: dict[str, Any], errors: list[str]) -> RootCause | None:

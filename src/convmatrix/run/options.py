@@ -1,6 +1,6 @@
 """Run options given after `--` to the nox lane sessions: --out, --shard, --resume, --gpus,
 --every-gpu, --rerun-blocking, --explain[=info], --jobs, --prepare-ahead, --prepare-disk, --reuse-results, --host,
---expect-gpu, --engine, --allow-cpu."""
+--expect-gpu, --engine, --allow-cpu, --retries."""
 
 from __future__ import annotations
 
@@ -47,6 +47,10 @@ class RunOptions:
     # --allow-cpu (or $CONVMATRIX_ALLOW_CPU=1): CUDA stacks may run on the CPU of a runner without a
     # GPU; without it such a run is refused before anything runs (orchestrate.refuse_cpu).
     allow_cpu: bool = False
+    # --retries N: a cell whose attempt an infrastructure cause a retry can fix ended (results/infra.py:
+    # killed, OOM, GPU or node lost, the harness's deadline) runs again, up to N more times; never
+    # for a test's own failure. Every attempt is kept (<cell>/attempts/<n>/).
+    retries: int = 0
 
 
 def cpu_refusal(matrix: Matrix, cells: Sequence[Cell], *, allow_cpu: bool, has_gpu: bool) -> str | None:
@@ -93,6 +97,7 @@ def parse(args: Sequence[str], *, default_out: Path | None = None) -> RunOptions
     parser.add_argument("--expect-gpu", action="append", default=[])
     parser.add_argument("--engine", choices=ENGINES)
     parser.add_argument("--allow-cpu", action="store_true")
+    parser.add_argument("--retries")
     try:
         ns, unknown = parser.parse_known_args(args)
     except argparse.ArgumentError as exc:
@@ -124,6 +129,7 @@ def parse(args: Sequence[str], *, default_out: Path | None = None) -> RunOptions
         suite_args=tuple(suite_args),
         engine=ns.engine,
         allow_cpu=ns.allow_cpu or allow_cpu(()),
+        retries=count("--retries", ns.retries, 0, minimum=0),
     )
 
 

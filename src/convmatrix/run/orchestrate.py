@@ -389,16 +389,36 @@ def run_target(lane: Lane, prepared: Prepared, matrix: Matrix, target: runner.Ta
             log(f"{target.cell.id}: reused the stored result of the same environment, suite, driver and GPU "
                 f"(--reuse-results)")
         else:
-            run_suite(lane, prepared, matrix, staged, opts, log, env=env or {})
+            run_attempts(lane, prepared, matrix, staged, opts, log, env=env or {})
             if key and rundir.is_complete(staged.results_dir):
                 reuse.save(key, staged.results_dir)
     log(f"{target.cell.id}: results in {target.final_dir}")
 
 
+def run_attempts(lane: Lane, prepared: Prepared, matrix: Matrix, staged: runner.Target, opts: options.RunOptions,
+                 log: Log, *, env: dict[str, str]) -> None:
+    """The cell's suite, and with --retries N, again (up to N times) while what ended an attempt is
+    an infrastructure cause a retry can fix (runner.attempt_cause: the harness's own crash lines and
+    exit, never a test's failure). Each earlier attempt is set aside whole in attempts/<n>/ and
+    named in the last one's cell.json (`attempts`); the cell's directory holds the last."""
+    earlier: list[dict[str, Any]] = []
+    for attempt in range(1, opts.retries + 2):
+        run_suite(lane, prepared, matrix, staged, opts, log, env=env, attempts=earlier)
+        cause = runner.attempt_cause(staged.results_dir) if attempt <= opts.retries else None
+        if cause is None or not cause.retryable:
+            return
+        counts = runner.statuses(staged.results_dir)
+        kept = rundir.set_aside(staged.results_dir, attempt)
+        earlier.append({"attempt": attempt, "path": kept, "cause": cause.record(), "counts": counts})
+        log(f"{staged.cell.id}: attempt {attempt} ended by {cause.cause} ({cause.line}): kept in {kept}/, "
+            f"running it again (attempt {attempt + 1} of at most {opts.retries + 1}, --retries)")
+
+
 def run_suite(lane: Lane, prepared: Prepared, matrix: Matrix, staged: runner.Target, opts: options.RunOptions,
-              log: Log, *, env: dict[str, str]) -> None:
+              log: Log, *, env: dict[str, str], attempts: Sequence[dict[str, Any]] = ()) -> None:
     meta = runner.write_cell_json(staged, python=prepared.python, control=staged.cell == matrix.control,
                            extra={"matrix": str(matrix.path), **prepared.record,
+                                  **({"attempts": list(attempts)} if attempts else {}),
                                   **({"cases": list(opts.case_files)} if opts.case_files else {}),
                                   **({"expected_skips": skips} if (skips := matrix.skips_for(staged.cell.id)) else {})})
     try:

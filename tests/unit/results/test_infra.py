@@ -96,3 +96,17 @@ def test_shared_causes_name_what_the_cells_share() -> None:
     shared = {c.name: infra.RootCause(cause=c.name, line="").shared for c in infra.CAUSES}
     assert {name: what for name, what in shared.items() if what} == {
         "index unreachable": "index", "registry unreachable": "registry", "engine down": "engine"}
+
+
+def test_attempts_read_back_and_a_malformed_entry_is_named() -> None:
+    cause = {"cause": "killed", "line": "the suite process died (signal 9, SIGKILL) while this case ran"}
+    (attempt,), wrong = infra.read_attempts([{"attempt": 1, "path": "attempts/1", "cause": cause,
+                                              "counts": {"passed": 2, "crashed": 1}}])
+    assert wrong is None and attempt.cause.retryable
+    assert attempt.words(2) == ("attempt 1 of 2: killed: the suite process died (signal 9, SIGKILL) while this case "
+                                "ran (1 crashed, 2 passed; attempts/1/)")
+    assert infra.read_attempts([{"attempt": 1, "path": "../etc", "cause": cause}])[1] == \
+        "entry 0: path: expected attempts/1"
+    assert infra.read_attempts([{"attempt": True, "path": "attempts/1", "cause": cause}])[1] == \
+        "entry 0: attempt: expected a number from 1"
+    assert infra.read_attempts({})[1] == f"expected a list of at most {infra.MAX_ATTEMPTS} attempts"
