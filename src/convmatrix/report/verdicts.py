@@ -104,6 +104,8 @@ def health(control: CellResult | None) -> Health:
         return Health(healthy=False, reason=f"the control did not run: {control.not_run}")
     if control.unsupported:
         return Health(healthy=False, reason=f"this runner cannot run the control: {control.unsupported}")
+    if control.did_not_run and control.infra_cause is not None:
+        return Health(healthy=False, reason=f"the control did not run: {control.infra_cause.words()}")
     if control.problems:
         return Health(healthy=False, reason="; ".join(control.problems))
     if control.stack_mismatch:

@@ -140,9 +140,10 @@ def cause_of(line: str) -> Cause | None:
     return next((cause for cause in CAUSES if cause.evidence.search(line)), None)
 
 
-# uv says why in a chain under its error (`  Caused by: ...`, or `├─▶`/`╰─▶` in its fancy form):
-# a timeout anywhere in the chain makes the error a timeout, not an absent index.
-CHAIN = re.compile(r"^\s*(?:Caused by:|[├╰]─▶)")
+# uv says why in a chain under its error (`  Caused by: ...`, `  cause: ...` in newer releases (seen
+# with this machine's uv), or `├─▶`/`╰─▶` in its fancy form): a timeout anywhere in the chain makes
+# the error a timeout, not an absent index.
+CHAIN = re.compile(r"^\s*(?:Caused by:|cause:|[├╰]─▶)")
 REFINES = "index timed out"
 
 

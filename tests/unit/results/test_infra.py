@@ -110,3 +110,14 @@ def test_attempts_read_back_and_a_malformed_entry_is_named() -> None:
     assert infra.read_attempts([{"attempt": True, "path": "attempts/1", "cause": cause}])[1] == \
         "entry 0: attempt: expected a number from 1"
     assert infra.read_attempts({})[1] == f"expected a list of at most {infra.MAX_ATTEMPTS} attempts"
+
+
+def test_uv_s_newer_chain_is_read_too() -> None:
+    # uv as this machine has it: `cause:` lines under `error: Request failed after 3 retries`.
+    chain = ["error: Request failed after 3 retries in 6.5s", "  cause: Failed to fetch: http://127.0.0.1:9/simple/torch/",
+             "  cause: error sending request for url (http://127.0.0.1:9/simple/torch/)", "  cause: operation timed out"]
+    found = infra.classify(chain)
+    assert found is not None and (found.cause, found.line) == ("index timed out", "cause: operation timed out")
+    refused = infra.classify([*chain[:3], "  cause: Connection refused (os error 111)"])
+    assert refused is not None and (refused.cause, refused.line) == (
+        "index unreachable", "cause: Failed to fetch: http://127.0.0.1:9/simple/torch/")
