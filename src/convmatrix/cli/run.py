@@ -15,11 +15,11 @@ from convmatrix.run.lanes import LANES
 def add_parser(sub: Any) -> None:
     ru = sub.add_parser(
         "run", help="run the suite for the matrix's cells on this machine, into a run directory",
-        description="Run options: --out DIR, --shard I/N, --resume, --gpus 0,1 (0:1: MIG device 1 of GPU 0), "
-                    "--every-gpu, "
-                    "--rerun-blocking, --jobs N, --prepare-ahead N, --prepare-disk GB, --reuse-results, "
-                    "--engine docker|podman, --allow-cpu, --retries N; "
-                    "suite options after --.")
+        description="Run the suite for the matrix's cells on this machine, into a run directory.\n"
+                    "Suite options (pytest's and the suite's) go after a second --.",
+        # The run options are parsed by run/options.py (the nox sessions pass the same ones):
+        # listed from that parser, so that --help can never miss one.
+        epilog=options.help_text(), formatter_class=argparse.RawDescriptionHelpFormatter)
     ru.add_argument("-m", "--matrix", default=None, help="matrix file (default as for `matrix`)")
     ru.add_argument("--lane", action="append", default=[], choices=sorted(LANES), help="only these lanes")
     ru.add_argument("--cell", action="append", default=[], metavar="ID", help="only these cells")
@@ -36,6 +36,11 @@ def run(args: argparse.Namespace) -> int:
     unknown = sorted(set(args.cell) - {c.id for c in loaded.cells})
     if unknown:
         raise BadInput(f"{loaded.path}: no cell {unknown[0]} (`convmatrix matrix` lists them)")
+    if not cells:
+        # A selection that runs nothing must not end like a green run: exit 0 with no output.
+        lanes = sorted({c.lane for c in loaded.cells})
+        chosen = " ".join([*(f"--lane {lane}" for lane in args.lane), *(f"--cell {c}" for c in args.cell)])
+        raise BadInput(f"{loaded.path}: {chosen} selects no cell (its cells' lanes: {', '.join(lanes) or 'none'})")
     # SIGTERM or SIGINT (CI cancelling, nox interrupted) ends the run promptly: the suite and
     # its container are stopped, the cut-short run recorded as such, and one line says where.
     from convmatrix.run import orchestrate  # here: the other commands (triage on a 1 GB log) start without it

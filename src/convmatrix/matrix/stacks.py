@@ -91,6 +91,13 @@ def cudnn_int(version: str) -> int:
     return major * 10000 + minor * 100 + patch if major >= 9 else major * 1000 + minor * 100 + patch
 
 
+def dotted_cudnn(version: int) -> str:
+    """torch.backends.cudnn.version()'s int as a version (cudnn_int's inverse): 90100 -> 9.1.0, 8907 -> 8.9.7."""
+    if version >= 90000:
+        return f"{version // 10000}.{version % 10000 // 100}.{version % 100}"
+    return f"{version // 1000}.{version % 1000 // 100}.{version % 100}"
+
+
 @functools.cache
 def load() -> Facts:
     """The merged facts of the two files beside this module (the index file may be absent)."""

@@ -100,6 +100,17 @@ class Pair:
     def proven(self) -> bool:
         return self.after is not None and not self.problems and not any(line.change.blocks for line in self.lines)
 
+    @property
+    def state(self) -> str:
+        """What the pair says, in the words of the proof's verdict (decide): a pair where nothing
+        failed with the signature before proves nothing, whatever happens after."""
+        if not self.proven:
+            return "NOT proven"
+        if not self.signature_before:
+            quiet = "nothing failed before or after" if not self.lines else "no case failed with the signature before"
+            return f"nothing to prove: {quiet}"
+        return "proven"
+
 
 @dataclass(frozen=True, kw_only=True)
 class ControlCheck:

@@ -68,14 +68,26 @@ def unpaired_line(proof: Proof) -> list[str]:
 
 
 def pair_title(pair: Pair) -> str:
-    state = "proven" if pair.proven else "NOT proven"
-    quiet = "" if pair.lines or pair.problems else ": nothing failed before or after"
-    return f"{pair.before} → {pair.after or '(no counterpart)'}: {state}{quiet}"
+    return f"{pair.before} → {pair.after or '(no counterpart)'}: {pair.state}"
+
+
+def headline(proof: Proof) -> str:
+    """The verdict and, when it is not proven, its first reason: the reason is the first line."""
+    said = HEADLINES[proof.verdict]
+    if proof.verdict != Verdict.NOT_PROVEN or not proof.reasons:
+        return said
+    more = f" (and {len(proof.reasons) - 1} more reason(s), below)" if len(proof.reasons) > 1 else ""
+    return f"{said}: {proof.reasons[0]}{more}"
+
+
+def further_reasons(proof: Proof) -> list[str]:
+    """The reasons the headline did not give (all of them for a verdict that states none)."""
+    return list(proof.reasons[1:] if proof.verdict == Verdict.NOT_PROVEN else proof.reasons)
 
 
 def text(proof: Proof) -> str:
-    out = [f"convmatrix prove: {one_line(header(proof))}", "", HEADLINES[proof.verdict]]
-    out += [f"- {one_line(r)}" for r in proof.reasons]
+    out = [f"convmatrix prove: {one_line(header(proof))}", "", one_line(headline(proof))]
+    out += [f"- {one_line(r)}" for r in further_reasons(proof)]
     for generation, pairs in by_generation(proof.pairs).items():
         out += ["", one_line(generation)]
         for pair in pairs:
@@ -93,8 +105,8 @@ def text(proof: Proof) -> str:
 
 
 def markdown(proof: Proof) -> str:
-    out = [f"## Fix proof: {HEADLINES[proof.verdict]}", "", markdown_line(header(proof)), ""]
-    out += [f"- {markdown_line(r)}" for r in proof.reasons]
+    out = [f"## Fix proof: {markdown_line(headline(proof))}", "", markdown_line(header(proof)), ""]
+    out += [f"- {markdown_line(r)}" for r in further_reasons(proof)]
     for generation, pairs in by_generation(proof.pairs).items():
         out += ["", f"### {markdown_line(generation)}", ""]
         for pair in pairs:

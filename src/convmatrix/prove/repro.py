@@ -27,6 +27,7 @@ from typing import Any
 
 from convmatrix import results
 from convmatrix.errors import BadInput
+from convmatrix.matrix.stacks import dotted_cudnn
 from convmatrix.results import rundir
 from convmatrix.results.read import MAX_SOURCES, SOURCE, numbered, result_dirs
 from convmatrix.results.rundir import records
@@ -337,13 +338,6 @@ def comment_text(value: object, limit: int = COMMENT_LIMIT) -> str:
 
 def _line(text: str) -> str:
     return comment_text(text, 200)
-
-
-def dotted_cudnn(version: int) -> str:
-    """torch.backends.cudnn.version()'s int as a version: 90100 -> 9.1.0, 8907 -> 8.9.7."""
-    if version >= 90000:
-        return f"{version // 10000}.{version % 10000 // 100}.{version % 100}"
-    return f"{version // 1000}.{version % 1000 // 100}.{version % 100}"
 
 
 def install_lines(env: dict[str, Any], requested: dict[str, Any]) -> list[str]:

@@ -29,6 +29,14 @@ def urgency(case: CaseRow) -> int:
     return RANK.get(case.verdict, len(RANK))
 
 
+def provenance(case: CaseRow) -> str:
+    """Where a failing case comes from (its own public sources), in every format. Not a claim that
+    this failure is known upstream: only a known-issues entry the failure matches says that
+    (`known: … [matched: …]`), since a source describes its own failure, not every failure of the
+    cases it inspired."""
+    return "case from: " + " ".join(case.sources)
+
+
 def explained(case: CaseRow) -> str | None:
     """The one line every format shows for a failing case that --explain re-ran: what cuDNN said
     (its status, sub-code and meaning, whether the GPU or the software is the cause, its reason),

@@ -82,13 +82,16 @@ def build(report: Report) -> Grid:
     columns = {c.gpu.key: Column(key=c.gpu.key, generation=c.gpu.generation, name=c.gpu.name) for c in report.cells}
     first = {c.cell: c for c in reversed(report.cells)}  # one CellRow per stack, for its requested axes
     knobs = cell_knobs(report)
-    shown_knobs = varying(knobs.values())
-    shown_axes = [a for a in _EXTRA_AXES if len({str(c.stack.get(a) or "") for c in first.values()}) > 1]
+    members: dict[str, list[CellRow]] = {}
+    for cell in first.values():
+        members.setdefault(group_title(cell), []).append(cell)
     grouped: dict[str, list[Row]] = {}
-    for cell_id, cell in first.items():
-        label = sub_label(cell, shown_axes, {k: v for k, v in knobs[cell_id].items() if k in shown_knobs})
-        row = Row(cell=cell_id, short=abbreviate(cell_id), label=label, control=cell_id == report.control)
-        grouped.setdefault(group_title(cell), []).append(row)
+    for title, cells in members.items():
+        axes, shown_knobs = telling(cells, knobs)
+        for cell in cells:
+            label = sub_label(cell, axes, {k: v for k, v in knobs[cell.cell].items() if k in shown_knobs})
+            grouped.setdefault(title, []).append(
+                Row(cell=cell.cell, short=abbreviate(cell.cell), label=label, control=cell.cell == report.control))
     groups = [Group(title=title, rows=tuple(sorted(rows, key=row_order))) for title, rows
               in sorted(grouped.items(), key=lambda item: natural(item[0]))]
     return Grid(columns=tuple(sorted(columns.values(), key=lambda c: natural(c.key))), groups=tuple(groups),
@@ -104,6 +107,29 @@ def group_title(cell: CellRow) -> str:
     # No requested torch (the host lane, a direct suite run, a system base's own): grouped by what
     # the suite saw.
     return f"{lane or 'direct'} · torch {seen} (observed)" if seen else f"{lane or 'direct'} · (not observed)"
+
+
+def telling(cells: list[CellRow], knobs: Mapping[str, Mapping[str, Any]]) -> tuple[list[str], set[str]]:
+    """The fewest axes and knobs, beside cuDNN, that tell a group's rows apart, taken in the order
+    of _EXTRA_AXES then the knobs' names: a label names what distinguishes its row within its
+    group and no more (a fleet's labels listed every axis that varied anywhere and were cut). The
+    full stack is the row's cell id, which every format shows beside or over the label."""
+    def key(cell: CellRow, axes: list[str], names: set[str]) -> tuple[str, ...]:
+        return (str(cell.stack.get("cudnn") or ""), *(str(cell.stack.get(a) or "") for a in axes),
+                *(repr(knobs[cell.cell].get(k)) for k in sorted(names)))
+
+    axes: list[str] = []
+    names: set[str] = set()
+    candidates = [*((a, None) for a in _EXTRA_AXES if len({str(c.stack.get(a) or "") for c in cells}) > 1),
+                  *((None, k) for k in sorted(varying([knobs[c.cell] for c in cells])))]
+    for axis, knob in candidates:
+        if len({key(c, axes, names) for c in cells}) == len(cells):
+            break
+        if axis is not None:
+            axes.append(axis)
+        elif knob is not None:
+            names.add(knob)
+    return axes, names
 
 
 def sub_label(cell: CellRow, axes: Iterable[str], knobs: Mapping[str, Any]) -> str:
@@ -140,10 +166,12 @@ def cell_knobs(report: Report) -> dict[str, dict[str, Any]]:
 
 
 def varying(knob_sets: Iterable[Mapping[str, Any]]) -> set[str]:
-    """The knobs whose values differ between stacks: only those name a sub-row."""
+    """The knobs whose values differ between stacks that recorded them: only those name a
+    sub-row. A stack that recorded no value (it never ran a case: an install that failed) makes
+    nothing vary; counting its absence named every knob on every row of a fleet's grid."""
     sets = list(knob_sets)
     names = {k for s in sets for k in s}
-    return {k for k in names if len({repr(s.get(k)) for s in sets}) > 1}
+    return {k for k in names if len({repr(s[k]) for s in sets if k in s}) > 1}
 
 
 def row_order(row: Row) -> tuple[bool, tuple[tuple[int, int | str], ...]]:

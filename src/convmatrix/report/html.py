@@ -34,6 +34,8 @@ OBSERVED = (("torch", "torch"), ("CUDA", "cuda"), ("cuDNN", "cudnn"), ("cuDNN er
             ("driver", "driver"), ("image", "image_id"), ("python", "python"), ("device", "device"),
             ("host", "hostname"))
 
+SHOWN_SIGNED = 6  # cells the overview names where the signature is; the grid marks every one
+
 
 class Budget:
     """What is left of EVIDENCE_BUDGET while a page is made (one per render)."""
@@ -97,8 +99,10 @@ def overview(report: Report) -> list[str]:
     parts = [f'<span class="badge v-{v}">{n} {html_cell(report_grid.verdict_word(v))}</span>'
              for v, n in counts.items() if n]
     signed = [c.where for c in report.cells if c.signature]
+    # A fleet's overview names a few and counts the rest: 188 ids pushed the grid off the screen.
+    more = f" and {len(signed) - SHOWN_SIGNED} more (marked S in the grid)" if len(signed) > SHOWN_SIGNED else ""
     sig = (f'<p class="sig-cells"><span class="mark sig">SIGNATURE</span> in {len(signed)} cell(s): '
-           + ", ".join(f"<code>{html_cell(w)}</code>" for w in signed) + "</p>") if signed else ""
+           + ", ".join(f"<code>{html_cell(w)}</code>" for w in signed[:SHOWN_SIGNED]) + f"{more}</p>") if signed else ""
     sick = [f'<p class="warn">{html_cell(line)}</p>' for line in report_notes.alerts(report)]
     return ['<section id="overview">', f'<p class="counts">{" ".join(parts)}</p>', sig, *sick, "</section>"]
 
@@ -247,7 +251,7 @@ def case_body(cell: CellRow, case: CaseRow, opened: bool, budget: Budget, words:
         out.append(f'<p class="explained">{html_cell(said)}</p>')
     if case.sources and case.outcome.failing:
         links = " ".join(f'<a href="{html_cell(url)}" rel="noreferrer">{html_cell(url)}</a>' for url in case.sources)
-        out.append(f'<p class="upstream">reported upstream: {links}</p>')
+        out.append(f'<p class="provenance">case from: {links}</p>')  # text.provenance
     out += [f'<p class="known">{html_cell(k)}</p>' for k in case.known]
     if case.evidence:
         out += evidence(case.evidence, opened, budget)

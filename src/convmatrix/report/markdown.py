@@ -14,7 +14,7 @@ from convmatrix.report import bounds
 from convmatrix.report import grid as report_grid
 from convmatrix.report import notes as report_notes
 from convmatrix.report import verdicts as report_verdicts
-from convmatrix.report.cases import explained, first_difference, listed
+from convmatrix.report.cases import explained, first_difference, listed, provenance
 from convmatrix.report.grid import Grid
 from convmatrix.report.model import CaseRow, CellRow, Report
 from convmatrix.results.outcomes import Verdict
@@ -128,7 +128,7 @@ def detail(case: CaseRow) -> list[str]:
         if said:
             lines.append(markdown_line(said))
     if case.sources and case.outcome.failing:
-        lines.append(markdown_line("reported upstream: " + " ".join(case.sources)))
+        lines.append(markdown_line(provenance(case)))
     lines += [markdown_line(k) for k in case.known]
     # Backslash at a line's end: a hard break, so the message keeps its lines in one paragraph.
     return [f"<details><summary>{html_cell(title)} ({html_cell(report_grid.verdict_word(case.verdict))})</summary>", "",

@@ -204,7 +204,9 @@ def annotate_known(result: CellResult, rows: list[CaseRow]) -> None:
                         capability=_text((result.gpu or {}).get("capability")))
     for row in failing:
         case = result.cases[row.case]
-        row.known = tuple(known.annotation(issue) for issue in known.match(case.params, stack, family=case.family))
+        row.known = tuple(
+            known.annotation(issue, known.matched(issue, stack, case.family))
+            for issue in known.match(case.params, stack, family=case.family, message=case.message, failed=True))
 
 
 def _text(value: object) -> str | None:
@@ -284,6 +286,7 @@ def case_rows(result: CellResult, control: CellResult | None, control_id: str | 
     compared = judged and fact not in OUTSIDE and healthy
     skips = result.expected_skips
     cell, gpu, blocking = result.cell, where or result.gpu_key, result.blocking
+    timed = verdicts.timing_comparable(result, control, fact)
     rows = []
     for name, case in sorted(result.cases.items()):
         base = against.get(name)
@@ -296,11 +299,11 @@ def case_rows(result: CellResult, control: CellResult | None, control_id: str | 
             case.evidence,
             rerun(blocking.get(name)) if blocking else None,
             case.forward_ms,
-            verdicts.slowdown(base, case),
+            verdicts.slowdown(base, case) if timed else None,
             verdicts.fingerprint_changed(base, case),
             None,  # baseline_outcome
             None,  # baseline_delta
-            verdicts.timed_ratio(base, case),
+            verdicts.timed_ratio(base, case) if timed else None,
             case.sources,
             result.explained.get(name),
             None,  # first_diff: the cli's differ fills it

@@ -12,14 +12,12 @@ from convmatrix.matrix.cells import abbreviate
 from convmatrix.report import grid as report_grid
 from convmatrix.report import notes as report_notes
 from convmatrix.report import verdicts as report_verdicts
-from convmatrix.report.cases import explained, first_difference, listed
+from convmatrix.report.cases import explained, first_difference, listed, provenance
 from convmatrix.report.grid import Column, Grid, Row
-from convmatrix.report.model import CaseRow, CellRow, Report
+from convmatrix.report.model import CellRow, Report
 from convmatrix.results.outcomes import Verdict
 
 WIDTH = 120
-LABEL_WIDTH = 34  # a sub-row's label when the GPU columns need the room; longer ones end in "…"
-LABEL_WIDTH_MAX = 60  # ... and when every column fits beside a longer one
 HEADER_WIDTH = 30
 GAP = "  "
 MESSAGE_WIDTH = 90
@@ -66,7 +64,7 @@ def entry(cell: CellRow) -> str:
     if cell.not_run is not None and not cell.did_not_run:
         return "not run" if cell.optional else WORDS[cell.verdict]
     if cell.did_not_run and cell.infra_cause is not None:
-        return f"{'not run' if report_grid.quiet(cell) else WORDS[cell.verdict]} ({cell.infra_cause.cause})"
+        return f"{'not run' if report_grid.quiet(cell) else WORDS[cell.verdict]} {cell.infra_cause.short}"
     if cell.refused:
         return WORDS[cell.verdict]
     tally = report_grid.tally(cell)
@@ -78,6 +76,14 @@ def fit(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
+def middle_cut(text: str, width: int) -> str:
+    """The text's start and end around one "…", when longer than width."""
+    if len(text) <= width:
+        return text
+    head = (width - 1) // 2
+    return text[:head] + "…" + text[len(text) - (width - 1 - head):]
+
+
 def paint(text: str, code: str, color: bool) -> str:
     return f"\x1b[{code}m{text}\x1b[0m" if color else text
 
@@ -86,8 +92,11 @@ def grid_lines(grid: Grid, color: bool) -> list[str]:
     texts = {key: entry(cell) for key, cell in grid.entries.items()}
     widths = {c.key: max([len(texts[k]) for k in texts if k[1] == c.key]
                          + [len(h) for h in headers(c)]) for c in grid.columns}
-    limit = label_limit(widths)
-    labels = {row.cell: fit(one_line(row.label), limit - 2) for row in grid.rows}
+    # A label is cut only past what fits beside one GPU column (a 300-character id), and then in
+    # its middle: a cut of its end took the part that told two rows apart. grid.telling keeps
+    # labels short, and the GPU columns go on in another grid where a long one leaves no room.
+    room = WIDTH - len(GAP) - max(widths.values(), default=0) - 2
+    labels = {row.cell: middle_cut(one_line(row.label), room) for row in grid.rows}
     label_width = max([len(v) for v in labels.values()] + [len("stack")]) + 2
     out: list[str] = []
     for chunk in chunks(grid.columns, widths, label_width):
@@ -100,13 +109,6 @@ def grid_lines(grid: Grid, color: bool) -> list[str]:
 def headers(column: Column) -> tuple[str, str]:
     generation = "" if column.key == "cpu" else column.generation
     return fit(one_line(generation), HEADER_WIDTH), fit(one_line(column.key), HEADER_WIDTH)
-
-
-def label_limit(widths: dict[str, int]) -> int:
-    """How wide a row label may be: up to LABEL_WIDTH_MAX when all the GPU columns still fit
-    beside it in WIDTH (a few GPUs: nothing cut), else LABEL_WIDTH (many GPUs: more columns)."""
-    columns = sum(len(GAP) + w for w in widths.values())
-    return max(LABEL_WIDTH, min(LABEL_WIDTH_MAX, WIDTH - columns))
 
 
 def chunks(columns: tuple[Column, ...], widths: dict[str, int], label_width: int) -> list[list[Column]]:
@@ -190,11 +192,6 @@ def case_table(report: Report) -> list[str]:
             if said:
                 out.append(f"{one_line(c.case)}@{one_line(c.gpu)}: {one_line(said)}")
         if c.sources and c.outcome.failing:
-            out.append(f"{one_line(c.case)}: {upstream(c)}")
+            out.append(f"{one_line(c.case)}: {one_line(provenance(c))}")
         out += [f"{one_line(c.case)}@{one_line(c.gpu)}: {one_line(k)}" for k in c.known]
     return [*out, ""]
-
-
-def upstream(case: CaseRow) -> str:
-    """The one line a failing case that reproduces a public report gets, in every format."""
-    return "reported upstream: " + " ".join(case.sources)

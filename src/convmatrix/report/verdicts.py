@@ -136,6 +136,18 @@ def delta(control: Judged | None, case: Judged) -> Delta:
     return Delta.SAME if control.outcome == case.outcome else Delta.CHANGED
 
 
+def timing_comparable(result: CellResult, control: CellResult | None, fact: Verdict | None) -> bool:
+    """Whether a cell's timings may be set against its control's at all: both ran whole (no
+    problem recorded, no fact of the cell's own such as INVALID or not-run, every case the control
+    ran: a cell killed mid-run on a loaded machine showed "SLOWER x33.5"), on the same host, in
+    this run (neither a stored result reused from another: another night's load is not this
+    stack's speed)."""
+    return (control is not None and control is not result and fact is None
+            and not result.problems and not control.problems
+            and result.host == control.host and not result.reused and not control.reused
+            and control.cases.keys() <= result.cases.keys())
+
+
 def slowdown(control: Timed | None, case: Timed) -> float | None:
     """How many times slower than on the control this case's conv ran (both must have passed)."""
     if control is None or control.outcome != Outcome.PASS or case.outcome != Outcome.PASS:

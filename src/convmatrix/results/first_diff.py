@@ -2,12 +2,13 @@
 does not have: the triage page's decisive evidence, found by comparing two runs of one case.
 
 Each side is the case's section (results/sections.py: its -v line, its failure block); pytest's
-own framing (block headers, the echoed test source, `file.py:123:` location lines, separators)
-is no evidence and is left out. Lines are compared after normalising what differs between any
-two runs: timestamps, hex addresses, pids and thread ids, and every other number (sizes and
-timings differ run to run, as do the cuDNN versions the two sides load, which the stacks already
-name). The first line of the failing side whose normal form the control's side lacks is the
-answer, with its line number in the failing cell's log.txt.
+own framing (block headers, the echoed test source, `file.py:123:` location lines, separators,
+the traceback's `name = repr` dumps of arguments and locals) is no evidence and is left out.
+Lines are compared after normalising what differs between any two runs: timestamps, hex
+addresses, pids and thread ids, and every other number (sizes and timings differ run to run, as
+do the cuDNN versions the two sides load, which the stacks already name). The first line of the
+failing side whose normal form the control's side lacks is the answer, with its line number in
+the failing cell's log.txt.
 
 Both logs are read once for all of a cell's failing cases, as regular files, each line cut at
 LINE_CAP characters; at most MAX_CASES cases a cell.
@@ -32,8 +33,16 @@ _STAMP = re.compile(r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d
 _HEX = re.compile(r"0x[0-9a-fA-F]+")
 _IDS = re.compile(r"\b(pid|tid|Process|Thread|PID|TID)([=: ]+)\d+")
 _NUMBER = re.compile(r"\d+(?:\.\d+)?")
-# pytest's framing of a failure block: no evidence of what went wrong.
-_FRAMING = re.compile(r"^(?:_{3,} .* _{3,}|_ _ _.*|={3,}.*|-{3,} .*|[\w./\\-]+\.py:\d+: \w*|>.*|\s+.*|)$")
+# pytest's framing of a failure block: no evidence of what went wrong. Location lines end an entry
+# with the exception's name ("x.py:120: RuntimeError") or, between entries of a long traceback, name
+# the function ("x.py:469: in run_on_device").
+_FRAMING = re.compile(r"^(?:_{3,} .* _{3,}|_ _ _.*|={3,}.*|-{3,} .*|[\w./\\-]+\.py:\d+: (?:in \w+|\w*)|>.*|\s+.*|)$")
+# In a traceback pytest prints each entry's arguments as "name = repr[, name = repr]" (ReprFuncArgs)
+# and, with --showlocals, its locals as "name       = repr" (ReprLocals pads names to 10): the
+# parameters of the case (`case = Case(op='conv1d', ...)`), never a line the failing code wrote.
+# Only before the block's first "Captured ..." section: what the code printed there is evidence.
+_ARGUMENTS = re.compile(r"^[A-Za-z_]\w* *= ")
+_CAPTURED = re.compile(r"^-{3,} Captured .*-{3,}$")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -58,12 +67,16 @@ def evidence_lines(lines: list[str], section: sections.Section) -> Iterator[tupl
     if section.block is not None:
         spans.append(section.block)
     for first, last in spans:
+        traceback = True  # the block starts with the traceback; its Captured sections follow
         for number in range(first, min(last, first + MAX_LINES) + 1):
             text = lines[number - 1] if number - 1 < len(lines) else ""
             if number == section.started:
                 text = text.split("]", 1)[-1]  # the -v line: what follows the node id (its status, its output)
-            if text.strip() and not _FRAMING.match(text):
-                yield number, text
+            elif _CAPTURED.match(text):
+                traceback = False
+            if not text.strip() or _FRAMING.match(text) or (traceback and _ARGUMENTS.match(text)):
+                continue
+            yield number, text
 
 
 def _read(log: Path) -> list[str]:

@@ -54,6 +54,14 @@ class Cause:
     retryable: bool
 
 
+# A grid entry's room is a column's: the cause in a word there ("INVALID index"); every other place
+# says it whole.
+SHORT = {"registry unreachable": "registry", "index timed out": "index", "index unreachable": "index",
+         "engine down": "engine", "engine lost": "engine", "no GPU": "no-GPU", "driver too old": "driver",
+         "GPU lost": "GPU-lost", "OOM killed": "OOM", "killed": "killed", "timed out": "deadline",
+         "node lost": "node", "build failed": "build"}
+
+
 def _any(*patterns: str) -> re.Pattern[str]:
     return re.compile("|".join(f"(?:{p})" for p in patterns), re.IGNORECASE)
 
@@ -118,6 +126,11 @@ class RootCause:
     @property
     def retryable(self) -> bool:
         return BY_NAME[self.cause].retryable
+
+    @property
+    def short(self) -> str:
+        """The cause in a word, for a grid entry."""
+        return SHORT[self.cause]
 
     @property
     def shared(self) -> str | None:

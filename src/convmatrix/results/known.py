@@ -22,7 +22,7 @@ from importlib import resources
 from typing import Any
 
 from convmatrix.errors import BadInput
-from convmatrix.matrix.stacks import cudnn_int
+from convmatrix.matrix.stacks import cudnn_int, dotted_cudnn
 from convmatrix.results import rundir
 from convmatrix.results.families import FAMILIES
 
@@ -64,7 +64,8 @@ _LISTS = {
     "families": FAMILIES,
 }
 _TEXT = ("id", "summary", "source", "fixed_in", "workaround")
-_KEYS = frozenset({*_TEXT, *_VERSION_FORMS, *_LISTS, "when"})
+_KEYS = frozenset({*_TEXT, *_VERSION_FORMS, *_LISTS, "when", "message"})
+MAX_MESSAGE_PATTERN = 200  # a message pattern names what the source quotes, not a program
 _ID = re.compile(r"[a-z0-9][a-z0-9-]{0,79}")
 _LEADING_VERSION = re.compile(r"\s*v?(\d+(?:\.\d+)*)")
 
@@ -102,6 +103,7 @@ class KnownIssue:
     layouts: tuple[str, ...] = ()
     directions: tuple[str, ...] = ()
     when: tuple[tuple[str, bool | int], ...] = ()  # (predicate, value) pairs, all must hold
+    message: str = ""  # a regular expression the failure's message must contain; "" = any
 
     @property
     def conditions(self) -> str:
@@ -185,13 +187,27 @@ def _entry(entry: Any, where: str) -> KnownIssue:
     if not ranges:
         raise bad("torch/cuda/cudnn/capability", "an entry needs at least one version range")
     lists = {field: _list(entry, field, bad) for field in _LISTS}
+    message = _message(entry, bad)
     return KnownIssue(
         id=text["id"], summary=text["summary"], source=text["source"], fixed_in=text["fixed_in"],
         workaround=text["workaround"], families=lists["families"], torch=ranges.get("torch"),
         cuda=ranges.get("cuda"), cudnn=ranges.get("cudnn"), capability=ranges.get("capability"),
         ops=lists["ops"], dtypes=lists["dtypes"], memory_formats=lists["memory_formats"],
-        layouts=lists["layouts"], directions=lists["directions"], when=_when(entry, bad),
+        layouts=lists["layouts"], directions=lists["directions"], when=_when(entry, bad), message=message,
     )
+
+
+def _message(entry: dict[str, Any], bad: Any) -> str:
+    value = entry.get("message", "")
+    if not isinstance(value, str) or "\n" in value or len(value) > MAX_MESSAGE_PATTERN:
+        raise bad("message", f"one line of at most {MAX_MESSAGE_PATTERN} characters")
+    if "message" in entry and not value:
+        raise bad("message", "empty (leave it out to match any message)")
+    try:
+        re.compile(value)
+    except re.error as exc:
+        raise bad("message", f"not a regular expression: {exc}") from None
+    return value
 
 
 def _range(entry: dict[str, Any], fact: str, bad: Any) -> Range:
@@ -415,16 +431,47 @@ def case_matches(issue: KnownIssue, params: Mapping[str, Any]) -> bool:
 
 
 # -- the matcher ------------------------------------------------------------------------------------
+def message_matches(issue: KnownIssue, message: str | None) -> bool:
+    """Whether the failure's message contains what the entry's source quotes (no pattern: yes;
+    a pattern and no message: no, a claim needs the words)."""
+    if not issue.message:
+        return True
+    return message is not None and re.search(issue.message, message) is not None
+
+
 def match(params: Mapping[str, Any], stack: Stack, *, family: str | None = None,
+          message: str | None = None, failed: bool = False,
           issues: Iterable[KnownIssue] | None = None) -> list[KnownIssue]:
     """The known issues a case (a results line's params) on a stack meets, in file order. With
-    `family` (the case's failure family), an entry that lists families must list it; without,
-    families are not checked. `issues` defaults to load()."""
+    `family` (the case's failure family), an entry that lists families must list it; with
+    `failed` (a failure being annotated), an entry's message pattern must be found in `message`;
+    without them neither is checked. `issues` defaults to load()."""
     return [
         issue for issue in (load() if issues is None else issues)
         if stack_matches(issue, stack) and case_matches(issue, params)
         and (family is None or not issue.families or family in issue.families)
+        and (not failed or message_matches(issue, message))
     ]
+
+
+_FACT_NAMES = {"torch": "torch", "cuda": "CUDA", "cudnn": "cuDNN", "capability": "capability"}
+
+
+def matched(issue: KnownIssue, stack: Stack, family: str | None) -> str:
+    """What a failure met of the entry, in words, for the report to say why it links the source:
+    "family cudnn_not_supported; message /.../; conv3d; float16; cuDNN 9.2.0 in [9.1.0, 9.3.0)".
+    An entry whose source states no family says so, rather than claiming one."""
+    parts = [f"family {family}" if issue.families and family else "any family (the source states none)"]
+    if issue.message:
+        parts.append(f"message /{issue.message}/")
+    if issue.conditions:
+        parts.append(issue.conditions)
+    for fact, name in _FACT_NAMES.items():
+        bound = getattr(issue, fact)
+        if bound is not None:
+            seen = getattr(stack, fact)
+            parts.append(f"{name} {dotted_cudnn(seen) if fact == 'cudnn' else seen} in {bound}")
+    return "; ".join(parts)
 
 
 def match_stack(stack: Stack, families: Iterable[str], *,
@@ -437,7 +484,9 @@ def match_stack(stack: Stack, families: Iterable[str], *,
             if seen.intersection(issue.families) and stack_matches(issue, stack)]
 
 
-def annotation(issue: KnownIssue) -> str:
-    """The one line every report format shows for a matched entry."""
+def annotation(issue: KnownIssue, why: str = "") -> str:
+    """The one line every report format shows for a matched entry; `why` (matched()) says what of
+    the failure met the entry."""
     fixed = f"fixed in {issue.fixed_in}" if issue.fixed_in else "not fixed upstream"
-    return f"known: {issue.summary} ({fixed}; workaround: {issue.workaround}) {issue.source}"
+    said = f"known: {issue.summary} ({fixed}; workaround: {issue.workaround}) {issue.source}"
+    return f"{said} [matched: {why}]" if why else said

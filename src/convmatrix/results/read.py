@@ -28,7 +28,7 @@ CELL_FIELDS: dict[str, tuple[type, ...]] = {
     "started": (str,), "ended": (str,), "exit_code": (int, type(None)), "error": (str, type(None)),
     "evidence": (dict,), "matrix": (str,), "observed": (dict,), "knobs": (str,), "host": (str,),
     "not_run": (str,), "optional": (bool,), "unsupported": (str,), "expected_skips": (list,),
-    "cause": (dict,), "attempts": (list,),
+    "reused": (dict,), "cause": (dict,), "attempts": (list,),
 }
 MAX_SKIPS = 64  # [[expected_skip]] entries a cell may carry (each up to MAX_GLOBS case globs)
 MAX_GLOBS = 64
@@ -117,6 +117,7 @@ class CellResult:
     not_run: str | None = None  # why a planned cell did not run here (cell.json, or no result at all)
     optional: bool = False  # the matrix marked it optional: its not running fails nothing
     unsupported: str | None = None  # why this runner cannot run the stack (its driver is too old)
+    reused: bool = False  # a stored result of an earlier run (cell.json's `reused`, run/reuse.py)
     # Whether first_cause is known: read from first_cause.json, or worked out from log.txt by
     # the cli for a directory without one (older, or copied from elsewhere).
     cause_known: bool = False
@@ -371,6 +372,7 @@ def load_dir(directory: Path, errors: list[str]) -> CellResult | None:
         not_run=meta.get("not_run") or None,
         optional=bool(meta.get("optional")),
         unsupported=meta.get("unsupported") or None,
+        reused="reused" in meta,
         expected_skips=tuple((tuple(e["cases"]), e["reason"]) for e in meta.get("expected_skips", ())),
         infra_cause=root,
         attempts=earlier_attempts(directory / rundir.CELL_JSON, meta, errors),

@@ -1,6 +1,5 @@
-"""Run options given after `--` to the nox lane sessions: --out, --shard, --resume, --gpus,
---every-gpu, --rerun-blocking, --explain[=info], --jobs, --prepare-ahead, --prepare-disk, --reuse-results, --host,
---expect-gpu, --engine, --allow-cpu, --retries."""
+"""Run options: given to `convmatrix run` and after `--` to the nox lane sessions. One parser
+(parser()) reads them and lists them, with a line of help each, in `convmatrix run --help`."""
 
 from __future__ import annotations
 
@@ -75,31 +74,54 @@ def new_run_dir() -> Path:
     return RUNS_DIR / time.strftime("%Y%m%d-%H%M%S")
 
 
+def parser() -> argparse.ArgumentParser:
+    """The run options, each with its one line of help: the parser that reads them (parse) and the
+    list `convmatrix run --help` prints (help_text) are this one."""
+    found = argparse.ArgumentParser(prog="nox -s <lane> --", exit_on_error=False, add_help=False)
+    add = found.add_argument
+    add("--out", type=Path, metavar="DIR", help="the run directory (default reports/runs/<date-time>)")
+    add("--shard", metavar="I/N", help="run the I-th of N round-robin shares of the cells (the control runs in each)")
+    add("--resume", action="store_true", help="keep the cells already complete in --out; run the rest")
+    add("--rerun-blocking", action="store_true",
+        help="re-run each failing case with CUDA_LAUNCH_BLOCKING=1 (the true failing kernel)")
+    add("--explain", nargs="?", const="warn", choices=("warn", "info"), metavar="warn|info",
+        help="re-run each failing case with cuDNN's API log on and without cuDNN: its reason and sub-code")
+    add("--gpus", metavar="0,1", help="only these GPU indices (0:1 is MIG device 1 of GPU 0)")
+    add("--every-gpu", action="store_true", help="one run per device instead of one per GPU generation")
+    add("--jobs", metavar="N", help="cells at once on a runner without GPUs (with GPUs: one per GPU)")
+    add("--prepare-ahead", metavar="N", help="environments (venvs, images) prepared ahead of the runs (default 1)")
+    add("--prepare-disk", metavar="GB", help="prepare nothing ahead past this much disk taken by the run's builds")
+    add("--reuse-results", action="store_true",
+        help="reuse a stored result of the same environment, suite, driver and GPU (not for a nightly)")
+    add("--host", metavar="NAME", help="the machine's name in the results (default $CONVMATRIX_HOST, the hostname)")
+    add("--expect-gpu", action="append", default=[], metavar="KEY",
+        help="a GPU key this runner must cover (repeatable; no GPU at all: exit 4)")
+    add("--engine", choices=ENGINES, metavar="|".join(ENGINES),
+        help="the container engine for container cells, over the matrix's")
+    add("--allow-cpu", action="store_true",
+        help="run CUDA stacks on a runner without a GPU, on its CPU (else refused; $CONVMATRIX_ALLOW_CPU=1 too)")
+    add("--retries", metavar="N",
+        help="run a cell again, up to N times, when a retryable infrastructure cause ended it (never a test's failure)")
+    return found
+
+
+def help_text() -> str:
+    """The run options as `--help` lists them, one option a line."""
+    formatter = argparse.HelpFormatter("convmatrix run", max_help_position=26, width=120)
+    formatter.start_section("run options (after the matrix options; suite options after a second --)")
+    formatter.add_arguments(parser()._actions)
+    formatter.end_section()
+    return formatter.format_help()
+
+
 def parse(args: Sequence[str], *, default_out: Path | None = None) -> RunOptions:
     args = list(args)
     suite_args: list[str] = []
     if "--" in args:
         cut = args.index("--")
         args, suite_args = args[:cut], args[cut + 1:]
-    parser = argparse.ArgumentParser(prog="nox -s <lane> --", exit_on_error=False, add_help=False)
-    parser.add_argument("--out", type=Path)
-    parser.add_argument("--shard")
-    parser.add_argument("--resume", action="store_true")
-    parser.add_argument("--rerun-blocking", action="store_true")
-    parser.add_argument("--explain", nargs="?", const="warn", choices=("warn", "info"))
-    parser.add_argument("--gpus")
-    parser.add_argument("--every-gpu", action="store_true")
-    parser.add_argument("--jobs")
-    parser.add_argument("--prepare-ahead")
-    parser.add_argument("--prepare-disk")
-    parser.add_argument("--reuse-results", action="store_true")
-    parser.add_argument("--host")
-    parser.add_argument("--expect-gpu", action="append", default=[])
-    parser.add_argument("--engine", choices=ENGINES)
-    parser.add_argument("--allow-cpu", action="store_true")
-    parser.add_argument("--retries")
     try:
-        ns, unknown = parser.parse_known_args(args)
+        ns, unknown = parser().parse_known_args(args)
     except argparse.ArgumentError as exc:
         raise BadInput(f"run options: {exc}") from None
     if unknown:

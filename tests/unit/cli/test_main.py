@@ -72,6 +72,33 @@ def test_slower_stack_and_fingerprint_drift_are_called_out(tmp_path: Path, capsy
     assert "slow@cpu: 1 case(s) computed a different output fingerprint" in text
 
 
+@pytest.mark.parametrize("how", ["killed", "reused", "another host"])
+def test_no_timing_verdict_on_a_cell_that_did_not_end_normally_here(
+        how: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 34 item 3: a cell killed mid-run on a loaded CPU read `INVALID 15/233 T33.5` and
+    "SLOWER x33.5". Timings are set against the control's only for a cell that ended normally,
+    in this run (not a stored result reused from another) and on the control's host."""
+    from testkit import env_json, record, write_result
+
+    def line(case: str, ms: float) -> dict[str, Any]:
+        return record(case, timing={"forward_ms": ms, "forward_runs": [ms * 0.99, ms, ms * 1.01], "backward_ms": None})
+
+    cases = [f"c{i}" for i in range(4)]
+    ended = {"ended": "2026-12-02T00:01:00Z"}
+    write_result(tmp_path, "ctl", [line(c, 1.0) for c in cases], cell={"control": True, **ended}, host="a")
+    done = [line(c, 33.5) for c in (cases[:2] if how == "killed" else cases)]
+    cell = {**ended, **({"reused": {"key": "k"}} if how == "reused" else {})}
+    killed = {"exit_code": -9}  # as the harness records a suite SIGKILLed mid-run
+    write_result(tmp_path, "slow", done, cell=killed if how == "killed" else cell,
+                 env=env_json("slow", ended=None) if how == "killed" else None, host="b" if how == "another host" else "a")
+    _, out, _ = report(capsys, str(tmp_path), "--format", "json")
+    (row,) = [c for c in json.loads(out)["cells"] if c["cell"] == "slow"]
+    assert row["slowdown"] is None
+    assert all(c["slowdown"] is None for c in json.loads(out)["cases"] if c["cell"] == "slow")
+    _, text, _ = report(capsys, str(tmp_path))
+    assert "SLOWER" not in text and "T33.5" not in text, text
+
+
 # --- verdicts you can trust (issue 8) ---------------------------------------------------------
 
 def two_cells(tmp_path: Path, candidate_records: Callable[[list[dict[str, Any]]], list[dict[str, Any]]], *,

@@ -213,3 +213,9 @@ def test_an_incomplete_variant_list_prunes_nothing(cuda: str, pruned: bool) -> N
 def test_a_complete_variant_list_still_prunes() -> None:
     reason = impossible(Cell(lane="baremetal", torch="2.12.0", cuda="cu128", cudnn="bundled", python="3.12"))
     assert reason is not None and "never published for cu128" in reason
+
+
+@pytest.mark.parametrize(("value", "dotted"), [(90100, "9.1.0"), (90501, "9.5.1"), (8907, "8.9.7"), (8600, "8.6.0")])
+def test_cudnn_versions_are_dotted_and_back(value: int, dotted: str) -> None:
+    assert stacks.dotted_cudnn(value) == dotted
+    assert stacks.cudnn_int(dotted) == value

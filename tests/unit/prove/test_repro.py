@@ -158,11 +158,6 @@ def test_bundled_cudnn_installs_torch_alone_and_the_variant_falls_back_to_the_to
     assert "nvidia-cudnn" not in head
 
 
-@pytest.mark.parametrize(("value", "dotted"), [(90100, "9.1.0"), (90501, "9.5.1"), (8907, "8.9.7"), (8600, "8.6.0")])
-def test_cudnn_versions_are_dotted(value: int, dotted: str) -> None:
-    assert repro.dotted_cudnn(value) == dotted
-
-
 def test_shapes_fall_back_to_the_params_when_the_line_has_none(tmp_path: Path) -> None:
     made = case_of("forward")
     line = line_of(made)

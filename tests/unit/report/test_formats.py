@@ -62,9 +62,25 @@ def test_a_varying_lane_or_knob_names_the_sub_row() -> None:
     cell = replace(report.cells[0], cell=cid, stack=other, verdict=Verdict.OK)
     grid = report_grid.build(replace(report, cells=(*report.cells, cell), cases=report.cases + cases))
     labels = {r.cell: r.label for r in grid.rows}
-    assert labels[cid] == "cuDNN bundled · container · cudnn_benchmark=True"
+    # Issue 34 item 6: the fewest axes that tell the rows apart (the lane does; the knob need not).
+    assert labels[cid] == "cuDNN bundled · container"
     assert report.control is not None
-    assert labels[report.control] == "cuDNN bundled · baremetal · cudnn_benchmark=False"
+    assert labels[report.control] == "cuDNN bundled · baremetal"
+    same_lane = replace(cell, stack=reports.stacks(1)[0])
+    grid = report_grid.build(replace(report, cells=(*report.cells, same_lane), cases=report.cases + cases))
+    labels = {r.cell: r.label for r in grid.rows}
+    assert labels[cid] == "cuDNN bundled · cudnn_benchmark=True"
+    assert labels[report.control] == "cuDNN bundled · cudnn_benchmark=False"
+
+
+def test_a_stack_that_ran_no_case_makes_no_knob_vary() -> None:
+    """Issue 34 item 6: at fleet scale, stacks whose install failed (no case, so no knob recorded)
+    made every knob 'vary', and every row's label listed channels_last=False · cudnn_benchmark=…"""
+    report = reports.matrix(3, 1)
+    knobbed = tuple(replace(c, knobs={"device": "cuda", "channels_last": False}) for c in report.cases)
+    failed = replace(report.cells[-1], cell="never-installed", stack=reports.stacks(3)[2] | {"cudnn": "9.28.0.42"})
+    grid = report_grid.build(replace(report, cells=(*report.cells, failed), cases=knobbed))
+    assert not any("channels_last" in r.label for r in grid.rows), [r.label for r in grid.rows]
 
 
 @pytest.mark.parametrize(("cell_id", "short"), [
@@ -100,14 +116,16 @@ def test_the_text_grid_of_a_50_cell_matrix_fits_120_columns(stacks: int, gpus: i
                for line in lines) >= gpus
 
 
-def test_with_few_gpu_columns_a_row_label_is_not_cut() -> None:
+def test_a_row_label_is_not_cut_for_the_gpu_columns() -> None:
+    """Issue 34 item 6: with many GPU columns labels were cut at 34 characters, taking the part
+    that told rows apart (`… · channels_l…`); the columns now go on in another grid instead."""
     report = reports.matrix(3, 1)
-    label = "cuDNN 9.5.1.17 · baremetal · python 3.11 · pad=8"  # longer than LABEL_WIDTH
+    label = "cuDNN 9.5.1.17 · baremetal · python 3.11 · pad=8"
     lines = render_text.grid_lines(relabelled(report_grid.build(report), label), color=False)
     assert any(label in line for line in lines)
     assert max(len(line) for line in lines) <= render_text.WIDTH
-    crowded = relabelled(report_grid.build(reports.matrix(3, 10)), label)
-    assert not any(label in line for line in render_text.grid_lines(crowded, color=False))  # cut for the columns
+    crowded = render_text.grid_lines(relabelled(report_grid.build(reports.matrix(3, 10)), label), color=False)
+    assert any(label in line for line in crowded) and max(len(line) for line in crowded) <= render_text.WIDTH
 
 
 def relabelled(grid: report_grid.Grid, label: str) -> report_grid.Grid:
@@ -121,6 +139,7 @@ def test_a_long_gpu_name_and_a_hostile_id_keep_the_grid_within_120_columns() -> 
     text = render.render(replace(report, cells=(*report.cells, bad)), "text")
     assert max(len(line) for line in grid_lines(text)) <= render_text.WIDTH
     assert "\x1b" not in text
+    assert any("x…x" in line and "<b>" in line for line in grid_lines(text))  # cut in the middle: both ends kept
 
 
 def test_text_is_coloured_only_when_asked() -> None:

@@ -367,10 +367,12 @@ def test_visible_is_idempotent_and_keeps_printable_unicode() -> None:
     assert escape.visible("a\u200bb\ufeff\U000e0041") == "a\\u200bb\\ufeff\\U000e0041"
 
 
-def test_a_failing_case_that_reproduces_a_public_report_says_so_in_every_format(tmp_path: Path) -> None:
-    """Issue 22: a case's sources travel from its results line into every format; a failing one
-    shows "reported upstream: <url>", a passing one does not; a line's non-URL entries never show."""
-    url = "https://github.com/pytorch/pytorch/issues/136812"
+def test_a_failing_cases_own_sources_are_its_provenance_not_a_known_upstream_claim(tmp_path: Path) -> None:
+    """Issue 22, then issue 34 item 1: a case's sources travel from its results line into every
+    format as where the case comes from ("case from: <url>"), never as "reported upstream": the
+    conv1d of the autocast group failed with an injected message and was annotated with a report
+    about depthwise conv3d. A passing case shows none; a line's non-URL entries never show."""
+    url = "https://github.com/gungui98/Pytorch-Depthwise-Conv3d/issues/3"
     sources = [url, "javascript:alert(1)", "https://x y", 7]
     write_result(tmp_path, "control", [record("prod-a", sources=sources), record("prod-b", sources=sources)],
                  env=env_json("control"))
@@ -380,14 +382,17 @@ def test_a_failing_case_that_reproduces_a_public_report_says_so_in_every_format(
     built = report_model.build(results.load([str(tmp_path)]).results, "control")
     failing = next(c for c in built.cases if c.cell == "candidate" and c.case == "prod-a")
     assert failing.sources == (url,)
-    said = f"reported upstream: {url}"
+    said = f"case from: {url}"
     text = render.render(built, "text")
-    assert f"prod-a: {said}" in text and "prod-b: reported" not in text
+    assert f"prod-a: {said}" in text and "prod-b: case from" not in text
     assert said in render.render(built, "markdown")
     page = render.render(built, "html")
-    assert f'reported upstream: <a href="{url}" rel="noreferrer">{url}</a>' in page and "javascript:" not in page
+    assert f'case from: <a href="{url}" rel="noreferrer">{url}</a>' in page and "javascript:" not in page
+    for fmt in ("text", "markdown", "html", "json"):
+        assert "reported upstream" not in render.render(built, fmt), fmt
     rows = json.loads(render.render(built, "json"))["cases"]
     assert {(r["cell"], r["case"]): r["sources"] for r in rows}[("candidate", "prod-a")] == [url]
+    assert {(r["cell"], r["case"]): r["known"] for r in rows}[("candidate", "prod-a")] == []
 
 
 def test_a_failing_case_that_matches_a_known_issue_is_annotated_in_every_format(tmp_path: Path) -> None:
@@ -408,6 +413,9 @@ def test_a_failing_case_that_matches_a_known_issue_is_annotated_in_every_format(
     by_cell = {c.cell: c for c in built.cases}
     (said,) = by_cell["old"].known
     assert said.startswith("known: ") and "fixed in cuDNN 8.9.7" in said and "cudnn-897" in said
+    # Issue 34: the line says what of the failure met the entry (family, conditions, the range).
+    assert said.endswith("[matched: family cudnn_not_supported; dgrad=true; min_batch=65536; min_stride=2; "
+                         "cuDNN 8.9.2 in [-inf, 8.9.7)]"), said
     assert by_cell["new"].known == ()  # 9.1 is past the fix
     for fmt in ("text", "markdown", "html", "json"):
         assert "fixed in cuDNN 8.9.7" in render.render(built, fmt), fmt

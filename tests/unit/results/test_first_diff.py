@@ -8,7 +8,7 @@ from pathlib import Path
 from convmatrix import results
 from convmatrix.cli.main import main
 from convmatrix.results import first_diff
-from testkit import env_json, record, write_result
+from testkit import REPO, env_json, record, write_result
 
 CASE = "conv2d-fp16-k3-p1"
 
@@ -93,3 +93,31 @@ def test_the_report_shows_it_in_every_format(tmp_path: Path, capsys: object) -> 
         assert expected in out.read_text(), fmt
     loaded = results.load([str(run)])
     assert {r.cell for r in loaded.results} == {"control", "cell"}
+
+
+H200_RERUN = REPO / "tests/data/gpu/h200-torch2.11-cudnn9.19/rerun/host@h200-sm90@h200box/log.txt"
+H200_CASE = "conv2d-fp32-k1-bwd-over2g-pointwise_extreme-wide_channels"
+
+
+def test_on_the_h200s_real_log_the_first_line_is_the_error_not_pytests_arguments(tmp_path: Path) -> None:
+    """Issue 34 item 2: the H200's failure block starts with pytest's dump of the test's arguments
+    (`case = Case(...)`, `device = 'cuda'`) and a long traceback's `x.py:469: in run_on_device`;
+    the first line the control lacks is the error the failure raised."""
+    lines = H200_RERUN.read_text().splitlines()
+    assert any(line.startswith("case = Case(") for line in lines)  # the framing is there to skip
+    control = write(tmp_path / "control" / "log.txt", [line for line in lines if "::test_conv[" in line])
+    (found,) = first_diff.first_differences(H200_RERUN, control, [H200_CASE]).values()
+    assert found.text == "E           torch.AcceleratorError: CUDA error: an illegal memory access was encountered"
+
+
+def test_arguments_are_framing_in_the_traceback_but_printed_lines_are_evidence(tmp_path: Path) -> None:
+    """pytest's "name = repr" lines (ReprFuncArgs, and --showlocals' padded names) are skipped
+    before the block's Captured sections; a line the code printed there is what it wrote."""
+    body = ("case = Case(op='conv2d', n=2)", "device = 'cpu', request = <FixtureRequest>",
+            "x          = 3", "/suites/test_conv.py:469: in run_on_device",
+            "----------------------------- Captured stdout call -----------------------------",
+            "workspace = 2048 MiB asked, 0 granted")
+    mine = write(tmp_path / "cell" / "log.txt", section(*body))
+    theirs = write(tmp_path / "control" / "log.txt", section(status="FAILED"))
+    (found,) = first_diff.first_differences(mine, theirs, [CASE]).values()
+    assert found.text == "workspace = 2048 MiB asked, 0 granted"

@@ -121,3 +121,8 @@ def test_uv_s_newer_chain_is_read_too() -> None:
     refused = infra.classify([*chain[:3], "  cause: Connection refused (os error 111)"])
     assert refused is not None and (refused.cause, refused.line) == (
         "index unreachable", "cause: Failed to fetch: http://127.0.0.1:9/simple/torch/")
+
+
+def test_every_cause_has_a_word_for_the_grid() -> None:
+    assert {c.name for c in infra.CAUSES} == set(infra.SHORT)
+    assert all(" " not in word and len(word) <= 8 for word in infra.SHORT.values())

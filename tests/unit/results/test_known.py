@@ -289,6 +289,10 @@ cudnn = { min = "9.1.0", max = "9.2.0" }
     (('workaround = "w"', 'workaround = "w"\ncolour = "red"'), "colour"),
     (('max = "9.2.0" }', 'max = "9.2.0" }\n[issue.when]\nmin_batch = true'), "when.min_batch"),
     (('max = "9.2.0" }', 'max = "9.2.0" }\n[issue.when]\nbig = true'), "when.big"),
+    (('workaround = "w"', 'workaround = "w"\nmessage = "(unclosed"'), "message"),
+    (('workaround = "w"', 'workaround = "w"\nmessage = ""'), "message"),
+    (('workaround = "w"', 'workaround = "w"\nmessage = 3'), "message"),
+    (('workaround = "w"', 'workaround = "w"\nmessage = "' + "a" * 201 + '"'), "message"),
 ])
 def test_a_bad_entry_is_one_clear_error(edit: tuple[str, str], field: str) -> None:
     assert known.parse(GOOD, "k.toml")[0].id == "x-1"
@@ -312,3 +316,28 @@ def test_a_bad_entry_is_one_clear_error(edit: tuple[str, str], field: str) -> No
 def test_a_bad_file_is_one_clear_error(text: str, why: str) -> None:
     with pytest.raises(KnownIssuesError, match=why):
         known.parse(text, "k.toml")
+
+
+# --- issue 34: a link is attached only when the failure matches what its source reports ------------
+def test_a_message_pattern_must_be_found_in_the_failure_it_annotates() -> None:
+    """An entry that quotes the error's words annotates a failure only when its message has them;
+    without a failure to annotate (triage's log matching, the meets tests) messages are not checked."""
+    bf16 = by_id("bf16-conv-needs-sm80")
+    assert bf16.message
+    params, stack = MEETS[bf16.id]
+    said = "RuntimeError: getCudnnDataTypeFromScalarType() not supported for BFloat16"
+    assert known.match(params, stack, message=said, failed=True, issues=[bf16]) == [bf16]
+    assert known.match(params, stack, message="CUDNN_STATUS_NOT_SUPPORTED", failed=True, issues=[bf16]) == []
+    assert known.match(params, stack, message=None, failed=True, issues=[bf16]) == []
+    assert known.match(params, stack, issues=[bf16]) == [bf16]
+
+
+def test_matched_says_which_facts_of_the_failure_met_the_entry() -> None:
+    dgrad = by_id("dgrad-batch-over-65535-stride-cudnn-8-9-7")
+    stack = MEETS[dgrad.id][1]
+    why = known.matched(dgrad, stack, "cudnn_not_supported")
+    assert why == "family cudnn_not_supported; dgrad=true; min_batch=65536; min_stride=2; cuDNN 8.9.6 in [-inf, 8.9.7)"
+    assert known.annotation(dgrad, why).endswith(f"{dgrad.source} [matched: {why}]")
+    bf16 = by_id("bf16-conv-needs-sm80")  # its source states no family: the line does not claim one
+    assert known.matched(bf16, MEETS[bf16.id][1], "other").startswith(
+        "any family (the source states none); message /not supported for BFloat16/; bfloat16; capability 7.5 in")

@@ -102,6 +102,25 @@ def test_the_engine_option() -> None:
         options.parse(["--engine", "$(reboot)"])
 
 
+def test_every_run_option_is_in_run_help_with_a_line_of_its_own() -> None:
+    """Issue 34 item 5: `convmatrix run --help` did not list --explain (the run options were a
+    prose paragraph). It lists every option the run parser reads, each with its help."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "convmatrix", "run", "--help"], capture_output=True, text=True,
+                          check=True)
+    listed = done.stdout.split("run options", 1)[1].splitlines()
+    for action in options.parser()._actions:
+        assert action.help, action.option_strings
+        flag = action.option_strings[0]
+        (line,) = [i for i, text in enumerate(listed) if text.strip().startswith(flag + " ") or text.strip() == flag
+                   or text.strip().startswith(flag)]
+        said = " ".join(listed[line:line + 2])
+        assert action.help.split(" (")[0] in said, (flag, said)
+    assert "--explain" in done.stdout
+
+
 def test_allow_cpu_from_the_option_or_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(options.ALLOW_CPU, raising=False)
     assert not options.parse([]).allow_cpu
