@@ -18,6 +18,7 @@ import nox
 
 sys.path.insert(0, str(Path(__file__).parent / "src"))
 
+from convmatrix import gpus
 from convmatrix.errors import BadInput
 from convmatrix.matrix import Matrix, default_matrix, load
 from convmatrix.matrix.cells import Cell
@@ -169,6 +170,13 @@ def nightly(session: nox.Session) -> None:
         # A nightly's results come from that night: reuse is for fix-proof and upgrade runs.
         session.error("convmatrix: --reuse-results is not for the nightly; run the lane sessions with it")
     run_options = session.posargs[:session.posargs.index("--")] if "--" in session.posargs else session.posargs
+    # No CUDA stacks on a CPU runner by accident: the one line `convmatrix run` would say, before
+    # the harness is built and a 55-minute ETA is printed for runs that would test nothing of cuDNN.
+    matrix = the_matrix(session)
+    refused = options.cpu_refusal(matrix, matrix.cells, allow_cpu=options.allow_cpu(run_options),
+                                  has_gpu=bool(gpus.discover()))
+    if refused:
+        session.error(f"convmatrix: {refused}")
     # A red cell comes with cuDNN's own reason: each failing case re-run with its log on (--explain).
     explain = () if any(a.startswith("--explain") for a in run_options) else ("--explain",)
     run_cells(session, *explain, strict=False, success_codes=[0, 4])

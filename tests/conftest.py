@@ -27,6 +27,10 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 # session, module- and session-scoped fixtures and the subprocesses they start included. A test
 # of the default takes it away with monkeypatch.delenv.
 os.environ["CONVMATRIX_HOST"] = HOST
+# The tests run CUDA-labelled matrices (cu124 stacks) on this GPU-less machine's CPU on purpose:
+# the product refuses that unless asked (run/orchestrate.refuse_cpu), so the whole session asks,
+# subprocesses included. The refusal's own tests take it away with monkeypatch.delenv.
+os.environ["CONVMATRIX_ALLOW_CPU"] = "1"
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -39,3 +39,11 @@ class InfrastructureError(ConvmatrixError):
     """The machine, not the input: the Docker engine is down, a build or an install failed."""
 
     exit_code = 4
+    # The install, build or engine log that says why, where there is one: the harness records the
+    # first decisive line of it as the cell's cause (results/infra.py).
+    log: str | None = None
+    cause: object = None  # the harness's classification of it (results/infra.RootCause), once made
+
+    def with_log(self, log: object) -> InfrastructureError:
+        self.log = str(log)
+        return self

@@ -194,7 +194,8 @@ def test_unreachable_engine_fails_the_lane_in_one_line_and_keeps_other_results(r
 def test_a_cell_the_engine_cannot_run_is_not_run_in_the_report_and_fails_it(run: tuple[Path, Path],
                                                                              tmp_path: Path) -> None:
     """Issue 19, item 1: `convmatrix run` over both lanes (not --strict) with the engine down exits
-    0 as before, but records the container cell, and the report shows it NOT RUN and exits 1."""
+    0 as before, but records the container cell, and the report shows it NOT RUN (engine down) and
+    exits 4: the infrastructure is all that failed (issue 33)."""
     matrix, _ = run
     out = tmp_path / "run"
     dead = convmatrix("run", "-m", str(matrix), "--out", str(out), env={"DOCKER_HOST": "unix:///nonexistent/docker.sock"})
@@ -203,12 +204,14 @@ def test_a_cell_the_engine_cannot_run_is_not_run_in_the_report_and_fails_it(run:
     assert json.loads((ran(out, CONTAINER) / "cell.json").read_text())["not_run"].startswith(
         "the docker engine is not reachable")
     report = convmatrix("report", str(out), "--format", "json")
-    assert report.returncode == 1, report.stderr
+    assert report.returncode == 4, report.stderr
     cells = {c["cell"]: c for c in json.loads(report.stdout)["cells"]}
     assert cells[CONTAINER]["verdict"] == "not-run" and "docker engine" in cells[CONTAINER]["not_run"]
+    assert cells[CONTAINER]["cause"]["cause"] == "engine down"
     assert cells[BAREMETAL]["verdict"] == "control"
     text = convmatrix("report", str(out))
-    assert text.returncode == 1 and "NOT RUN" in text.stdout and "cell(s) NOT RUN" in text.stderr
+    assert text.returncode == 4 and "NOT RUN engine" in text.stdout
+    assert "did not run, for the infrastructure alone" in text.stderr
 
 
 # --- an interrupted lane (issue 8, item 10) ------------------------------------------------------

@@ -11,6 +11,7 @@ in the CONVMATRIX_FAULTS environment variable. Keys map case-id globs to an acti
      "drop_group": {"conv2d-*-g3-*": true},                    # the last group's weights read as 0
      "no_mkldnn": {"*-bwd*": true},                            # ATen's own CPU kernels, no oneDNN
      "kill": {"conv_transpose*": true},                        # os._exit(137) inside the conv
+     "kill_once": {"conv2d-*": true},                          # SIGKILL, the first time only (a retry passes)
      "abort": {"conv1d-*": true},                              # os.abort(): SIGABRT
      "segv": {"conv2d-*": true},                               # a read of address 0: SIGSEGV
      "hang": {"conv3d-*": 3600},                               # sleeps that many seconds (true: an hour)
@@ -19,6 +20,10 @@ in the CONVMATRIX_FAULTS environment variable. Keys map case-id globs to an acti
      "unaligned": {"*channels_last_odd*": 8},                  # the signature unless C_in % 8 == 0
      "report_env": {"conv1d-*": "CUDA_VISIBLE_DEVICES"},       # warns NAME=value of that variable
      "skip": {"conv1d-*": "no CPU kernel for this case here"}}  # pytest.skip(reason) in setup
+
+`kill_once` sends the process SIGKILL (as the OOM killer or a preempting agent would) the first
+time a matching case runs under this spec, and leaves a marker beside the spec file
+(`<spec>.killed`), so that every later run of the case, a retry's included, runs the real conv.
 
 `skip` skips the case before it runs (in pytest_runtest_setup, as the suite's own skip paths do:
 no CPU kernel, torch.compile cannot build, a dtype the GPU lacks), so the case records `skipped`.
@@ -52,6 +57,7 @@ import fnmatch
 import json
 import os
 import re
+import signal
 import time
 import warnings
 from collections.abc import Callable, Generator, Iterator
@@ -62,7 +68,7 @@ import torch
 
 CONV_FUNCTIONS = ("conv1d", "conv2d", "conv3d",
                   "conv_transpose1d", "conv_transpose2d", "conv_transpose3d")
-ACTIONS = ("kill", "abort", "segv", "hang", "spin", "sticky", "unaligned", "raise", "warn", "report_env", "scale",
+ACTIONS = ("kill", "kill_once", "abort", "segv", "hang", "spin", "sticky", "unaligned", "raise", "warn", "report_env", "scale",
            "perturb", "drop_group", "no_mkldnn", "skip")
 KILLED_EXIT_CODE = 137  # what a SIGKILLed process reports through a shell
 HANG_SECONDS = 3600.0
@@ -143,6 +149,11 @@ def faulty(real: Callable[..., torch.Tensor], actions: list[tuple[str, Any]],
         for kind, value in actions:
             if kind == "kill":
                 os._exit(KILLED_EXIT_CODE)
+            if kind == "kill_once":
+                marker = f"{os.environ['CONVMATRIX_FAULTS']}.killed"
+                with contextlib.suppress(FileExistsError):
+                    os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+                    os.kill(os.getpid(), signal.SIGKILL)
             if kind == "abort":
                 os.abort()
             if kind == "segv":

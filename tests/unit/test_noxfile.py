@@ -42,3 +42,18 @@ def test_a_session_that_needs_the_broken_matrix_ends_with_its_line(broken: str) 
 def test_the_default_matrix_gives_a_session_per_cell() -> None:
     listed = nox(str(REPO / "matrix" / "default.toml"), "-l")
     assert "- baremetal-torch2.5.1-cu124-cudnnbundled-py3.11 ->" in listed.stdout
+
+
+def test_the_nightly_refuses_cuda_stacks_on_a_runner_without_a_gpu_naming_the_way_out(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "CONVMATRIX_ALLOW_CPU"}
+    env["PATH"] = os.pathsep.join(p for p in env["PATH"].split(os.pathsep) if not (Path(p) / "nvidia-smi").exists())
+    nightly = str(REPO / "matrix" / "nightly.toml")
+    done = subprocess.run([sys.executable, "-m", "nox", "-f", str(REPO / "noxfile.py"), "-s", "nightly",
+                           "--", "--out", str(tmp_path / "run")], cwd=REPO,
+                          env=dict(env, CONVMATRIX_MATRIX=nightly), capture_output=True, text=True,
+                          check=False, timeout=300)
+    said = done.stdout + done.stderr
+    assert done.returncode != 0 and "Traceback" not in said
+    assert (f"Session nightly aborted: convmatrix: {nightly}: " in said
+            and "with CUDA stacks" in said and "pass --allow-cpu to run them on the CPU anyway" in said), said
+    assert not (tmp_path / "run").exists()  # refused before anything ran

@@ -35,6 +35,12 @@ class Cell:
     engine: str = ""
 
     @property
+    def cuda_stack(self) -> bool:
+        """A stack built for CUDA (cu124, ...): on a runner without a GPU its suite runs on the CPU,
+        which tells nothing of cuDNN (run/orchestrate refuses that unless asked: --allow-cpu)."""
+        return self.lane != "host" and self.cuda.startswith("cu")
+
+    @property
     def id(self) -> str:
         return self.stack_id + knob_sets.parse(self.knobs).suffix  # "+pad8": the same stack, other knobs
 

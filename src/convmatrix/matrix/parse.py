@@ -17,7 +17,7 @@ from convmatrix.matrix.prune import impossible
 from convmatrix.shipped import shipped
 
 TOP_KEYS = {"name", "description", "wheelhouse", "cases", "axes", "include", "exclude", "control", "container",
-            "fleet", "expected_skip"}
+            "fleet", "expected_skip", "allow_cpu"}
 SKIP_KEYS = {"cells", "cases", "reason"}
 MAX_SKIPS = 64  # [[expected_skip]] entries (results/read.py reads at most as many from a cell.json)
 MAX_GLOBS = 64  # globs in one entry's cells or cases
@@ -68,6 +68,9 @@ class Matrix:
     # [[expected_skip]]: skips of cases the control ran that the matrix declares expected on some
     # cells (each shown as declared; never a failure or a missing case): (cell globs, case globs, reason).
     expected_skips: tuple[ExpectedSkip, ...] = ()
+    # allow_cpu = true: its CUDA stacks may run on a runner without a GPU, on the CPU, on purpose
+    # (the default matrix: a first run anywhere); otherwise such a run is refused (--allow-cpu).
+    allow_cpu: bool = False
 
     def skips_for(self, cell_id: str) -> list[dict[str, Any]]:
         """The expected skips that apply to a cell, as its cell.json carries them."""
@@ -154,9 +157,13 @@ class _Parser:
             raise self.fail("wheelhouse", "must be a path string")
         if wheelhouse is not None and (not wheelhouse or not wheelhouse.isprintable()):
             raise self.fail("wheelhouse", f"{wheelhouse!a} is not a path (empty, or a control character)")
+        allow_cpu = raw.get("allow_cpu", False)
+        if not isinstance(allow_cpu, bool):
+            raise self.fail("allow_cpu", "must be true or false")
         return Matrix(
             path=self.path,
             name=name,
+            allow_cpu=allow_cpu,
             # Relative to where nox runs (the repo root), like every other path it is given.
             wheelhouse=Path(wheelhouse).resolve() if wheelhouse else None,
             cells=tuple(cells),

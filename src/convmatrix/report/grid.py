@@ -215,6 +215,8 @@ def slower(cell: CellRow) -> bool:
 def summary(cell: CellRow) -> str:
     """One matrix entry in words: the verdict, the pass count, each failure family with its count
     (a cell that did not run: why)."""
+    if cell.did_not_run:
+        return f"{cell_word(cell)}: {did_not_run(cell)}"
     if cell.not_run is not None:
         return f"{cell_word(cell)}: {cell.not_run or 'no result'}"
     if cell.refused:
@@ -232,6 +234,16 @@ def summary(cell: CellRow) -> str:
     # A worse verdict than unsupported still says why some of its cases could not run here.
     parts += [f"unsupported: {cell.unsupported}"] if cell.verdicts.get(Verdict.UNSUPPORTED) else []
     return f"{verdict_word(cell.verdict)}: {', '.join(parts)}"
+
+
+def did_not_run(cell: CellRow) -> str:
+    """A cell that ran no case for a cause of the infrastructure, in one line: the cause, the first
+    decisive line of its log and the log's path, and how many cases it owed (never listed one by one)."""
+    assert cell.infra_cause is not None
+    owed = f"; owed {cell.owed} case(s)" if cell.owed else ""
+    # A cell not tried (what it needs was found down by another) says so, and whose line it shows.
+    head = cell.not_run if cell.not_run and cell.not_run.startswith("not tried") else "did not run"
+    return f"{head}: {cell.infra_cause.words()}{owed}"
 
 
 def verdict_word(verdict: Verdict) -> str:

@@ -131,6 +131,7 @@ def grid_cell(cell: CellRow | None, ids: dict[tuple[str, str], str]) -> str:
     counts = f"{tally.passed}/{tally.total} pass" + (f" · {tally.failed} fail" if tally.failed else "")
     counts += f" · {tally.missing} missing" if tally.missing else ""
     counts = "no result" if cell.not_run is not None else counts
+    counts = f"did not run: {cell.infra_cause.cause}" if cell.did_not_run and cell.infra_cause else counts
     quiet = " quiet" if report_grid.quiet(cell) else ""
     marks = "".join(f'<span class="mark {mark_class(m.code)}">{html_cell(m.words)}</span>'
                     for m in report_grid.marks(cell))

@@ -116,6 +116,10 @@ def cell_json(cell: CellRow, baseline: bool, red: bool = False) -> dict[str, Any
         "not_run": cell.not_run,
         "unsupported": cell.unsupported,
         "optional": cell.optional,
+        "cause": cell.infra_cause.record() if cell.infra_cause else None,
+        "owed": cell.owed,
+        "attempts": [{"attempt": a.attempt, "path": a.path, "cause": a.cause.record(), "counts": dict(a.counts)}
+                     for a in cell.attempts],
     }
     if baseline:
         data["baseline_regressions"] = cell.baseline_regressions

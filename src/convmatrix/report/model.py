@@ -14,6 +14,7 @@ from convmatrix.report import verdicts
 from convmatrix.results import families as classify
 from convmatrix.results import known
 from convmatrix.results.first_diff import Difference
+from convmatrix.results.infra import Attempt, RootCause
 from convmatrix.results.outcomes import Delta, Outcome, Verdict
 from convmatrix.results.read import Case, CellResult, Explanation, FirstCause, Loaded
 from convmatrix.results.verdicts import ORDER, OUTSIDE, case_verdict, cell_verdict, declared
@@ -54,7 +55,7 @@ class CaseRow:
     baseline_outcome: Outcome | None = None  # with --baseline: the same case in the earlier run
     baseline_delta: Delta | None = None
     timed: float | None = None  # its time against the control's beyond their noise (verdicts.timed_ratio)
-    sources: tuple[str, ...] = ()  # public reports the case comes from: its provenance ("case from"), shown when it fails
+    sources: tuple[str, ...] = ()  # public reports the case comes from ("case from"), when it fails
     explained: Explanation | None = None  # --explain: cuDNN's own reason (results.read.Explanation)
     first_diff: Difference | None = None  # the first line of its log section the control's lacks
     known: tuple[str, ...] = ()  # known upstream issues a failing case matches (results/known.py), annotated
@@ -101,10 +102,18 @@ class CellRow:
     not_run: str | None = None  # why it did not run (verdict not-run)
     unsupported: str | None = None  # why this runner cannot run it (verdict unsupported)
     verdicts: Mapping[str, int] = field(default_factory=dict)  # case verdict -> cases, worst first
+    infra_cause: RootCause | None = None  # why it could not install, build, start or finish (results/infra.py)
+    owed: int | None = None  # a cell that did not run: the cases its control ran, which it owed
+    attempts: tuple[Attempt, ...] = ()  # --retries: its earlier attempts (this row is the last)
 
     @property
     def where(self) -> str:
         return f"{self.cell}@{self.gpu.key}"
+
+    @property
+    def did_not_run(self) -> bool:
+        """It ran no case, for a cause of the infrastructure: one line in every format, no case rows."""
+        return self.infra_cause is not None and not self.counts
 
     @property
     def refused(self) -> bool:
@@ -175,7 +184,10 @@ def build(results: Sequence[CellResult], control: str | None, notes: Sequence[st
             for row in rows:
                 row.first_diff = found.get(row.case)
         cases += rows
-        cells.append(cell_row(result, rows, fact, where))
+        made = cell_row(result, rows, fact, where)
+        if result.did_not_run and against is not None and result.cell != control:
+            made = replace(made, owed=len(against.cases))  # the counts say what it owed, not a row per case
+        cells.append(made)
     return Report(control=control, health=health, cells=tuple(cells), cases=tuple(cases),
                   notes=(*notes, *host_notes(results)))
 
@@ -266,7 +278,7 @@ def case_rows(result: CellResult, control: CellResult | None, control_id: str | 
               where: str | None = None, fact: Verdict | None = None, healthy: bool = True) -> list[CaseRow]:
     # A cell that did not run (or that the runner refused before it ran) has nothing to compare:
     # NOT RUN or UNSUPPORTED says so once, not a case "missing" each.
-    ran = not result.not_run and not (result.unsupported and not result.cases)
+    ran = not result.not_run and not (result.unsupported and not result.cases) and not result.did_not_run
     judged = control is not None and result.cell != control_id and ran
     against = control.cases if control is not None else {}
     # Verdicts come from a comparison only where there is one to make: the control's own cases
@@ -350,6 +362,8 @@ def cell_row(result: CellResult, cases: list[CaseRow], fact: Verdict | None, whe
         optional=result.optional,
         not_run=result.not_run,
         unsupported=result.unsupported,
+        infra_cause=result.infra_cause,
+        attempts=result.attempts,
     )
 
 

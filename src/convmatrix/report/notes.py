@@ -5,6 +5,7 @@ blocking re-runs, slower stacks, numeric drift), as plain lines that each format
 from __future__ import annotations
 
 import os
+from collections import Counter
 
 from convmatrix.matrix import knobs
 from convmatrix.report.grid import SLOWER
@@ -30,10 +31,33 @@ def alerts(report: Report) -> list[str]:
         more = f" and {len(unsupported) - 5} more" if len(unsupported) > 5 else ""
         lines.append(f"UNSUPPORTED on this runner: {len(unsupported)} cell(s) its driver cannot run, which "
                      f"fails nothing: {shown}{more}")
+    lines += infrastructure(report)
     for key, cases in hit.items():
         shown = ", ".join(cases[:5]) + (f" and {len(cases) - 5} more" if len(cases) > 5 else "")
         lines.append(f"CONTROL HITS THE SIGNATURE on {key} in {len(cases)} case(s): {shown}: it is not "
                      "known-good for these")
+    return lines
+
+
+def infrastructure(report: Report) -> list[str]:
+    """The infrastructure counted apart from the findings (fleet owners read it; the cuDNN findings
+    are not drowned in it): how many cells did not run, by cause."""
+    causes = Counter(c.infra_cause.cause for c in report.cells if c.did_not_run and c.infra_cause)
+    retried = [c for c in report.cells if c.attempts]
+    lines = []
+    if causes:
+        by = ", ".join(f"{cause} ×{n}" for cause, n in causes.most_common())
+        lines.append(f"INFRASTRUCTURE: {sum(causes.values())} cell(s) did not run ({by}): not findings about "
+                     "their stacks; each cell's line names its cause and log")
+    if retried:
+        again = Counter(a.cause.cause for c in retried for a in c.attempts)
+        by = ", ".join(f"{cause} ×{n}" for cause, n in again.most_common())
+        lines.append(f"INFRASTRUCTURE: {len(retried)} cell(s) ran again (--retries) after {by}; each shows its "
+                     "first attempt beside its last")
+    # Each retried cell: its first attempt beside its last (the one judged), one line.
+    lines += [f"RETRIED {cell.where}: {cell.attempts[0].words(len(cell.attempts) + 1)}; "
+              f"attempt {len(cell.attempts) + 1} of {len(cell.attempts) + 1} (last, judged): {cell.verdict}"
+              for cell in retried]
     return lines
 
 
@@ -86,7 +110,7 @@ def notes(report: Report) -> list[str]:
     lines = list(report.notes)  # what the loader decided, say, one of two results for a cell@gpu dropped
     for cell in report.cells:
         lines += [f"{cell.where}: stack mismatch: {m}" for m in cell.mismatches]
-        if cell.verdict != Verdict.CONTROL:
+        if cell.verdict != Verdict.CONTROL and not cell.did_not_run:  # that one's line says why, with its cause
             lines += [f"{cell.where}: {p}" for p in cell.problems]
     warned: dict[str, list[str]] = {}
     for case in report.cases:

@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator
 from xml.etree import ElementTree as ET
 
 from convmatrix.escape import one_line, xml_text
+from convmatrix.report import grid as report_grid
 from convmatrix.report import json as report_json
 from convmatrix.report.model import CaseRow, CellRow, Report
 from convmatrix.results.families import SIGNATURE
@@ -66,6 +67,8 @@ def verdict_case(cell: CellRow, report: Report) -> tuple[str, str] | None:
     kind = "failure" if report.red(cell) else "skipped"
     reasons = "; ".join([*(f"stack mismatch: {m}" for m in cell.mismatches), *cell.problems]) or "incomplete"
     owed = cell.verdicts.get(Verdict.NOT_RUN, 0)
+    if cell.did_not_run and cell.verdict != Verdict.CONTROL:
+        return kind, f"{report_grid.cell_word(cell)}: {report_grid.did_not_run(cell)}"
     if cell.verdict == Verdict.NOT_RUN and cell.not_run is not None:
         why = cell.not_run or "no result"
         return kind, (f"not run (optional): {why}" if cell.excused else f"NOT RUN: {why}")
@@ -122,6 +125,24 @@ def case_element(suite: ET.Element, case: CaseRow, red: bool, outside: bool) -> 
             f"{case.verdict}: {case.family or case.outcome} (fails nothing here)"))
 
 
+def attempts_element(suite: ET.Element, cell: CellRow) -> None:
+    """A retried cell's earlier attempts beside its last: a testcase `(attempts)` holding each as
+    a <flakyFailure> (Maven Surefire's element for a run a rerun replaced, which consumers that do
+    not know it pass over: maven.apache.org/surefire/maven-surefire-plugin/examples/rerun-failing-tests.html),
+    and every attempt in words in its <system-out>. It fails nothing itself: the cell's own
+    testcases and verdict say how the last attempt went."""
+    name = one_line(cell.where)
+    element = ET.SubElement(suite, "testcase", classname=name, name="(attempts)")
+    total = len(cell.attempts) + 1
+    for attempt in cell.attempts:
+        flaky = ET.SubElement(element, "flakyFailure", type=one_line(attempt.cause.cause),
+                              message=one_line(attempt.words(total)))
+        flaky.text = xml_text(attempt.cause.words())
+    last = f"attempt {total} of {total} (last, judged): {cell.verdict}"
+    ET.SubElement(element, "system-out").text = xml_text(
+        "\n".join([*(a.words(total) for a in cell.attempts), last]))
+
+
 def junit(report: Report) -> str:
     """One testsuite per cell@gpu, one testcase per case: CI systems show failures natively.
 
@@ -152,6 +173,11 @@ def junit(report: Report) -> str:
         element = ET.SubElement(suite, "testcase", classname=name, name="(verdict)")
         attributes = {"message": one_line(message), **({"type": str(cell.verdict)} if kind == "failure" else {})}
         ET.SubElement(element, kind, attributes).text = xml_text(message)
+    for cell in report.cells:
+        if cell.attempts:
+            name = one_line(cell.where)
+            attempts_element(by_cell.get(name) or by_cell.setdefault(name, ET.SubElement(root, "testsuite", name=name)),
+                             cell)
     for suite in by_cell.values():
         tests = list(suite)
         suite.set("tests", str(len(tests)))

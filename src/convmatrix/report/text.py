@@ -61,8 +61,10 @@ def render(report: Report, *, color: bool = False) -> str:
 
 def entry(cell: CellRow) -> str:
     """A grid cell: verdict, passed of all cases, the marks' codes (REGR 73/99 S T1.6)."""
-    if cell.not_run is not None:
+    if cell.not_run is not None and not cell.did_not_run:
         return "not run" if cell.optional else WORDS[cell.verdict]
+    if cell.did_not_run and cell.infra_cause is not None:
+        return f"{'not run' if report_grid.quiet(cell) else WORDS[cell.verdict]} {cell.infra_cause.short}"
     if cell.refused:
         return WORDS[cell.verdict]
     tally = report_grid.tally(cell)

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from convmatrix.errors import BadInput, NotGreen, UnhealthyControl
+from convmatrix.errors import BadInput, InfrastructureError, NotGreen, UnhealthyControl
 from convmatrix.results import families
 from convmatrix.results import verdicts as results_verdicts
 from convmatrix.results.outcomes import FAILING, Delta, Outcome, Verdict
@@ -62,6 +62,9 @@ class VerdictedCell(Protocol):
     @property
     def excused(self) -> bool: ...
 
+    @property
+    def did_not_run(self) -> bool: ...
+
 
 class Verdicted(Protocol):
     """What `judge` reads of a report: the policy needs no more of it (report.model.Report is one)."""
@@ -104,6 +107,8 @@ def health(control: CellResult | None) -> Health:
         return Health(healthy=False, reason=f"the control did not run: {control.not_run}")
     if control.unsupported:
         return Health(healthy=False, reason=f"this runner cannot run the control: {control.unsupported}")
+    if control.did_not_run and control.infra_cause is not None:
+        return Health(healthy=False, reason=f"the control did not run: {control.infra_cause.words()}")
     if control.problems:
         return Health(healthy=False, reason="; ".join(control.problems))
     if control.stack_mismatch:
@@ -259,6 +264,13 @@ def judge(report: Verdicted, fail_on: str) -> None:
                 return "hit the signature"
             return "regressed" if cell.verdict == Verdict.REGRESSION else "regressed since the baseline"
 
+        if all(c.did_not_run for c in red):
+            # Nothing red is a finding about a stack: the infrastructure is all that failed (exit 4),
+            # which a fleet's owners, not the stacks' ones, have to mend.
+            more = f" and {len(red) - 5} more" if len(red) > 5 else ""
+            raise InfrastructureError(f"{len(red)} cell(s) did not run, for the infrastructure alone: "
+                                      f"{', '.join(c.where for c in red[:5])}{more} (of {len(report.cells)} cells: "
+                                      f"{tally(report.cells)})")
         said = []
         for word in ("INVALID", "regressed", "NOT RUN", "hit the signature", "regressed since the baseline"):
             cells = [c.where for c in red if why(c) == word]

@@ -15,7 +15,8 @@ from convmatrix import jsonread
 from convmatrix.gpus import CPU_KEY, gpu_key, key_parts
 from convmatrix.matrix import stacks
 from convmatrix.results import families as classify
-from convmatrix.results import plans, rundir, stackcheck
+from convmatrix.results import infra, plans, rundir, stackcheck
+from convmatrix.results.infra import Attempt, RootCause
 from convmatrix.results.outcomes import OF_STATUS, Outcome
 from convmatrix.results.rundir import records
 
@@ -27,7 +28,7 @@ CELL_FIELDS: dict[str, tuple[type, ...]] = {
     "started": (str,), "ended": (str,), "exit_code": (int, type(None)), "error": (str, type(None)),
     "evidence": (dict,), "matrix": (str,), "observed": (dict,), "knobs": (str,), "host": (str,),
     "not_run": (str,), "optional": (bool,), "unsupported": (str,), "expected_skips": (list,),
-    "reused": (dict,),
+    "reused": (dict,), "cause": (dict,), "attempts": (list,),
 }
 MAX_SKIPS = 64  # [[expected_skip]] entries a cell may carry (each up to MAX_GLOBS case globs)
 MAX_GLOBS = 64
@@ -123,6 +124,16 @@ class CellResult:
     explained: dict[str, Explanation] = field(default_factory=dict)  # --explain, by failing case
     # The matrix's [[expected_skip]] entries for this cell (cell.json): (case globs, reason) each.
     expected_skips: tuple[tuple[tuple[str, ...], str], ...] = ()
+    # Why it could not install, build, start or finish (results/infra.py): cell.json's `cause`, else
+    # read from its set-up error or not-run reason (a directory from before causes were recorded).
+    infra_cause: RootCause | None = None
+    # --retries: the earlier attempts the harness ran again (cell.json's `attempts`); this is the last.
+    attempts: tuple[Attempt, ...] = ()
+
+    @property
+    def did_not_run(self) -> bool:
+        """It never ran a case, for a cause of the infrastructure: one line, no case owed one by one."""
+        return self.infra_cause is not None and not self.cases
 
     @property
     def failing(self) -> bool:
@@ -331,6 +342,7 @@ def load_dir(directory: Path, errors: list[str]) -> CellResult | None:
     explained = read_explained(directory, [name for name, case in cases.items() if case.outcome.failing], errors)
     cause = read_record(directory / rundir.FIRST_CAUSE, errors, cause_problems)
     not_run = meta.get("not_run") or meta.get("unsupported")
+    root = root_cause(directory / rundir.CELL_JSON, meta, errors)
     # A cell recorded as not run here never meant to complete: its reason is its verdict's.
     problems = [] if not_run else completion_problems(meta, env)
     if rundir.is_staging(directory):
@@ -362,7 +374,31 @@ def load_dir(directory: Path, errors: list[str]) -> CellResult | None:
         unsupported=meta.get("unsupported") or None,
         reused="reused" in meta,
         expected_skips=tuple((tuple(e["cases"]), e["reason"]) for e in meta.get("expected_skips", ())),
+        infra_cause=root,
+        attempts=earlier_attempts(directory / rundir.CELL_JSON, meta, errors),
     )
+
+
+def earlier_attempts(path: Path, meta: dict[str, Any], errors: list[str]) -> tuple[Attempt, ...]:
+    """cell.json's `attempts` (a malformed one is bad input, named; the cell is still read)."""
+    if "attempts" not in meta:
+        return ()
+    found, wrong = infra.read_attempts(meta["attempts"])
+    if wrong:
+        errors.append(f"{path}: field 'attempts': {wrong}")
+    return found
+
+
+def root_cause(path: Path, meta: dict[str, Any], errors: list[str]) -> RootCause | None:
+    """cell.json's `cause` (a malformed one is bad input, named), else the cause its set-up error or
+    not-run reason names (results/infra.py), else None."""
+    if "cause" in meta:
+        found, wrong = infra.read(meta["cause"])
+        if wrong:
+            errors.append(f"{path}: field 'cause': {wrong}")
+        return found
+    said = [str(meta[key]) for key in ("error", "not_run") if meta.get(key)]
+    return infra.classify(said) if said else None
 
 
 def read_explained(directory: Path, failing: list[str], errors: list[str]) -> dict[str, Explanation]:

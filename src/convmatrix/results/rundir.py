@@ -62,6 +62,7 @@ FIRST_CAUSE = "first_cause.json"  # triage's first cause in log.txt, written whe
 EVIDENCE = "evidence"
 BLOCKING = "blocking"
 EXPLAIN = "explain"  # --explain: each failing case re-run with cuDNN's log on (run/explain.py)
+ATTEMPTS = "attempts"  # --retries: attempts/<n>/, each earlier attempt of the cell, whole (run/orchestrate.py)
 PARTIAL = ".partial"
 # A host name goes into result directory names and the report: a DNS label's characters, and
 # dots and underscores, no more (nothing that could climb out of the run directory or split a
@@ -351,3 +352,19 @@ def is_complete(results_dir: Path) -> bool:
     env = read_json(results_dir / ENV_JSON)
     return (meta.get("exit_code") in PYTEST_EXIT_OK and bool(meta.get("ended")) and not meta.get("error")
             and bool(env.get("ended")))
+
+
+def set_aside(results_dir: Path, attempt: int) -> str:
+    """Everything an attempt of a cell left in results_dir moved, whole, into attempts/<attempt>/
+    (what the cell left in place of attempts/, a link or a file, is replaced by a real folder), so
+    that the next attempt starts from an empty directory and this one is kept; its path under
+    results_dir."""
+    claim_dir(results_dir / ATTEMPTS, results_dir)
+    with Tree.open(results_dir) as cell, cell.sub(ATTEMPTS) as attempts:
+        attempts.remove(str(attempt))
+        attempts.mkdir(str(attempt))
+        with attempts.sub(str(attempt)) as kept:
+            for name, _ in cell.entries():
+                if name != ATTEMPTS:
+                    cell.rename(name, name, into=kept)
+    return f"{ATTEMPTS}/{attempt}"

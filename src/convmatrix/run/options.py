@@ -16,11 +16,13 @@ from typing import Any
 from convmatrix import gpus
 from convmatrix.errors import BadInput
 from convmatrix.matrix import values
-from convmatrix.matrix.cells import ENGINES
+from convmatrix.matrix.cells import ENGINES, Cell
+from convmatrix.matrix.parse import Matrix
 from convmatrix.results import rundir
 
 RUNS_DIR = Path("reports/runs")
 LATEST = RUNS_DIR / "LATEST"
+ALLOW_CPU = "CONVMATRIX_ALLOW_CPU"  # "1": --allow-cpu for every run of this environment (a CPU-only fleet, tests)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -41,6 +43,31 @@ class RunOptions:
     suite_args: tuple[str, ...]  # passed to pytest unchanged (after a second `--`)
     engine: str | None = None  # --engine docker|podman: the container cells' engine, over the matrix's
     case_files: tuple[dict[str, Any], ...] = ()  # the run's case files as cell.json records them (run/cases.py)
+    # --allow-cpu (or $CONVMATRIX_ALLOW_CPU=1): CUDA stacks may run on the CPU of a runner without a
+    # GPU; without it such a run is refused before anything runs (orchestrate.refuse_cpu).
+    allow_cpu: bool = False
+    # --retries N: a cell whose attempt an infrastructure cause a retry can fix ended (results/infra.py:
+    # killed, OOM, GPU or node lost, the harness's deadline) runs again, up to N more times; never
+    # for a test's own failure. Every attempt is kept (<cell>/attempts/<n>/).
+    retries: int = 0
+
+
+def cpu_refusal(matrix: Matrix, cells: Sequence[Cell], *, allow_cpu: bool, has_gpu: bool) -> str | None:
+    """The one line refusing CUDA stacks on a runner without a GPU, or None: `convmatrix run`
+    (orchestrate.refuse_cpu) and `nox -s nightly` (before it builds anything) say the same."""
+    cuda = [c.id for c in cells if c.cuda_stack]
+    if allow_cpu or matrix.allow_cpu or has_gpu or not cuda:
+        return None
+    more = f" and {len(cuda) - 1} more" if len(cuda) > 1 else ""
+    return (f"{matrix.path}: {len(cuda)} cell(s) with CUDA stacks ({cuda[0]}{more}) and this runner has no GPU: "
+            "on the CPU they test nothing of cuDNN; pass --allow-cpu to run them on the CPU anyway")
+
+
+def allow_cpu(run_options: Sequence[str]) -> bool:
+    """--allow-cpu among the run options (before a `--`), or $CONVMATRIX_ALLOW_CPU=1."""
+    given = list(run_options)
+    given = given[:given.index("--")] if "--" in given else given
+    return "--allow-cpu" in given or os.environ.get(ALLOW_CPU, "") == "1"
 
 
 def new_run_dir() -> Path:
@@ -71,6 +98,10 @@ def parser() -> argparse.ArgumentParser:
         help="a GPU key this runner must cover (repeatable; no GPU at all: exit 4)")
     add("--engine", choices=ENGINES, metavar="|".join(ENGINES),
         help="the container engine for container cells, over the matrix's")
+    add("--allow-cpu", action="store_true",
+        help="run CUDA stacks on a runner without a GPU, on its CPU (else refused; $CONVMATRIX_ALLOW_CPU=1 too)")
+    add("--retries", metavar="N",
+        help="run a cell again, up to N times, when a retryable infrastructure cause ended it (never a test's failure)")
     return found
 
 
@@ -130,6 +161,8 @@ def parse(args: Sequence[str], *, default_out: Path | None = None, owned: Sequen
         expect_gpus=values.gpu_keys("run options: --expect-gpu", ns.expect_gpu),
         suite_args=tuple(suite_args),
         engine=ns.engine,
+        allow_cpu=ns.allow_cpu or allow_cpu(()),
+        retries=count("--retries", ns.retries, 0, minimum=0),
     )
 
 

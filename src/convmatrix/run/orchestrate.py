@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from convmatrix import gpus, popen
@@ -27,8 +28,8 @@ from convmatrix.interrupts import Interrupted, held, raise_if_stopped, stop_all
 from convmatrix.matrix import knobs, stacks
 from convmatrix.matrix.cells import Cell
 from convmatrix.matrix.parse import Matrix
-from convmatrix.results import plans, rundir
-from convmatrix.run import ahead, cases, explain, lanes, options, pool, progress, reuse, runner
+from convmatrix.results import infra, plans, rundir
+from convmatrix.run import ahead, cases, explain, lanes, options, outages, pool, progress, reuse, runner
 from convmatrix.run.lanes import Lane, Log, Prepared, SuiteRun
 
 POLL_S = 0.2  # how often the main thread wakes while it waits (a signal is handled at once anyway)
@@ -41,6 +42,7 @@ class Outcome:
     skipped: list[str] = field(default_factory=list)  # cannot run here (not strict): why
     failed: list[str] = field(default_factory=list)  # could not run, recorded: why
     busy: list[str] = field(default_factory=list)  # held by another run into the same --out: why
+    not_tried: list[str] = field(default_factory=list)  # cell ids not tried: what they need was found down
 
 
 def pool_specs(opts: options.RunOptions, log: Log) -> list[pool.Spec]:
@@ -107,31 +109,56 @@ def run(matrix: Matrix, cells: Sequence[Cell], opts: options.RunOptions, log: Lo
     # Case files are checked before anything is written (a bad field: exit 2, one line each).
     opts, files = cases.with_files(opts, matrix.cases)
     opts = replace(opts, case_files=tuple(f.record() for f in files))
-    options.mark_latest(opts.out)
-    every = [c.id for c in matrix.cells]
-    control = matrix.control.id if matrix.control else None
-    mine = [c for c in cells if options.in_shard(c.id, every, opts.shard, control)]
     said = threading.Lock()
 
     def say(line: str) -> None:  # workers log too: whole lines, one at a time
         with said:
             log(line)
 
+    every = [c.id for c in matrix.cells]
+    control = matrix.control.id if matrix.control else None
+    mine = [c for c in cells if options.in_shard(c.id, every, opts.shard, control)]
     specs = pool_specs(opts, say)
     wanted = [k for k in opts.expect_gpus if k != gpus.CPU_KEY]
     if wanted and specs[0].slots[0].gpu is None:
         raise InfrastructureError(f"--expect-gpu {','.join(wanted)}: this runner has no GPU (nvidia-smi is missing, "
                                   "lists none, or only GPUs in MIG mode without a MIG device); not running on the "
                                   "CPU instead")
+    refuse_cpu(matrix, mine, opts, specs)
+    options.mark_latest(opts.out)
     write_plan(matrix, mine, opts, specs, selection or {})
     outcome = Outcome()
+    outages.begin()
     Scheduler(matrix, opts, say, specs=specs, strict=strict, outcome=outcome).run(mine)
+    say_not_tried(outcome, say)
     if outcome.busy:
         more = f" (and {len(outcome.busy) - 1} more)" if len(outcome.busy) > 1 else ""
         raise BadInput(f"{outcome.busy[0]}{more}")
     if outcome.failed:
         raise InfrastructureError(f"{len(outcome.failed)} cell(s) could not run here: {outcome.failed[0]}")
     return outcome
+
+
+def refuse_cpu(matrix: Matrix, cells: Sequence[Cell], opts: options.RunOptions, specs: Sequence[pool.Spec]) -> None:
+    """No CUDA stacks on a CPU runner by accident: their suite would run on the CPU and come out ok,
+    which says nothing of cuDNN. Refused (bad input, exit 2, before anything is written) unless the
+    matrix (allow_cpu = true) or the run (--allow-cpu, $CONVMATRIX_ALLOW_CPU=1) says it is meant."""
+    refused = options.cpu_refusal(matrix, cells, allow_cpu=opts.allow_cpu,
+                                  has_gpu=any(s.slots[0].gpu is not None for s in specs))
+    if refused:
+        raise BadInput(refused)
+
+
+def say_not_tried(outcome: Outcome, log: Log) -> None:
+    """The one line of fail fast: which outage was found once, and how many cells it spared trying."""
+    found = outages.found()
+    if not outcome.not_tried or not found:
+        return
+    first = found[0]
+    shown = ", ".join(outcome.not_tried[:3]) + (f" and {len(outcome.not_tried) - 3} more"
+                                                if len(outcome.not_tried) > 3 else "")
+    log(f"{first.cause.cause}, found once by {first.cell} ({first.cause.line}): {len(outcome.not_tried)} other "
+        f"cell(s) that need the {first.cause.shared} recorded not run with this cause, not tried: {shown}")
 
 
 def write_plan(matrix: Matrix, cells: Sequence[Cell], opts: options.RunOptions, specs: Sequence[pool.Spec],
@@ -237,7 +264,17 @@ class Scheduler:
                 return Ready(skipped=problem)
             if problem is not None:
                 raise InfrastructureError(f"not run: {problem}")
-            return Ready(prepared=job.lane.prepare(job.cell, self.matrix, self.log))
+            try:
+                return Ready(prepared=job.lane.prepare(job.cell, self.matrix, self.log))
+            except outages.NotTried:
+                raise
+            except InfrastructureError as exc:
+                # Its cause, from the first decisive line of the log it names; a cause the other
+                # cells share (a dead index) is noted here, in the preparing thread, before the
+                # next cell's preparing can start: that one is then not tried.
+                exc.cause = infra.classify_log(Path(exc.log) if exc.log else None, str(exc))
+                outages.note(job.cell.id, exc.cause)
+                raise
         return prepare
 
     def drive(self, pools: dict[str, pool.Pool]) -> None:
@@ -254,10 +291,23 @@ class Scheduler:
         cell = job.cell
         try:
             ready = future.result()
+        except outages.NotTried as exc:
+            # What it needs was found down by an earlier cell: recorded not run with that cause, and
+            # said once for all such cells at the end (say_not_tried), not a line each.
+            for target in job.todo:
+                if not rundir.is_complete(target.final_dir):
+                    record_not_run(target, str(exc).removeprefix(f"{cell.id}: "), self.matrix,
+                                   cause=exc.outage.cause)
+            self.outcome.not_tried.append(cell.id)
+            self.outcome.failed.append(str(exc))
+            self.progress.add(-len(job.todo))
+            return
         except ConvmatrixError as exc:
+            found = getattr(exc, "cause", None)  # classified in preparer_of (an InfrastructureError's)
+            found = found if isinstance(found, infra.RootCause) else None
             for target in job.todo:
                 if not rundir.is_complete(target.final_dir):  # a finished result outweighs a failed retry
-                    record_setup_failure(target, str(exc), self.matrix)
+                    record_setup_failure(target, str(exc), self.matrix, cause=found)
             # A lane's error may already open with the cell's id (a build or install names its cell).
             said = str(exc) if str(exc).startswith(f"{cell.id}: ") else f"{cell.id}: {exc}"
             self.log(f"{said}; recorded in {self.opts.out}")
@@ -339,16 +389,36 @@ def run_target(lane: Lane, prepared: Prepared, matrix: Matrix, target: runner.Ta
             log(f"{target.cell.id}: reused the stored result of the same environment, suite, driver and GPU "
                 f"(--reuse-results)")
         else:
-            run_suite(lane, prepared, matrix, staged, opts, log, env=env or {})
+            run_attempts(lane, prepared, matrix, staged, opts, log, env=env or {})
             if key and rundir.is_complete(staged.results_dir):
                 reuse.save(key, staged.results_dir)
     log(f"{target.cell.id}: results in {target.final_dir}")
 
 
+def run_attempts(lane: Lane, prepared: Prepared, matrix: Matrix, staged: runner.Target, opts: options.RunOptions,
+                 log: Log, *, env: dict[str, str]) -> None:
+    """The cell's suite, and with --retries N, again (up to N times) while what ended an attempt is
+    an infrastructure cause a retry can fix (runner.attempt_cause: the harness's own crash lines and
+    exit, never a test's failure). Each earlier attempt is set aside whole in attempts/<n>/ and
+    named in the last one's cell.json (`attempts`); the cell's directory holds the last."""
+    earlier: list[dict[str, Any]] = []
+    for attempt in range(1, opts.retries + 2):
+        run_suite(lane, prepared, matrix, staged, opts, log, env=env, attempts=earlier)
+        cause = runner.attempt_cause(staged.results_dir) if attempt <= opts.retries else None
+        if cause is None or not cause.retryable:
+            return
+        counts = runner.statuses(staged.results_dir)
+        kept = rundir.set_aside(staged.results_dir, attempt)
+        earlier.append({"attempt": attempt, "path": kept, "cause": cause.record(), "counts": counts})
+        log(f"{staged.cell.id}: attempt {attempt} ended by {cause.cause} ({cause.line}): kept in {kept}/, "
+            f"running it again (attempt {attempt + 1} of at most {opts.retries + 1}, --retries)")
+
+
 def run_suite(lane: Lane, prepared: Prepared, matrix: Matrix, staged: runner.Target, opts: options.RunOptions,
-              log: Log, *, env: dict[str, str]) -> None:
+              log: Log, *, env: dict[str, str], attempts: Sequence[dict[str, Any]] = ()) -> None:
     meta = runner.write_cell_json(staged, python=prepared.python, control=staged.cell == matrix.control,
                            extra={"matrix": str(matrix.path), **prepared.record,
+                                  **({"attempts": list(attempts)} if attempts else {}),
                                   **({"cases": list(opts.case_files)} if opts.case_files else {}),
                                   **({"expected_skips": skips} if (skips := matrix.skips_for(staged.cell.id)) else {})})
     try:
@@ -421,7 +491,8 @@ def suite_args(cell: Cell, opts: options.RunOptions) -> tuple[str, ...]:
     return (*opts.suite_args, *knobs.suite_args(cell.knobs))
 
 
-def record_not_run(target: runner.Target, reason: str, matrix: Matrix, *, field: str = "not_run") -> None:
+def record_not_run(target: runner.Target, reason: str, matrix: Matrix, *, field: str = "not_run",
+                   cause: infra.RootCause | None = None) -> None:
     """A planned cell this runner cannot run (no torch for the host lane, no container engine; with
     field "unsupported", a driver older than the stack's CUDA needs): a results directory holding
     its cell.json with the reason, so every format shows it (NOT RUN, greyed when the matrix made
@@ -429,15 +500,19 @@ def record_not_run(target: runner.Target, reason: str, matrix: Matrix, *, field:
     with contextlib.suppress(rundir.Busy), runner.fresh(target) as staged:  # busy: its writer records it
         runner.write_cell_json(staged, python="", control=target.cell == matrix.control,
                                extra={"matrix": str(matrix.path), field: reason,
-                                      "optional": target.cell.id in matrix.optional, "ended": rundir.records.now()})
+                                      "optional": target.cell.id in matrix.optional, "ended": rundir.records.now(),
+                                      **({"cause": cause.record()} if cause else {})})
         rundir.write_whole(staged.results_dir / rundir.LOG, [f"convmatrix: not run here: {reason}\n"])
 
 
-def record_setup_failure(target: runner.Target, reason: str, matrix: Matrix) -> None:
+def record_setup_failure(target: runner.Target, reason: str, matrix: Matrix,
+                         cause: infra.RootCause | None = None) -> None:
     """A cell that never reached the suite still gets a results directory, so the report shows
-    it (INVALID, with the reason); it replaces whatever an earlier attempt left, as any rerun does."""
+    it (INVALID, with the reason, and its cause: the first decisive line of its install, build or
+    engine log, results/infra.py); it replaces whatever an earlier attempt left, as any rerun does."""
     with contextlib.suppress(rundir.Busy), runner.fresh(target) as staged:  # busy: its writer records it
         meta = runner.write_cell_json(staged, python="", control=target.cell == matrix.control,
-                                      extra={"matrix": str(matrix.path), "error": reason})
+                                      extra={"matrix": str(matrix.path), "error": reason,
+                                             **({"cause": cause.record()} if cause else {})})
         rundir.write_whole(staged.results_dir / rundir.LOG, [f"convmatrix: {reason}\n"])
         runner.finish(staged, 255, meta)

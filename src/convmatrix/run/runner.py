@@ -20,7 +20,7 @@ from convmatrix import popen, tree
 from convmatrix.errors import BadInput
 from convmatrix.gpus import CPU_KEY, Gpu
 from convmatrix.matrix.cells import Cell
-from convmatrix.results import rundir, stackcheck
+from convmatrix.results import infra, rundir, stackcheck
 from convmatrix.run import evidence
 from convmatrix.triage import scan
 
@@ -283,3 +283,51 @@ def judge(marker: dict[str, object], exit_code: int) -> tuple[str, str]:
         return "timeout", (f"the case ran past its {timeout:g} s timeout (the suite process did not answer "
                            f"its watchdog and was ended, {describe_exit(exit_code)})")
     return "crashed", f"the suite process died ({describe_exit(exit_code)}) while this case ran"
+
+
+# What the harness itself writes when an attempt ends abnormally: the crash lines (record_crashes)
+# and cell.json's exit and set-up error. Only these are read for a retry: a test's own failure (a
+# `failed` line, whatever its message says) is never evidence of the infrastructure.
+HARNESS_STATUSES = ("crashed", "timeout")
+
+
+def attempt_cause(results_dir: Path) -> infra.RootCause | None:
+    """The infrastructure cause that ended an attempt of a cell (results/infra.py), read from the
+    harness's own lines only, or None: whether --retries may run it again is its `retryable`."""
+    said: list[str] = []
+    meta = rundir.read_json(results_dir / rundir.CELL_JSON)
+    if isinstance(meta.get("error"), str):
+        said.append(meta["error"])
+    code = meta.get("exit_code")
+    if isinstance(code, int) and not isinstance(code, bool) and code not in rundir.PYTEST_EXIT_OK:
+        said.append(f"the suite exited: {describe_exit(code)}")
+    try:
+        text = rundir.read_plain(results_dir / rundir.RESULTS, rundir.MAX_RESULTS).decode("utf-8", errors="replace")
+    except (OSError, rundir.NotPlain):
+        text = ""
+    for line in text.splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict) and record.get("status") in HARNESS_STATUSES:
+            said += [record["message"]] if isinstance(record.get("message"), str) else []
+    return infra.classify(said)
+
+
+def statuses(results_dir: Path) -> dict[str, int]:
+    """How many cases of an attempt ended each way (passed, failed, crashed, ...): what cell.json's
+    `attempts` keeps of an earlier attempt beside its path."""
+    try:
+        text = rundir.read_plain(results_dir / rundir.RESULTS, rundir.MAX_RESULTS).decode("utf-8", errors="replace")
+    except (OSError, rundir.NotPlain):
+        return {}
+    counts: dict[str, int] = {}
+    for line in text.splitlines():
+        try:
+            status = json.loads(line).get("status")
+        except (ValueError, AttributeError):
+            continue
+        if isinstance(status, str) and status.isidentifier():
+            counts[status] = counts.get(status, 0) + 1
+    return dict(sorted(counts.items()))

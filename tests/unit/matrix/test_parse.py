@@ -331,3 +331,12 @@ def test_expected_skips_apply_to_the_cells_their_globs_match(write_matrix: Calla
 def test_a_bad_expected_skip_names_its_field(write_matrix: Callable[[str], Path], entry: str, field: str) -> None:
     with pytest.raises(BadInput, match=re.escape(field)):
         matrix.load(write_matrix(BASE + '[[include]]\nlane = "host"\n[[expected_skip]]\n' + entry))
+
+
+def test_allow_cpu_is_a_boolean_and_cuda_stacks_are_the_cu_variants(write_matrix: Callable[[str], Path]) -> None:
+    assert not matrix.load(write_matrix(BASE)).allow_cpu
+    assert matrix.load(write_matrix('allow_cpu = true\n' + BASE)).allow_cpu
+    with pytest.raises(BadInput, match=re.escape(": allow_cpu: must be true or false")):
+        matrix.load(write_matrix('allow_cpu = "yes"\n' + BASE))
+    assert all(c.cuda_stack for c in matrix.load(write_matrix(BASE)).cells)
+    assert not matrix.load(write_matrix(BASE.replace('["cu124", "cu126"]', '["cpu"]'))).cells[0].cuda_stack

@@ -57,7 +57,8 @@ def test_junit_fails_every_cell_the_text_report_does_not_call_ok(tmp_path: Path,
     control(run)
     write(run)
     verdicts, junit, code = formats(run, tmp_path)
-    assert verdicts["cand"] == "invalid" and code == 1, name
+    # Red either way; a cell that never ran for the infrastructure, the only red one, exits 4.
+    assert verdicts["cand"] == "invalid" and code == (4 if name == "set-up failed" else 1), name
     assert failing_in_junit(junit, "cand"), name
     failure = junit.find("testsuite[@name='cand@cpu']/testcase[@name='(verdict)']/failure")
     assert failure is not None and (failure.get("message") or "").startswith("INVALID: ")
@@ -177,7 +178,7 @@ def test_a_system_base_that_never_ran_reads_not_observed_in_every_format(tmp_pat
                  cell={"control": True, "lane": "container", "requested": {**stack, "base": "ngc:24.10"}, **DONE})
     set_up_failed(run, "cand", lane="container", requested={**stack, "base": "ngc:25.01"})
     verdicts, junit, code = formats(run, tmp_path)
-    assert verdicts == {"ctrl": "control", "cand": "invalid"} and code == 1 and failing_in_junit(junit, "cand")
+    assert verdicts == {"ctrl": "control", "cand": "invalid"} and code == 4 and failing_in_junit(junit, "cand")
     shown = {}
     for fmt in ("text", "markdown", "html"):
         out = tmp_path / f"r.{fmt}"
@@ -302,3 +303,14 @@ def test_a_knob_set_that_asks_for_a_setting_is_no_run_wide_setting(tmp_path: Pat
     write_result(run, "cand+det_on", [record(c, knobs=det) for c in CONV1D],
                  cell={"requested": {"knobs": "deterministic=on"}, **DONE})
     assert json.loads(every_format(run, tmp_path)["json"])["settings"] == []
+
+
+def test_infrastructure_alone_exits_4_and_beside_a_finding_1(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    control(run)
+    set_up_failed(run, "cand")
+    assert formats(run, tmp_path)[2] == 4  # nothing red is a finding: the infrastructure failed
+    write_result(run, "regressed", [record("a"), record("b", status="failed", message="boom")], env=env_json("regressed"),
+                 cell=DONE)
+    verdicts, _, code = formats(run, tmp_path)
+    assert verdicts["regressed"] == "regression" and code == 1  # a finding beside it: the finding's exit

@@ -10,6 +10,7 @@ import testkit
 from convmatrix.errors import BadInput
 from convmatrix.report import verdicts
 from convmatrix.results import Case, CellResult
+from convmatrix.results.infra import RootCause
 from convmatrix.results.outcomes import Outcome
 
 
@@ -56,6 +57,10 @@ def test_health() -> None:
     assert "infrastructure failure on the control: cuda_no_device" in reason(sick)
     # A conv failure on a healthy control is a baseline fact, not sickness.
     assert verdicts.health(result(cases={"c": case("fail", "cudnn_not_supported")})).healthy
+    # A control that never ran says its cause's one line, not the harness's long message.
+    down = RootCause(cause="index unreachable", line="dns error", log="/v/ctl.install.log", line_no=3)
+    assert reason(result(cases={}, problems=("ctl: install failed: ...",), infra_cause=down)) == (
+        "the control did not run: index unreachable: dns error (log /v/ctl.install.log:3)")
 
 
 def test_control_id() -> None:

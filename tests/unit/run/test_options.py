@@ -152,3 +152,14 @@ def test_run_options_a_caller_owns_are_refused_as_the_parser_reads_them(given: l
     options.parse(given)  # convmatrix run owns neither: taken
     with pytest.raises(BadInput, match=r"run options: --(o|ou|out|sh|sha|shard)\b.* is set by the engine"):
         options.parse(given, owned=("--out", "--shard"))
+
+
+def test_allow_cpu_from_the_option_or_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(options.ALLOW_CPU, raising=False)
+    assert not options.parse([]).allow_cpu
+    assert options.parse(["--allow-cpu"]).allow_cpu
+    assert not options.allow_cpu(["--", "--allow-cpu"])  # a suite option, not a run option
+    monkeypatch.setenv(options.ALLOW_CPU, "1")
+    assert options.parse([]).allow_cpu and options.allow_cpu([])
+    monkeypatch.setenv(options.ALLOW_CPU, "0")
+    assert not options.parse([]).allow_cpu

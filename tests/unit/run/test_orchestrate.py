@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, Protocol
+from xml.etree import ElementTree
 
 import pytest
 
@@ -20,9 +21,9 @@ from convmatrix.errors import BadInput, InfrastructureError
 from convmatrix.matrix import Matrix, load
 from convmatrix.matrix.cells import Cell
 from convmatrix.results import plans, rundir
-from convmatrix.run import lanes, options, orchestrate
+from convmatrix.run import lanes, options, orchestrate, outages
 from convmatrix.run.lanes import Lane, Log, Prepared, SuiteRun
-from testkit import HOST, OVERRIDE_MATRIX, ran, results_in
+from testkit import HOST, OVERRIDE_MATRIX, TWO_H100, ran, results_in
 
 
 class FakeLane:
@@ -429,3 +430,118 @@ def test_a_full_disk_during_a_run_is_one_line_and_the_other_cells_still_run(
         OSError(errno.ENOSPC, "No space left on device", "/r/report.json")))
     assert cli.main(["report", str(out)]) == 4
     assert capsys.readouterr().err == "convmatrix: /r/report.json: No space left on device\n"
+
+
+# pip against an index whose name does not resolve (pypa/pip#14250): a warning per retry, then
+# the resolver's verdict, which is only the consequence.
+PIP_DNS = (
+    "WARNING: Retrying (Retry(total=4, connect=None, read=None, redirect=None, status=None)) after connection broken "
+    "by 'NewConnectionError('<HTTPSConnection>: Failed to establish a new connection: [Errno -3] Temporary failure "
+    "in name resolution')': /whl/cu124/torch/\n"
+    "ERROR: Could not find a version that satisfies the requirement torch==2.5.1 (from versions: none)\n")
+FOUR = MATRIX.replace('cudnn = ["bundled", "9.5.1.17"]', 'cudnn = ["bundled", "9.5.1.17", "9.6.0.74", "9.7.1.26"]')
+
+
+class IndexDownLane(FakeLane):
+    """The broken cells install from an index that does not resolve, as baremetal.make_venv does:
+    each asks the run's outages first, then writes pip's log and fails naming it. The others'
+    venvs are already made: they need no index and run."""
+
+    def __init__(self, logs: Path, broken: Iterable[str]) -> None:
+        super().__init__(broken=broken)
+        self.logs, self.tried = logs, list[str]()
+
+    def prepare(self, cell: Cell, matrix: Matrix, log: Log) -> Prepared:
+        if cell.id not in self.broken:
+            return Prepared(python="py", record={"venv": f"/v/{cell.id}"})
+        outages.check("index", cell.id)
+        self.tried.append(cell.id)
+        path = self.logs / f"{cell.id}.install.log"
+        path.write_text(PIP_DNS)
+        raise InfrastructureError(f"{cell.id}: install failed: `pip install torch` exited 1 (see {path})").with_log(path)
+
+
+def test_an_unreachable_index_is_found_once_and_each_cell_that_needed_it_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, write_matrix: Callable[[str], Path],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setattr(gpus, "discover", list)
+    matrix = load(write_matrix(FOUR))
+    assert matrix.control is not None
+    broken = sorted(c.id for c in matrix.cells if c != matrix.control)
+    lane = IndexDownLane(tmp_path, broken)
+    monkeypatch.setattr(lanes, "lane", lambda name: lane)
+    out, lines = tmp_path / "run", list[str]()
+    with pytest.raises(InfrastructureError, match="3 cell") as raised:
+        orchestrate.run(matrix, matrix.cells, options.parse(["--out", str(out)]), lines.append, strict=True)
+    assert raised.value.exit_code == 4
+    # Found once: the first cell that needed the index tried it; the others were not tried.
+    assert lane.tried == broken[:1]
+    said = [line for line in lines if "found once" in line]
+    assert len(said) == 1 and said[0].startswith(f"index unreachable, found once by {broken[0]}")
+    assert "2 other cell(s) that need the index recorded not run with this cause, not tried" in said[0]
+    first = meta(ran(out, broken[0]))["cause"]
+    assert first["cause"] == "index unreachable" and first["line_no"] == 1
+    assert first["log"] == str(tmp_path / f"{broken[0]}.install.log") and first["retryable"] is False
+    for cell in broken[1:]:
+        assert meta(ran(out, cell))["not_run"].startswith("not tried: index unreachable, found by")
+        assert meta(ran(out, cell))["cause"] == first  # the finder's line and log
+
+    # Every format: one line per cell that did not run, with its cause and log; no case rows for it.
+    cli.main(["report", str(out), "--format", "json", "--fail-on", "never"])  # (the fake control is unhealthy: 3)
+    report = json.loads(capsys.readouterr().out)
+    cells = {c["cell"]: c for c in report["cells"]}
+    assert {c: (cells[c]["cause"]["cause"], cells[c]["owed"]) for c in broken} == {
+        c: ("index unreachable", 2) for c in broken}
+    assert not [case for case in report["cases"] if case["cell"] in broken]
+    assert any(a.startswith("INFRASTRUCTURE: 3 cell(s) did not run (index unreachable ×3)")
+               for a in report["control"]["alerts"])
+    cli.main(["report", str(out), "--format", "junit", "--fail-on", "never"])
+    suites = {s.get("name"): s for s in ElementTree.fromstring(capsys.readouterr().out)}
+    for cell in broken:  # a testsuite of one testcase: the cell's verdict, failing with its cause
+        (testcase,) = suites[f"{cell}@cpu"]
+        failure = testcase.find("failure")
+        assert testcase.get("name") == "(verdict)" and failure is not None
+        assert "index unreachable: WARNING: Retrying" in (failure.get("message") or "") and first["log"] in (failure.text or "")
+    for fmt in ("text", "markdown", "html"):
+        cli.main(["report", str(out), "--format", fmt, "--fail-on", "never"])
+        shown = capsys.readouterr().out
+        lines_of = [line for line in shown.splitlines() if "index unreachable: WARNING: Retrying" in line
+                    and not line.startswith("<tr")]  # html: the cell's panel line (its grid entry's tooltip aside)
+        assert len(lines_of) == len(broken), fmt
+        assert "Temporary failure in name resolution" in shown and first["log"] in shown
+        assert "this cell has no result for it" not in shown  # no `missing` row per case
+
+
+def test_cuda_stacks_on_a_runner_without_a_gpu_are_refused_unless_cpu_is_meant(
+    setup: Setup, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:
+    matrix, go, _, out = setup
+    monkeypatch.delenv(options.ALLOW_CPU)
+    lane = FakeLane()
+    with pytest.raises(BadInput) as refused:
+        go(lane)
+    assert str(refused.value) == (
+        f"{matrix.path}: 2 cell(s) with CUDA stacks ({matrix.cells[0].id} and 1 more) and this runner has no GPU: "
+        "on the CPU they test nothing of cuDNN; pass --allow-cpu to run them on the CPU anyway")
+    assert refused.value.exit_code == 2 and not lane.runs and not out.exists()  # nothing written
+    go(lane, "--allow-cpu")  # the way out the line names
+    assert len(lane.runs) == 2
+    # The matrix may say so itself (the default matrix, meant for a first run on any machine) ...
+    meant_file = matrix.path.with_name("meant.toml")
+    meant_file.write_text("allow_cpu = true\n" + MATRIX)
+    meant = load(meant_file)
+    orchestrate.run(meant, meant.cells, options.parse(["--out", str(out)]), lambda line: None, strict=True)
+    # ... and a runner with a GPU runs them there, asking nothing.
+    monkeypatch.setattr(gpus, "discover", lambda: gpus.parse_smi(*TWO_H100))
+    go(FakeLane())
+    # `convmatrix run` ends with the one line, exit 2.
+    monkeypatch.setattr(gpus, "discover", list)
+    assert cli.main(["run", "-m", str(matrix.path), "--", "--out", str(out)]) == 2
+    assert capsys.readouterr().err.strip().endswith("pass --allow-cpu to run them on the CPU anyway")
+
+
+def test_the_default_matrix_means_the_cpu_and_the_nightly_one_does_not() -> None:
+    root = Path(__file__).parents[3]
+    assert load(root / "matrix" / "default.toml").allow_cpu
+    assert not load(root / "matrix" / "nightly.toml").allow_cpu

@@ -67,3 +67,37 @@ def test_a_rerun_into_a_planted_link_writes_inside_the_cell(tmp_path: Path) -> N
     assert code == 0 and sorted(p.name for p in outside.iterdir()) == ["precious"]
     blocking = target.results_dir / rundir.BLOCKING
     assert blocking.is_dir() and not blocking.is_symlink() and (blocking / rundir.LOG).is_file()
+
+
+def test_an_attempt_s_cause_comes_from_the_harness_s_own_lines_never_a_test_s_failure(tmp_path: Path) -> None:
+    cell = tmp_path / "cell"
+    cell.mkdir()
+    lines = [{"case": "a", "status": "failed", "message": "RuntimeError: exit code 137 in the case's own words"},
+             {"case": "b", "status": "passed", "message": None}]
+    (cell / rundir.RESULTS).write_text("".join(json.dumps(line) + "\n" for line in lines))
+    rundir.write_json(cell / rundir.CELL_JSON, {"exit_code": 1})
+    assert runner.attempt_cause(cell) is None  # a failing test is the test's, whatever it says
+    killed = {"case": "c", "status": "crashed", "message": "the suite process died (signal 9, SIGKILL) while this case ran"}
+    with (cell / rundir.RESULTS).open("a") as results:
+        results.write(json.dumps(killed) + "\n")
+    found = runner.attempt_cause(cell)
+    assert found is not None and (found.cause, found.retryable) == ("killed", True)
+    assert runner.statuses(cell) == {"crashed": 1, "failed": 1, "passed": 1}
+    segv = dict(killed, message="the suite process died (signal 11, SIGSEGV) while this case ran")
+    (cell / rundir.RESULTS).write_text(json.dumps(segv) + "\n")
+    assert runner.attempt_cause(cell) is None  # a crash the test caused itself
+
+
+def test_an_attempt_is_set_aside_whole_and_the_next_starts_empty(tmp_path: Path) -> None:
+    cell = tmp_path / "cell"
+    (cell / "evidence").mkdir(parents=True)
+    (cell / rundir.LOG).write_text("first\n")
+    (cell / "evidence" / "a.txt").write_text("x")
+    (cell / rundir.ATTEMPTS).symlink_to(tmp_path)  # planted by the suite: replaced, never followed
+    assert rundir.set_aside(cell, 1) == "attempts/1"
+    assert sorted(p.name for p in cell.iterdir()) == ["attempts"]
+    assert (cell / "attempts" / "1" / rundir.LOG).read_text() == "first\n"
+    assert (cell / "attempts" / "1" / "evidence" / "a.txt").exists()
+    (cell / rundir.LOG).write_text("second\n")
+    rundir.set_aside(cell, 2)
+    assert sorted(p.name for p in (cell / "attempts").iterdir()) == ["1", "2"]

@@ -19,7 +19,7 @@ from convmatrix import home, popen, tree
 from convmatrix.errors import InfrastructureError
 from convmatrix.matrix.cells import Cell
 from convmatrix.matrix.parse import Matrix
-from convmatrix.run import reuse, runner
+from convmatrix.run import outages, reuse, runner
 from convmatrix.run.lanes import Log, Prepared, SuiteRun, install
 
 STAMP = "convmatrix-install.json"  # in the venv: the plan it was made with
@@ -87,6 +87,7 @@ def make_venv(cell: Cell, venv: Path, plan: list[list[str]], log: Log) -> None:
     that failed. uv's cache is shared, so nothing is downloaded twice."""
     found = uv()
     assert found is not None  # problem() said so before prepare
+    outages.check("index", cell.id)  # an index found down earlier in this run: not tried again
     with tree.Tree.open(venv.parent, create=True) as venvs:
         venvs.remove(venv.name)
         # The install log's first line says whose it is: gc removes only logs that start so.
@@ -105,4 +106,4 @@ def make_venv(cell: Cell, venv: Path, plan: list[list[str]], log: Log) -> None:
             with tree.Tree.open(venv.parent) as venvs:
                 venvs.remove(venv.name)  # never reuse a half-made venv
             raise InfrastructureError(f"{cell.id}: install failed: `{' '.join(command[1:])}` exited {code} "
-                                      f"(see {install_log})")
+                                      f"(see {install_log})").with_log(install_log)

@@ -24,7 +24,7 @@ from convmatrix.errors import BadInput
 from convmatrix.matrix.cells import Cell
 from convmatrix.matrix.parse import Matrix
 from convmatrix.results import rundir
-from convmatrix.run import cases, runner
+from convmatrix.run import cases, outages, runner
 from convmatrix.run.lanes import Log, Prepared, SuiteRun, containers, images
 
 CELL_PYTHON = "/opt/cell/bin/python"  # where images/Dockerfile puts the cell's venv
@@ -178,6 +178,7 @@ def ensure_image(engine: Any, matrix: Matrix, cell: Cell, log: Log) -> dict[str,
     home.hold(home.IMAGES, plan.digest)
     (item,) = todo(engine, [plan])
     if item.reason is not None:
+        outages.check("registry", cell.id)  # a registry found down earlier in this run: not tried again
         log(f"{cell.id}: building {item.plan.tag}: {item.reason}")
         images.build(item.plan, secrets(), log, engine=containers.kind_of(engine).name)
     return containers.describe(engine, item.plan)
