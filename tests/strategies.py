@@ -147,3 +147,9 @@ def mig_profiles() -> st.SearchStrategy[str]:
     size = st.builds(lambda g, m: f"{g}g.{m}gb", st.integers(1, 7), st.integers(5, 1999))
     suffix = st.sampled_from(["", "+me", "-me", "+gfx", "+me.all"])
     return st.builds(lambda c, s, x: c + s + x, compute, size, suffix)
+
+
+# --- the history: a series of red/green nights (issue 36: history/marks.py) --------------------
+def series_states(max_size: int = 60) -> st.SearchStrategy[list[bool]]:
+    """A series' red (True) or green (False) runs, oldest first, tonight last."""
+    return st.lists(st.booleans(), min_size=1, max_size=max_size)

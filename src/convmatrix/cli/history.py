@@ -79,12 +79,12 @@ def text_lines(entries: Sequence[Any], cell: bool, case: str | None) -> list[str
     if not entries:
         return ["no recorded runs" + (" of that cell" if cell else "")]
     if not cell:
-        return [f"{e.date[:19]}  {e.run}  {e.cells} cells, {e.verdict}" for e in entries]
+        return [f"{e.date[:19]} {e.run}: {e.cells} cells, {e.verdict}" for e in entries]
     strip = "".join("X" if e.red else "." for e in entries[-60:])
     out = [f"{entries[0].cell}{' ' + case if case else ''}: {len(entries)} runs, "
-           f"{sum(e.red for e in entries)} red; last {min(60, len(entries))}: {strip}  (X red, . not)"]
+           f"{sum(e.red for e in entries)} red; last {min(60, len(entries))}: {strip} (X red, . not)"]
     for e in entries:
         where = f"{e.gpu_key}@{e.host}" if e.host else e.gpu_key
-        family = f"  {e.family}" if e.family else ""
-        out.append(f"{e.date[:19]}  {e.run}  {where}  {e.verdict}{family}  [{e.stack}]")
+        family = f" {e.family}" if e.family else ""
+        out.append(f"{e.date[:19]} {e.run}: {where} {e.verdict}{family} [{e.stack}]")
     return out
