@@ -109,13 +109,40 @@ def reason(error: BaseException) -> str:
     return text[0] if text else type(original).__name__
 
 
+COPY_FROM = 2000  # rows from which PostgreSQL gets them by COPY (a fleet's 233,000 cases)
+
+
 def insert_new(conn: Connection, table: sa.Table, rows: list[dict[str, Any]]) -> None:
     """rows inserted, each one whose unique key is already there skipped (ON CONFLICT DO NOTHING):
-    two shards of one run, or one run recorded twice, add each row once."""
+    two shards of one run, or one run recorded twice, add each row once. All rows have the same keys."""
     if not rows:
         return
-    made = (postgresql.insert(table) if conn.dialect.name == "postgresql" else sqlite.insert(table))
-    conn.execute(made.on_conflict_do_nothing(), rows)
+    if conn.dialect.name == "postgresql":
+        if len(rows) >= COPY_FROM:
+            copy_new(conn, table, rows)
+            return
+        conn.execute(postgresql.insert(table).on_conflict_do_nothing(), rows)
+        return
+    conn.execute(sqlite.insert(table).on_conflict_do_nothing(), rows)
+
+
+def copy_new(conn: Connection, table: sa.Table, rows: list[dict[str, Any]]) -> None:
+    """PostgreSQL: rows COPY'd into a temporary table, then inserted from it, ON CONFLICT DO
+    NOTHING, in conn's transaction (the driver's own connection is conn's). A multi-row INSERT of
+    233,000 case rows took 7 s here, COPY a fraction (bench/history.py)."""
+    columns = list(rows[0])
+    names = ", ".join(f'"{c}"' for c in columns)
+    raw = conn.connection.driver_connection
+    assert raw is not None
+    with raw.cursor() as cursor:
+        # The columns given, their types and nothing else (no key, no default, no NOT NULL).
+        cursor.execute(f'CREATE TEMPORARY TABLE incoming ON COMMIT DROP AS SELECT {names} FROM "{table.name}" '
+                       f"WITH NO DATA")
+        with cursor.copy(f"COPY incoming ({names}) FROM STDIN") as copy:
+            for row in rows:
+                copy.write_row([row[c] for c in columns])
+        cursor.execute(f'INSERT INTO "{table.name}" ({names}) SELECT {names} FROM incoming ON CONFLICT DO NOTHING')
+        cursor.execute("DROP TABLE incoming")
 
 
 def sqlite_file(url: str) -> Path | None:

@@ -15,30 +15,40 @@ from convmatrix.history.marks import Marks, Run, judge
 from convmatrix.history.record import Recordable, gpu_of, stack_key, utc
 from convmatrix.results.verdicts import RED
 
+CHUNK = 500  # cell names bound in one statement (SQLite's bound parameters are limited)
+Series = tuple[str, str, str]  # cell, GPU key, stack
 
-def past(conn: Connection, cell: str, gpu: str, stack: str, run: str) -> list[tuple[int, Run, bool]]:
-    """The series' recorded runs before tonight's (run), oldest first: (cell row id, run, red). Two
-    hosts' rows of one run are one entry, red when either is."""
+
+def past(conn: Connection, cells: Iterable[str], run: str) -> dict[Series, list[tuple[int, Run, bool]]]:
+    """Every series of these cells: its recorded runs before tonight's (run), oldest first, as
+    (cell row id, run, red). Two hosts' rows of one run are one entry, red when either is. One
+    query per CHUNK cells, not one per cell: a fleet's report has a thousand."""
     c, r = schema.cells.c, schema.runs.c
-    rows = conn.execute(sa.select(c.id, r.run, c.at, c.red).join_from(schema.cells, schema.runs)
-                        .where(c.cell == cell, c.gpu_key == gpu, c.stack == stack, r.run != run)
-                        .order_by(c.at, r.run, c.id))
-    merged: dict[str, tuple[int, Run, bool]] = {}
-    for ident, key, at, red in rows:
-        before = merged.get(key)
-        merged[key] = (ident, Run(run=key, at=at), bool(red) or (before is not None and before[2]))
-    return list(merged.values())
+    names = sorted(set(cells))
+    found: dict[Series, dict[str, tuple[int, Run, bool]]] = {}
+    for start in range(0, len(names), CHUNK):
+        rows = conn.execute(sa.select(c.id, c.cell, c.gpu_key, c.stack, r.run, c.at, c.red)
+                            .join_from(schema.cells, schema.runs)
+                            .where(c.cell.in_(names[start:start + CHUNK]), r.run != run)
+                            .order_by(c.at, r.run, c.id))
+        for ident, cell, gpu, stack, key, at, red in rows:
+            merged = found.setdefault((cell, gpu, stack), {})
+            before = merged.get(key)
+            merged[key] = (ident, Run(run=key, at=at), bool(red) or (before is not None and before[2]))
+    return {series: list(runs.values()) for series, runs in found.items()}
 
 
-def red_cases(conn: Connection, ids: Iterable[int]) -> dict[str, set[int]]:
-    """Case name -> the cell rows (of ids) where it was red."""
-    found: dict[str, set[int]] = {}
-    wanted = list(ids)
-    c = schema.cases.c
-    for start in range(0, len(wanted), 500):  # bound the bound parameters of one statement
-        chunk = wanted[start:start + 500]
-        for ident, name in conn.execute(sa.select(c.cell_id, c.name).where(c.cell_id.in_(chunk), c.red)):
-            found.setdefault(name, set()).add(ident)
+def red_cases(conn: Connection, cells: Iterable[str]) -> dict[int, set[str]]:
+    """Cell row id -> its red cases, for every recorded row of these cells: the red rows alone,
+    through the partial index cases_red (its WHERE written as the index's, so both back-ends use it)."""
+    c, k = schema.cells.c, schema.cases.c
+    names = sorted(set(cells))
+    found: dict[int, set[str]] = {}
+    for start in range(0, len(names), CHUNK):
+        rows = conn.execute(sa.select(k.cell_id, k.name).join_from(schema.cases, schema.cells)
+                            .where(sa.text("cases.red"), c.cell.in_(names[start:start + CHUNK])))
+        for ident, name in rows:
+            found.setdefault(ident, set()).add(name)
     return found
 
 
@@ -50,19 +60,20 @@ def marks(conn: Connection, report: Recordable, *, run: str, at: datetime.dateti
     cases_of: dict[str, list[tuple[str, bool]]] = {}
     for case in report.cases:
         cases_of.setdefault(f"{case.cell}@{case.gpu}", []).append((case.case, case.verdict in RED))
+    names = [cell.cell for cell in report.cells]
+    every = past(conn, names, run)
+    reds = red_cases(conn, names)
     for cell in report.cells:
         where = f"{cell.cell}@{cell.gpu_key}"
-        series = past(conn, cell.cell, gpu_of(cell.gpu_key), stack_key(cell.observed), run)
+        series = every.get((cell.cell, gpu_of(cell.gpu_key), stack_key(cell.observed)), [])
         mark = judge([*((r, red) for _, r, red in series), (tonight, cell.verdict in RED)])
         if mark is not None:
             judged.cells[where] = mark
-        ids = [ident for ident, _, _ in series]
-        was_red = red_cases(conn, ids) if ids else {}
+        was_red = {name for ident, _, _ in series for name in reds.get(ident, ())}
         for name, red_now in cases_of.get(where, []):
-            reds = was_red.get(name)
-            if not red_now and not reds:
+            if not red_now and name not in was_red:
                 continue  # never red: nothing to say
-            states = [(r, ident in reds if reds else False) for ident, r, _ in series]
+            states = [(r, name in reds.get(ident, ())) for ident, r, _ in series]
             mark = judge([*states, (tonight, red_now)])
             if mark is not None:
                 judged.cases[(where, name)] = mark

@@ -75,6 +75,8 @@ cases = sa.Table(
     sa.Column("subcode", sa.Integer),  # cuDNN's status sub-code (--explain), e.g. 3002
     sa.Column("first_diff", sa.String(16)),  # sha256 prefix of the first differing log line, normalised
     sa.Column("duration_s", sa.Float),
+    # The red rows alone, by cell row: what the marks read (a few per cell among hundreds of greens).
+    sa.Index("cases_red", "cell_id", postgresql_where=sa.text("red"), sqlite_where=sa.text("red")),
 )
 
 

@@ -190,3 +190,27 @@ def test_a_run_time_is_stored_in_utc(history_url: str, tmp_path: Path) -> None:
         record.record(conn, report, run="r", at=east)
     with backends.opened(history_url) as engine, engine.connect() as conn:
         assert conn.execute(sa.select(schema.runs.c.at)).scalar_one() == datetime.datetime(2026, 11, 1, 2)
+
+
+def test_postgresql_copies_a_large_run_in_and_still_adds_each_row_once(tmp_path: Path, pg_server: str,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The COPY path (backends.copy_new, a fleet's run) stores what the INSERT path stores, once."""
+    import pgserver
+
+    report = judged(night(tmp_path, 1, broken=("b",)))
+    plain, copied = (pgserver.fresh_database(pg_server, f"copy{n}") for n in (1, 2))
+    store(plain, report)
+    monkeypatch.setattr(backends, "COPY_FROM", 1)
+    store(copied, report)
+    store(copied, report)  # again: nothing added
+
+    def contents(url: str) -> list[tuple[Any, ...]]:
+        with backends.opened(url) as engine, engine.connect() as conn:
+            c, k = schema.cells.c, schema.cases.c
+            return [tuple(row) for row in conn.execute(
+                sa.select(c.cell, c.gpu_key, c.stack, c.verdict, c.red, k.name, k.verdict, k.red, k.outcome, k.family,
+                          k.subcode, k.first_diff, k.duration_s).join_from(schema.cases, schema.cells)
+                .order_by(c.cell, k.name))]
+
+    assert contents(copied) == contents(plain) and len(contents(plain)) == 6
+    assert rows(copied) == {"runs": 1, "cells": 2, "cases": 6}
