@@ -4,7 +4,8 @@
 
 1. Recording one run of --cells cells x --cases cases (1,000 x 233) into a fresh SQLite file and
    a fresh PostgreSQL database: history.record.record in one transaction, as `convmatrix record`
-   does after judging the run (the judging is `report`'s cost, bench/fleet_merge.py).
+   does after judging the run; then the whole `convmatrix record` command over the same fleet as
+   bench/fleet_merge.py writes it (reading and judging the results included).
 2. --nights nightlies (365) of --night-cells cells (51) x --cases cases recorded one by one; then
    `convmatrix history CELL` and `history CELL CASE` (history.timeline) over them, and the marks
    of a whole night's report against them (history.lookup.marks: what `report --history` adds).
@@ -18,6 +19,9 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import importlib.util
+import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -135,6 +139,15 @@ def measure(backend: str, fresh: Callable[[str], str], args: argparse.Namespace,
     timed(f"record {args.cells} cells x {args.cases} cases ({len(big.cases):,} case rows), fresh database",
           lambda: store(url, big, "big", start))
     timed("record the same run again (adds nothing)", lambda: store(url, big, "big", start))
+    if args.fleet:
+        whole = fresh("whole")
+        command = [sys.executable, "-m", "convmatrix", "record", *map(str, args.fleet), "--history", whole,
+                   "--run-id", "fleet"]
+        done = timed(f"`convmatrix record` of {args.cells} cells x {args.cases} cases as the suite writes them "
+                     f"(reading and judging them included)",
+                     lambda: subprocess.run(command, env={**os.environ, "PYTHONPATH": str(REPO / "src")},
+                                            capture_output=True, text=True, check=False))
+        print(f"    exit {done.returncode}: {(done.stdout + done.stderr).strip()[-200:]}")
     year = fresh("year")
     began = time.perf_counter()
     for n in range(args.nights):
@@ -155,6 +168,15 @@ def measure(backend: str, fresh: Callable[[str], str], args: argparse.Namespace,
           f"per {args.night_cells}-cell nightly", flush=True)
 
 
+def fleet_merge() -> Any:
+    """bench/fleet_merge.py, by its path (bench/ is no package)."""
+    spec = importlib.util.spec_from_file_location("fleet_merge", REPO / "bench" / "fleet_merge.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--cells", type=int, default=1000)
@@ -167,6 +189,8 @@ def main() -> int:
     start = datetime.datetime(2026, 1, 1, 2, tzinfo=datetime.UTC)
     big = night(args.cells, args.cases)
     with tempfile.TemporaryDirectory() as tmp:
+        # The same fleet as bench/fleet_merge.py writes it, for the whole command's time.
+        args.fleet = fleet_merge().write_fleet(Path(tmp) / "fleet", args.cells, args.cases, 8)
         if args.only != "postgresql":
             measure("sqlite", lambda name: f"sqlite:///{Path(tmp) / name}.sqlite", args, big, start)
         if args.only != "sqlite":

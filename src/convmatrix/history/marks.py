@@ -72,13 +72,14 @@ class Mark:
     flakiness: float  # flips / transitions in the window at its Wilson lower bound: the rank of the flaky
     last_good: Run | None  # the newest green run before (or at) tonight
     first_bad: Run | None  # the first run of the newest streak of red runs
+    recent: str = ""  # the last WINDOW runs, oldest first: "x" red, "." green (the html's timeline)
 
     def json(self) -> dict[str, object]:
         return {"state": str(self.state), "runs": self.runs, "red": self.red, "streak": self.streak,
                 "since": self.since.isoformat() if self.since else None, "flips": self.flips,
                 "flakiness": round(self.flakiness, 3),
                 "last_good": self.last_good.json() if self.last_good else None,
-                "first_bad": self.first_bad.json() if self.first_bad else None}
+                "first_bad": self.first_bad.json() if self.first_bad else None, "recent": self.recent}
 
     def line(self) -> str:
         """One line for the text views: `recurring: red since 2026-12-01 (run 3 of 3 red)`."""
@@ -144,4 +145,4 @@ def judge(series: Sequence[tuple[Run, bool]]) -> Mark | None:
         return None
     return Mark(state=state, runs=len(series), red=sum(1 for _, r in series if r), streak=streak,
                 since=first_bad.at.date() if red_now and first_bad else None, flips=flips, flakiness=flakiness,
-                last_good=last_green, first_bad=first_bad)
+                last_good=last_green, first_bad=first_bad, recent="".join("x" if r else "." for r in window))

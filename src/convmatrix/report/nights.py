@@ -50,7 +50,7 @@ def sections(report: Report) -> list[tuple[str, list[str], int]]:
     made = []
     for state, entries in grouped(report).items():
         if entries:
-            made.append((TITLES[state], [f"{e.what}: {e.mark.line()}" for e in entries[:SHOWN]],
+            made.append((TITLES[state], [f"{e.what}: {e.mark.line()} [{e.mark.recent}]" for e in entries[:SHOWN]],
                          max(0, len(entries) - SHOWN)))
     return made
 

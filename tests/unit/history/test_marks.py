@@ -47,6 +47,8 @@ def test_recurring_says_since_when_and_which_run_of_how_many() -> None:
     assert mark.first_bad is not None and mark.first_bad.run == "n5"
     assert mark.last_good is not None and mark.last_good.run == "n4"
     assert mark.line() == "recurring: red since 2026-11-05, run 3 of 7 (red in 4)"
+    assert mark.recent == "..x.xxx"
+    assert judge(series("R" * (WINDOW + 5))).recent == "x" * WINDOW  # type: ignore[union-attr]
 
 
 def test_recovered_names_the_streak_that_ended() -> None:

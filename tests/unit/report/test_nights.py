@@ -4,6 +4,7 @@ recurring; --fail-on first-red fails on first-red alone."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -35,6 +36,8 @@ def test_every_format_shows_the_marks(marked: tuple[Path, str], tmp_path: Path, 
         # first-red and recurring stand apart, each naming its case
         first, recurring = text.index("first-red ("), text.index("recurring (")
         assert first < text.index("cand@cpu c", first) < recurring < text.index("cand@cpu b", recurring)
+        # The timeline: green, then red three nights, tonight the last (markdown escapes the brackets).
+        assert re.search(r"\\?\[\.xxx\\?\]", text)
 
 
 def test_without_history_no_format_says_anything_of_it(marked: tuple[Path, str], tmp_path: Path) -> None:
