@@ -41,11 +41,12 @@ def past(conn: Connection, cells: Iterable[str], run: str) -> dict[Series, list[
 def red_cases(conn: Connection, cells: Iterable[str]) -> dict[int, set[str]]:
     """Cell row id -> its red cases, for every recorded row of these cells: the red rows alone,
     through the partial index cases_red (its WHERE written as the index's, so both back-ends use it)."""
-    c, k = schema.cells.c, schema.cases.c
+    c, k, n = schema.cells.c, schema.cases.c, schema.case_names.c
     names = sorted(set(cells))
     found: dict[int, set[str]] = {}
     for start in range(0, len(names), CHUNK):
-        rows = conn.execute(sa.select(k.cell_id, k.name).join_from(schema.cases, schema.cells)
+        rows = conn.execute(sa.select(k.cell_id, n.name)
+                            .select_from(schema.cases.join(schema.cells).join(schema.case_names))
                             .where(sa.text("cases.red"), c.cell.in_(names[start:start + CHUNK])))
         for ident, name in rows:
             found.setdefault(ident, set()).add(name)

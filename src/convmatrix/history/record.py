@@ -142,18 +142,33 @@ def record(conn: Connection, report: Recordable, *, run: str, at: datetime.datet
     ids = existing(conn, run_id)
     hosts = {(c.cell, c.gpu_key): h for c, (_, _, h) in zip(report.cells, key, strict=True)}
     fresh = {(r["cell"], r["gpu_key"], r["host"]) for r in rows}
+    mine = [(case, (case.cell, gpu_of(case.gpu), hosts.get((case.cell, case.gpu), ""))) for case in report.cases]
+    mine = [(case, where) for case, where in mine if where in fresh]
+    numbers = case_numbers(conn, {case.case for case, _ in mine})
     cases = []
-    for case in report.cases:
-        where = (case.cell, gpu_of(case.gpu), hosts.get((case.cell, case.gpu), ""))
-        if where not in fresh:
-            continue
+    for case, where in mine:
         explained = case.explained
-        cases.append({"cell_id": ids[where], "name": case.case, "verdict": str(case.verdict),
+        cases.append({"cell_id": ids[where], "case_id": numbers[case.case], "verdict": str(case.verdict),
                       "red": case.verdict in RED, "outcome": str(case.outcome), "family": case.family,
                       "subcode": explained.subcode if explained else None,
                       "first_diff": diff_hash(case.first_diff), "duration_s": case.duration_s})
     backends.insert_new(conn, schema.cases, cases)
     return Recorded(run=run, added=len(rows), present=len(present))
+
+
+CHUNK = 500  # names bound in one statement (SQLite's bound parameters are limited)
+
+
+def case_numbers(conn: Connection, names: set[str]) -> dict[str, int]:
+    """Each case id's number (case_names), new ones added (two recorders adding one: once)."""
+    ordered = sorted(names)
+    backends.insert_new(conn, schema.case_names, [{"name": name} for name in ordered])
+    n = schema.case_names.c
+    found: dict[str, int] = {}
+    for start in range(0, len(ordered), CHUNK):
+        found.update((name, ident) for ident, name in conn.execute(
+            sa.select(n.id, n.name).where(n.name.in_(ordered[start:start + CHUNK]))))
+    return found
 
 
 def existing(conn: Connection, run_id: int) -> dict[tuple[str, str, str], int]:

@@ -5,6 +5,7 @@ Version 1 (docs/contracts.md: The history database):
     runs            a recorded run: its key (the run directory's name, or --run-id) and when it ran
     cells           a cell of a run as observed (torch, CUDA, the loaded cuDNN, driver, image, suite
                     version, host, GPU key) with its verdict; one per run, cell, GPU key and host
+    case_names      each case id once
     cases           each case of a cell: verdict, outcome, family, cuDNN sub-code, the hash of the
                     first log line the control lacks, its duration
 
@@ -47,11 +48,13 @@ cells = sa.Table(
     sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
     sa.Column("run_id", sa.Integer, sa.ForeignKey("runs.id", ondelete="CASCADE"), nullable=False),
     sa.Column("at", sa.DateTime(), nullable=False),  # the run's (ordering a series)
-    sa.Column("cell", sa.String(200), nullable=False),
-    sa.Column("gpu_key", sa.String(200), nullable=False),
+    # As long as a result directory's name allows (tree.NAME_MAX bytes); a case id is at most 160
+    # characters (suites/records.py CASE_ID), a host 63 (rundir.HOST).
+    sa.Column("cell", sa.String(255), nullable=False),
+    sa.Column("gpu_key", sa.String(255), nullable=False),
     sa.Column("host", sa.String(100), nullable=False),  # "" when not recorded
     # The series a mark is judged in: cell id, GPU key and the stack as observed (stack_key).
-    sa.Column("stack", sa.String(300), nullable=False),
+    sa.Column("stack", sa.String(400), nullable=False),  # three values of at most 100 characters, named
     sa.Column("torch", sa.String(100)),
     sa.Column("cuda", sa.String(100)),
     sa.Column("cudnn", sa.String(100)),  # the cuDNN the process loaded
@@ -64,10 +67,18 @@ cells = sa.Table(
     sa.Index("cells_series", "cell", "gpu_key", "stack", "at"),
 )
 
+# Each case id once (49 characters on average in the shipped suite): a case row holds its number,
+# which halved the database (bench/history.py).
+case_names = sa.Table(
+    "case_names", metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("name", sa.String(300), nullable=False, unique=True),
+)
+
 cases = sa.Table(
     "cases", metadata,
     sa.Column("cell_id", sa.Integer, sa.ForeignKey("cells.id", ondelete="CASCADE"), primary_key=True),
-    sa.Column("name", sa.String(300), primary_key=True),
+    sa.Column("case_id", sa.Integer, sa.ForeignKey("case_names.id"), primary_key=True),
     sa.Column("verdict", sa.String(20), nullable=False),
     sa.Column("red", sa.Boolean, nullable=False),
     sa.Column("outcome", sa.String(10), nullable=False),
@@ -77,6 +88,9 @@ cases = sa.Table(
     sa.Column("duration_s", sa.Float),
     # The red rows alone, by cell row: what the marks read (a few per cell among hundreds of greens).
     sa.Index("cases_red", "cell_id", postgresql_where=sa.text("red"), sqlite_where=sa.text("red")),
+    # SQLite: the rows kept in their key's b-tree, not beside it (a rowid table would store each
+    # case name twice, in the table and in its key's index: a third of the file).
+    sqlite_with_rowid=False,
 )
 
 

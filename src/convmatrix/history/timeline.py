@@ -52,10 +52,12 @@ def of_cell(conn: Connection, cell: str, case: str | None = None, limit: int = L
         query = (sa.select(r.run, c.at, c.cell, c.gpu_key, c.host, c.stack, c.verdict, c.red)
                  .join_from(schema.cells, schema.runs).where(c.cell == cell))
     else:
+        n = schema.case_names.c
+        number = sa.select(n.id).where(n.name == case).scalar_subquery()
         query = (sa.select(r.run, c.at, c.cell, c.gpu_key, c.host, c.stack, k.verdict, k.red, k.family,
                            k.subcode, k.duration_s)
                  .select_from(schema.cells.join(schema.runs).outerjoin(
-                     schema.cases, sa.and_(k.cell_id == c.id, k.name == case)))
+                     schema.cases, sa.and_(k.cell_id == c.id, k.case_id == number)))
                  .where(c.cell == cell))
     rows = conn.execute(query.order_by(c.at.desc(), r.run.desc(), c.gpu_key, c.host).limit(limit)).all()
     found = []

@@ -59,7 +59,9 @@ def test_what_is_stored(history_url: str, tmp_path: Path) -> None:
         ctrl = conn.execute(sa.select(schema.cells).where(c.cell == "ctrl")).one()._mapping
         assert (ctrl["image"], ctrl["driver"], ctrl["verdict"], ctrl["red"]) == ("sha256:ab", "550.1", "control", False)
         k = schema.cases.c
-        found = {r.name: r for r in conn.execute(sa.select(schema.cases).where(k.cell_id == cand["id"]))}
+        found = {r.name: r for r in conn.execute(sa.select(schema.cases, schema.case_names.c.name)
+                                                 .join_from(schema.cases, schema.case_names)
+                                                 .where(k.cell_id == cand["id"]))}
         assert (found["a"].verdict, found["a"].red, found["a"].duration_s) == ("ok", False, 1.5)
         assert (found["b"].verdict, found["b"].red, found["b"].outcome, found["b"].family) == (
             "regression", True, "fail", "cudnn_not_supported")
@@ -206,11 +208,27 @@ def test_postgresql_copies_a_large_run_in_and_still_adds_each_row_once(tmp_path:
 
     def contents(url: str) -> list[tuple[Any, ...]]:
         with backends.opened(url) as engine, engine.connect() as conn:
-            c, k = schema.cells.c, schema.cases.c
+            c, k, n = schema.cells.c, schema.cases.c, schema.case_names.c
             return [tuple(row) for row in conn.execute(
-                sa.select(c.cell, c.gpu_key, c.stack, c.verdict, c.red, k.name, k.verdict, k.red, k.outcome, k.family,
-                          k.subcode, k.first_diff, k.duration_s).join_from(schema.cases, schema.cells)
-                .order_by(c.cell, k.name))]
+                sa.select(c.cell, c.gpu_key, c.stack, c.verdict, c.red, n.name, k.verdict, k.red, k.outcome, k.family,
+                          k.subcode, k.first_diff, k.duration_s)
+                .select_from(schema.cases.join(schema.cells).join(schema.case_names))
+                .order_by(c.cell, n.name))]
 
     assert contents(copied) == contents(plain) and len(contents(plain)) == 6
     assert rows(copied) == {"runs": 1, "cells": 2, "cases": 6}
+
+
+def test_the_longest_names_a_run_may_hold_are_stored(history_url: str, tmp_path: Path) -> None:
+    """A cell id as long as a result directory allows, a case id of 160 characters (CASE_ID) and
+    observed values of any length (kept to 100 characters): PostgreSQL's VARCHAR limits hold."""
+    run = tmp_path / "run"
+    cell, case = "c" * 200, "k" * 160
+    write_result(run, "ctrl", [line(case)], env=env_json("ctrl"), cell={"control": True})
+    write_result(run, cell, [line(case, "failed", "boom")], cell={},
+                 env=env_json(cell, torch="t" * 300, cuda="u" * 300, cudnn=10 ** 300, driver="d" * 300))
+    assert store(history_url, judged(run)).added == 2
+    with backends.opened(history_url) as engine, engine.connect() as conn:
+        stored = conn.execute(sa.select(schema.cells.c.torch, schema.cells.c.stack)
+                              .where(schema.cells.c.cell == cell)).one()
+    assert stored.torch == "t" * 100 and stored.stack == f"torch={'t' * 100};cuda={'u' * 100};cudnn=1{'0' * 99}"
