@@ -49,3 +49,18 @@ def test_limits_and_nothing(history_url: str, tmp_path: Path, capsys: pytest.Cap
     assert main(["history", "nobody", "--history", history_url]) == 0
     assert capsys.readouterr().out.strip() == "no recorded runs of that cell"
     assert main(["history", "cand", "--history", history_url, "--limit", "0"]) == 2
+
+
+def test_sqlalchemy_is_loaded_only_by_the_commands_that_use_a_history() -> None:
+    """Start-up time: `convmatrix report` without --history, and every other command, never import it."""
+    import subprocess
+    import sys
+
+    from testkit import REPO
+
+    script = ("import sys; import convmatrix.cli.main, convmatrix.report.model, convmatrix.report.render; "
+              "print(sorted(m for m in ('sqlalchemy', 'psycopg') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=False,
+                          env={"PYTHONPATH": str(REPO / "src")})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
