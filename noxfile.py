@@ -10,6 +10,7 @@ only the sessions that need it: `nox -s tests`, `lint`,
 from __future__ import annotations
 
 import fcntl
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -147,24 +148,39 @@ def report(session: nox.Session) -> None:
     write_report(session, session.posargs)
 
 
-def write_report(session: nox.Session, paths: list[str]) -> None:
+def write_report(session: nox.Session, paths: list[str], *, record: bool = False) -> None:
     try:
         paths = paths or [str(options.latest())]
     except BadInput as exc:
         session.error(f"convmatrix: {exc}")
     convmatrix = harness(session)
     run_dir = Path(paths[0])
+    history = recorded(session, convmatrix, paths) if record else ()
     for fmt, name in rundir.REPORT_FILES:
         # Written whatever the verdict; the text report below decides the exit status.
-        session.run(convmatrix, "report", *paths, "--format", fmt, "-o", str(run_dir / name),
+        session.run(convmatrix, "report", *paths, *history, "--format", fmt, "-o", str(run_dir / name),
                     "--fail-on", "never", success_codes=[0, 2, 3], silent=True, external=True)
-    session.run(convmatrix, "report", *paths, "--format", "text", external=True)
+    session.run(convmatrix, "report", *paths, *history, "--format", "text", external=True)
+
+
+def recorded(session: nox.Session, convmatrix: str, paths: list[str]) -> tuple[str, ...]:
+    """The run recorded into the history database (`convmatrix record`: $CONVMATRIX_HISTORY, else
+    history.sqlite in $CONVMATRIX_HOME), unless CONVMATRIX_RECORD=0; then the reports are marked
+    against it (--history default). A history it cannot use is its one line, and the reports are
+    made without it: the night's verdicts are never lost to the database."""
+    if os.environ.get("CONVMATRIX_RECORD", "1") == "0":
+        return ()
+    said = session.run(convmatrix, "record", *paths, success_codes=[0, 2], silent=True, external=True)
+    said = said.strip() if isinstance(said, str) else ""
+    session.log(said or "convmatrix record: no output")
+    return ("--history", "default") if said.startswith("recorded run") else ()
 
 
 @nox.session(python=False)
 def nightly(session: nox.Session) -> None:
-    """The main job: every cell this machine can run, then the report (whatever the run's end: a
-    cell that failed to set up is in the report as INVALID, and that fails it)."""
+    """The main job: every cell this machine can run, recorded into the history database, then the
+    report marked against it (whatever the run's end: a cell that failed to set up is in the
+    report as INVALID, and that fails it). CONVMATRIX_RECORD=0 records nothing."""
     session.log(f"nightly: running {MATRIX_FILE} (set CONVMATRIX_MATRIX for another)")
     if "--reuse-results" in session.posargs:
         # A nightly's results come from that night: reuse is for fix-proof and upgrade runs.
@@ -180,7 +196,8 @@ def nightly(session: nox.Session) -> None:
     # A red cell comes with cuDNN's own reason: each failing case re-run with its log on (--explain).
     explain = () if any(a.startswith("--explain") for a in run_options) else ("--explain",)
     run_cells(session, *explain, strict=False, success_codes=[0, 4])
-    write_report(session, [])  # the run just made: `convmatrix run` marked it as the latest
+    # The run just made (`convmatrix run` marked it as the latest), recorded into the history first.
+    write_report(session, [], record=True)
 
 
 def install_locked(session: nox.Session, lock: str) -> None:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import textwrap
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -83,3 +84,35 @@ def two_gpu_runner(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     bin_dir = stub_nvidia_smi(tmp_path / "bin")
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     return bin_dir
+
+
+# ---- The history database (tests/unit/history, cli history tests): a real PostgreSQL server ----
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[str]:
+    """One PostgreSQL server per test process (tests/pgserver.py); skipped where none is
+    installed, failed in CI, whose .ci/run installs Debian's postgresql."""
+    import pgserver
+
+    if pgserver.binaries() is None:
+        if os.environ.get("CI"):
+            pytest.fail("CI must have PostgreSQL (.ci/run installs Debian's postgresql)")
+        pytest.skip("no PostgreSQL installed (initdb): Debian's postgresql package")
+    with pgserver.server() as url:
+        yield url
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def history_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """An empty history database of each back-end: a file under tmp_path, or a fresh database on
+    the session's PostgreSQL server."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'history.sqlite'}"
+    import pgserver
+
+    server: str = request.getfixturevalue("pg_server")
+    return pgserver.fresh_database(server, f"t{next(_DATABASES)}")
+
+
+_DATABASES = itertools.count()

@@ -301,3 +301,9 @@ def snapshot(folder: Path) -> dict[str, tuple[str, bytes | None]]:
                     else "fifo" if stat.S_ISFIFO(mode) else "file")
             seen[str(path.relative_to(folder))] = (kind, path.read_bytes() if kind == "file" else None)
     return seen
+
+
+# --- the history: a series of red/green nights (issue 36: history/marks.py) --------------------
+def series_states(max_size: int = 60) -> st.SearchStrategy[list[bool]]:
+    """A series' red (True) or green (False) runs, oldest first, tonight last."""
+    return st.lists(st.booleans(), min_size=1, max_size=max_size)

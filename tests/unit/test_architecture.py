@@ -25,6 +25,7 @@ STAGES: tuple[tuple[str, ...], ...] = (
     ("convmatrix.matrix",),
     ("convmatrix.gpus",),
     ("convmatrix.results",),
+    ("convmatrix.history",),
     ("convmatrix.report", "convmatrix.triage"),
     ("convmatrix.run",),
     ("convmatrix.engines", "convmatrix.prove"),

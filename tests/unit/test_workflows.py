@@ -79,12 +79,48 @@ def test_the_nightly_merges_every_runner_and_fails_on_a_regression() -> None:
     assert jobs["merge"]["needs"] == "shard"
     merge_steps = " ".join(str(step.get("run", "")) for step in jobs["merge"]["steps"])
     assert "$GITHUB_STEP_SUMMARY" in merge_steps
-    assert jobs["merge"]["steps"][-1]["run"].startswith("convmatrix report results/* --format text")
+    assert jobs["merge"]["steps"][-1]["run"].startswith("convmatrix report results/* --history default")
     upgrade = yaml.safe_load((REPO / ".github" / "workflows" / "upgrade.yml").read_text())
     assert upgrade[True]["pull_request"]["paths"] == ["images/**", "matrix/**"]  # YAML 1.1 reads `on` as True
     assert "matrix/examples/upgrade.toml" in upgrade["env"]["MATRIX"]
     proof = (REPO / ".github" / "workflows" / "fix-proof.yml").read_text()
     assert 'convmatrix prove results results --pair "$PAIR"' in proof
+
+
+def test_the_nightly_keeps_its_history() -> None:
+    """The merge records the night (one key per workflow run), into the PostgreSQL URL of a secret
+    or into SQLite carried by the Actions cache (restored before, saved after, even on a red
+    night), and marks every report against it (issue 36)."""
+    import shlex
+
+    from convmatrix.cli.main import parse
+
+    merge = yaml.safe_load((REPO / ".github" / "workflows" / "nightly.yml").read_text())["jobs"]["merge"]
+    assert merge["env"]["CONVMATRIX_HISTORY"] == "${{ secrets.CONVMATRIX_HISTORY }}"
+    assert merge["env"]["RUN_ID"] == "nightly-${{ github.run_id }}"
+    steps = merge["steps"]
+    names = [step.get("name", "") for step in steps]
+    restore, record, report, save = (names.index(n) for n in (
+        "restore the history (SQLite)", "record the night into the history", "report", "save the history (SQLite)"))
+    assert restore < record < report < save
+    assert steps[restore]["uses"].startswith("actions/cache/restore@")
+    assert steps[save]["uses"].startswith("actions/cache/save@") and "!cancelled()" in steps[save]["if"]
+    assert steps[restore]["with"]["path"] == steps[save]["with"]["path"]
+    assert steps[restore]["with"]["key"] == steps[save]["with"]["key"]
+    assert steps[restore]["with"]["restore-keys"] in steps[save]["with"]["key"]
+    assert steps[record]["run"].startswith('convmatrix record results/* --run-id "$RUN_ID"')
+    scripts = [str(step.get("run", "")).replace("\\\n", " ") for step in steps]  # continued lines joined
+    commands = [" ".join(line.split()) for script in scripts for line in script.splitlines()
+                if line.strip().startswith("convmatrix ")]
+    reports = [c for c in commands if c.startswith("convmatrix report")]
+    assert len(reports) == 2 and all('--history default --run-id "$RUN_ID"' in c for c in reports)
+    for command in commands:
+        shell = {"results/*": "results", '"${spec%%:*}"': "json", '"report/${spec#*:}"': "report/x"}
+        for said, value in shell.items():
+            command = command.replace(said, value)
+        words = shlex.split(command.split(" || ")[0])
+        args = parse(words[1:])  # each parses as the cli reads it
+        assert args.run_id == "$RUN_ID"
 
 
 def test_every_workflow_run_gives_its_run_options_as_run_options() -> None:

@@ -13,11 +13,13 @@ from pathlib import Path
 from typing import Any
 
 from convmatrix import results
+from convmatrix.cli import history as history_cmd
 from convmatrix.cli.output import write_output
 from convmatrix.errors import BadInput
 from convmatrix.matrix import values
 from convmatrix.report import model as report_model
-from convmatrix.report import render, verdicts
+from convmatrix.report import nights, render, verdicts
+from convmatrix.report.model import Report
 from convmatrix.results import first_diff, rundir
 from convmatrix.results.first_diff import Difference
 from convmatrix.results.read import CellResult
@@ -34,18 +36,31 @@ def add_parser(sub: Any) -> None:
     r.add_argument("--fail-on", choices=verdicts.FAIL_ON, default="regression")
     r.add_argument("--expect-gpu", action="append", default=[], metavar="KEY[,KEY...]",
                    help="GPU keys the results must cover: a planned cell without a result on one is NOT RUN")
+    r.add_argument("--history", metavar="URL", help="mark each failing case and cell against this history "
+                   "database (first-red, recurring, recovered, flaky): " + history_cmd.URL_HELP)
+    r.add_argument("--run-id", help="with --history: this run's key there (default: the run directory's name)")
     r.add_argument("--color", choices=("auto", "always", "never"), default="auto",
                    help="colour the text report (auto: on a terminal, unless NO_COLOR or CI is set)")
 
 
+def made(paths: list[str], control: str | None, expect_gpu: list[str]) -> tuple[results.Loaded, Report]:
+    """The results under paths, judged: what `report` renders and `record` stores."""
+    loaded = results.load(paths, expect_gpus=values.gpu_keys("--expect-gpu", expect_gpu))
+    if not loaded.results:
+        raise BadInput("\n".join(loaded.errors) or "no results to report")
+    loaded.results = [with_first_cause(r) for r in loaded.results]
+    chosen = verdicts.control_id(loaded.results, control)
+    return loaded, report_model.build(loaded.results, chosen, loaded.notes, differ=first_differences)
+
+
 def run(args: argparse.Namespace) -> int:
+    first_red = args.fail_on == verdicts.FIRST_RED
+    if first_red and not args.history:
+        raise BadInput("--fail-on first-red: needs a history database (--history URL, or --history default)")
     with bulk():
-        loaded = results.load(args.results, expect_gpus=values.gpu_keys("--expect-gpu", args.expect_gpu))
-        if not loaded.results:
-            raise BadInput("\n".join(loaded.errors) or "no results to report")
-        loaded.results = [with_first_cause(r) for r in loaded.results]
-        control = verdicts.control_id(loaded.results, args.control)
-        report = report_model.build(loaded.results, control, loaded.notes, differ=first_differences)
+        loaded, report = made(args.results, args.control, args.expect_gpu)
+        if args.history:
+            report = against_history(report, loaded, args.history, args.run_id)
         # Every format marks red what the exit code counts (`never` changes only the exit).
         report = replace(report, policy=verdicts.policy(args.fail_on))
         errors = list(loaded.errors)
@@ -57,8 +72,22 @@ def run(args: argparse.Namespace) -> int:
         write_output(render.stream(report, args.format, color=color), args.output)
     if errors:
         raise BadInput("\n".join(errors))
-    verdicts.judge(report, args.fail_on)
+    # first-red: the control's health still decides (exit 3); then only what went red tonight.
+    verdicts.judge(report, "never" if first_red else args.fail_on)
+    if first_red:
+        nights.judge_first_red(report)
     return 0
+
+
+def against_history(report: Report, loaded: results.Loaded, given: str, run_id: str | None) -> Report:
+    """Each cell and case marked against the history database (history/lookup.py); tonight's run,
+    if it is already recorded there, left out of its own past."""
+    from convmatrix.history import backends, lookup  # SQLAlchemy only with --history: start-up time
+
+    key, at = history_cmd.run_key(loaded, run_id), history_cmd.run_at(loaded)
+    with backends.opened(history_cmd.url(given)) as engine, engine.begin() as conn:
+        marks = lookup.marks(conn, report, run=key, at=at)
+    return report_model.with_history(report, marks)
 
 
 def with_first_cause(result: CellResult) -> CellResult:

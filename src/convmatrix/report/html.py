@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from importlib import resources
 
 from convmatrix.escape import html_cell, html_text
-from convmatrix.report import bounds
+from convmatrix.report import bounds, nights
 from convmatrix.report import grid as report_grid
 from convmatrix.report import notes as report_notes
 from convmatrix.report.cases import MAX_LISTED, explained, first_difference, listed, more_line, noteworthy, parameters
@@ -58,7 +58,7 @@ def render(report: Report) -> str:
     cases: dict[tuple[str, str], list[CaseRow]] = {}
     for case in report.cases:
         cases.setdefault((case.cell, case.gpu), []).append(case)
-    body = [*heading(report), *overview(report), *grid_section(grid, ids), *filter_box()]
+    body = [*heading(report), *overview(report), *grid_section(grid, ids), *history_section(report), *filter_box()]
     body += ["<section id=\"cells\">", "<h2>Cells</h2>"]
     body += [line for cell in report.cells
              for line in panel(cell, cases.get((cell.cell, cell.gpu.key), []), ids, budget, words)]
@@ -287,6 +287,17 @@ def baseline_section(report: Report) -> list[str]:
     table = (f'<table class="baseline"><thead><tr><th>cell</th><th>case</th><th>baseline</th><th>now</th>'
              f"<th>delta</th></tr></thead><tbody>{rows}</tbody></table>") if moved else "<p>none</p>"
     return ['<section id="baseline">', f"<h2>Since the baseline ({len(moved)})</h2>", table, "</section>"]
+
+
+def history_section(report: Report) -> list[str]:
+    """--history: first-red apart from recurring, recovered and flaky (report/nights.py)."""
+    if not report.history:
+        return []
+    body = ['<section id="history">', "<h2>Against the history</h2>", f"<p>{html_cell(nights.summary(report))}</p>"]
+    for title, lines, more in nights.sections(report):
+        body += [f"<h3>{html_cell(title)}</h3>", "<ul>", *items(lines),
+                 *([f"<li>… {more} more (see the json report)</li>"] if more else []), "</ul>"]
+    return [*body, "</section>"]
 
 
 def notes_section(report: Report) -> list[str]:

@@ -59,8 +59,9 @@ def fields(report: Report) -> list[tuple[str, Any]]:
         ("policy", report.policy),
         ("verdicts", report_verdicts.tally(report.cells)),
         ("settings", report_notes.settings(report)),
-        ("cells", (_encode(cell_json(cell, report.baseline, report.red(cell))) for cell in report.cells)),
-        ("cases", (case_line(case, report.baseline) for case in report.cases)),
+        ("cells", (_encode(cell_json(cell, report.baseline, report.red(cell), report.history))
+                   for cell in report.cells)),
+        ("cases", (case_line(case, report.baseline, report.history) for case in report.cases)),
         ("notes", list(report.notes)),
     ]
 
@@ -89,7 +90,7 @@ def chunks(report: Report, rows_per_chunk: int = 2000) -> Iterator[str]:
     yield "\n}\n"
 
 
-def cell_json(cell: CellRow, baseline: bool, red: bool = False) -> dict[str, Any]:
+def cell_json(cell: CellRow, baseline: bool, red: bool = False, history: bool = False) -> dict[str, Any]:
     """A cell row as the contract's object; red: whether it makes the report red (Report.red)."""
     data = {
         "cell": cell.cell,
@@ -123,10 +124,12 @@ def cell_json(cell: CellRow, baseline: bool, red: bool = False) -> dict[str, Any
     }
     if baseline:
         data["baseline_regressions"] = cell.baseline_regressions
+    if history:
+        data["history"] = cell.history.json() if cell.history else None
     return data
 
 
-def case_json(case: CaseRow, baseline: bool) -> dict[str, Any]:
+def case_json(case: CaseRow, baseline: bool, history: bool = False) -> dict[str, Any]:
     """A case row as the contract's object (case_line writes the same as JSON text)."""
     # Outcomes and deltas are str enums: json writes them as their values, no str() needed.
     data = {
@@ -155,6 +158,8 @@ def case_json(case: CaseRow, baseline: bool) -> dict[str, Any]:
     }
     if baseline:
         data.update(baseline_outcome=case.baseline_outcome, baseline_delta=case.baseline_delta)
+    if history:
+        data["history"] = case.history.json() if case.history else None
     return data
 
 
@@ -169,7 +174,7 @@ _CASE_LINE = "{" + ", ".join(f"{json.dumps(key)}: %s" for key in _CASE_KEYS) + "
 _BASELINE_TAIL = ', "baseline_outcome": %s, "baseline_delta": %s}'
 
 
-def case_line(case: CaseRow, baseline: bool) -> str:
+def case_line(case: CaseRow, baseline: bool, history: bool = False) -> str:
     """_encode(case_json(case, baseline)), the same text, written without the dict: the keys
     are in _CASE_LINE once and each value is written by the cheapest exact means, which halves
     the cost of a fleet's 200,000 rows. test_render holds the two equal, field by field."""
@@ -196,6 +201,8 @@ def case_line(case: CaseRow, baseline: bool) -> str:
     )
     if baseline:
         line = line[:-1] + _BASELINE_TAIL % (_CONSTANT[case.baseline_outcome], _CONSTANT[case.baseline_delta])
+    if history:
+        line = line[:-1] + ', "history": ' + (_encode(case.history.json()) if case.history else "null") + "}"
     return line
 
 

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable
 
 from convmatrix.escape import html_cell, markdown_cell, markdown_line
 from convmatrix.matrix.cells import abbreviate
-from convmatrix.report import bounds
+from convmatrix.report import bounds, nights
 from convmatrix.report import grid as report_grid
 from convmatrix.report import notes as report_notes
 from convmatrix.report import verdicts as report_verdicts
@@ -41,6 +41,7 @@ def render(report: Report) -> str:
     alerts = report_notes.alerts(report)
     out += [*(f"> **{markdown_cell(a)}**" for a in alerts), *([""] if alerts else [])]
     out += [*grid_table(grid), "", legend(), ""]
+    out += history_lines(report)
     cases = listed(report.cases)
     out += [f"## Failing or changed cases ({len(cases)})", ""]
     out += case_table(cases) if cases else ["none"]
@@ -51,6 +52,17 @@ def render(report: Report) -> str:
                          lambda left: f"- … {left} more notes (see the html or json report)")
         out += ["## Notes", "", *lines]
     return within_limit("\n".join(out).rstrip() + "\n")
+
+
+def history_lines(report: Report) -> list[str]:
+    """--history: the marks against earlier runs (report/nights.py); the nightly's job summary."""
+    if not report.history:
+        return []
+    out = ["## Against the history", "", markdown_cell(nights.summary(report)), ""]
+    for title, lines, more in nights.sections(report):
+        out += [f"**{markdown_cell(title)}**", "", *(f"- {markdown_cell(line)}" for line in lines),
+                *([f"- … {more} more (see the json report)"] if more else []), ""]
+    return out
 
 
 def within_limit(text: str) -> str:

@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from convmatrix.history.marks import Mark, Marks
 from convmatrix.matrix import stacks
 from convmatrix.report import verdicts
 from convmatrix.results import families as classify
@@ -21,7 +22,8 @@ from convmatrix.results.verdicts import ORDER, OUTSIDE, case_verdict, cell_verdi
 
 REPORT_SCHEMA = 1
 SICK = verdicts.Health(healthy=False, reason=None)  # no health known: nothing to compare with
-OBSERVED_KEYS = ("torch", "cuda", "cudnn", "cudnn_error", "python", "driver", "device", "hostname", "image_id")
+OBSERVED_KEYS = ("torch", "cuda", "cudnn", "cudnn_error", "python", "driver", "device", "hostname", "image_id",
+                 "suite_version")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -63,6 +65,8 @@ class CaseRow:
     # Its place in the one order of outcomes (results/verdicts.py); control or no-control outside it.
     verdict: Verdict = Verdict.NO_CONTROL
     declared: str | None = None  # the reason of the [[expected_skip]] that declared its skip
+    duration_s: float | None = None  # its wall time (results.jsonl duration_s), for the history
+    history: Mark | None = None  # with --history: first-red, recurring, recovered or flaky (history/marks.py)
 
     @property
     def where(self) -> str:
@@ -105,6 +109,7 @@ class CellRow:
     infra_cause: RootCause | None = None  # why it could not install, build, start or finish (results/infra.py)
     owed: int | None = None  # a cell that did not run: the cases its control ran, which it owed
     attempts: tuple[Attempt, ...] = ()  # --retries: its earlier attempts (this row is the last)
+    history: Mark | None = None  # with --history: the cell's own mark (history/marks.py)
 
     @property
     def where(self) -> str:
@@ -145,6 +150,7 @@ class Report:
     # The --fail-on the views describe (results.verdicts.POLICIES): what is red in every format is
     # what the exit code counts (report.verdicts.failing); `never` changes the exit alone.
     policy: str = "regression"
+    history: bool = False  # judged against a history database (--history): rows carry their marks
 
     def red(self, cell: CellRow) -> bool:
         return verdicts.failing(cell, self.policy)
@@ -311,6 +317,7 @@ def case_rows(result: CellResult, control: CellResult | None, control_id: str | 
             case.params,
             own,  # verdict
             reason if own == Verdict.DECLARED_SKIP else None,
+            case.duration_s,
         ))
     if judged and control is not None:
         # A set difference first: most cells ran every case, and sorting the control's cases
@@ -379,3 +386,11 @@ def with_baseline(report: Report, baseline: Loaded) -> Report:
     regressed = Counter(c.where for c in cases if c.baseline_delta == Delta.REGRESSION)
     cells = tuple(replace(cell, baseline_regressions=regressed[cell.where]) for cell in report.cells)
     return replace(report, cases=tuple(cases), cells=cells, baseline=True)
+
+
+def with_history(report: Report, marks: Marks) -> Report:
+    """Each cell and case with its mark against the history (history.lookup.marks): first-red,
+    recurring, recovered, flaky, or none. Apart from the deltas against the control."""
+    cases = tuple(replace(case, history=marks.cases.get((case.where, case.case))) for case in report.cases)
+    cells = tuple(replace(cell, history=marks.cells.get(cell.where)) for cell in report.cells)
+    return replace(report, cases=cases, cells=cells, history=True)

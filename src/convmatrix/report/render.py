@@ -108,6 +108,8 @@ def case_element(suite: ET.Element, case: CaseRow, red: bool, outside: bool) -> 
     was compared, and the control's own failures are the alerts every format leads with."""
     name = one_line(case.where)
     element = ET.SubElement(suite, "testcase", classname=name, name=one_line(case.case))
+    if case.history is not None:  # --history: its mark against earlier runs
+        ET.SubElement(ET.SubElement(element, "properties"), "property", name="history", value=case.history.word)
     if case.outcome == Outcome.PASS:
         return
     if (red and (case.outcome.failing or case.verdict in RED)) or (outside and case.outcome.failing):

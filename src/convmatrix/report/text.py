@@ -10,6 +10,7 @@ import textwrap
 from convmatrix.escape import one_line
 from convmatrix.matrix.cells import abbreviate
 from convmatrix.report import grid as report_grid
+from convmatrix.report import nights
 from convmatrix.report import notes as report_notes
 from convmatrix.report import verdicts as report_verdicts
 from convmatrix.report.cases import MAX_LISTED, explained, first_difference, listed, more_line, provenance
@@ -52,11 +53,22 @@ def render(report: Report, *, color: bool = False) -> str:
     out += [*(paint(f"! {one_line(a)}", "1;31", color) for a in alerts), *([""] if alerts else [])]
     out += grid_lines(grid, color) + legend(grid) + [""]
     out += look_at(report)
+    out += history_lines(report)
     out += case_table(report)
     notes = report_notes.notes(report)
     if notes:
         out += ["Notes", ""] + [f"- {one_line(line)}" for line in notes]
     return "\n".join(out).rstrip() + "\n"
+
+
+def history_lines(report: Report) -> list[str]:
+    """--history: the marks against earlier runs (report/nights.py), one block per state."""
+    if not report.history:
+        return []
+    out = [one_line(nights.summary(report)), ""]
+    for title, lines, more in nights.sections(report):
+        out += [f"{title}:", *(f"  {one_line(line)}" for line in lines), *([f"  ... {more} more"] if more else []), ""]
+    return out
 
 
 def entry(cell: CellRow) -> str:

@@ -15,7 +15,10 @@ from convmatrix.results import verdicts as results_verdicts
 from convmatrix.results.outcomes import FAILING, Delta, Outcome, Verdict
 from convmatrix.results.read import CellResult
 
-FAIL_ON = (*results_verdicts.POLICIES, "never")
+# first-red: red only for what went red tonight for the first time on its stack and GPU (needs
+# --history; report/nights.judge_first_red); the views then describe the regression policy.
+FIRST_RED = "first-red"
+FAIL_ON = (*results_verdicts.POLICIES, FIRST_RED, "never")
 
 
 class Judged(Protocol):

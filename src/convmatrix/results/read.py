@@ -59,6 +59,7 @@ class Case:
     params: dict[str, Any] = field(default_factory=dict)  # the case's catalog fields (prove compares them)
     forward_runs: tuple[float, ...] = ()  # the repeated forward calls' ms (timing.forward_runs), for the spread
     sources: tuple[str, ...] = ()  # the public reports the case reproduces (https URLs), shown when it fails
+    duration_s: float | None = None  # the case's wall time (duration_s), kept by the history
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -608,6 +609,7 @@ def check_line(record: Any) -> Case | str:
         record.get("params") or {},
         _runs(timing) if timing else (),
         _sources(record.get("sources")),
+        _seconds(record.get("duration_s")),
     )
 
 
@@ -631,6 +633,12 @@ def _duration(timing: object) -> float | None:
     """timing.forward_ms when it is a finite duration (>= 0); anything else is no timing."""
     value = _number(timing, "forward_ms")
     return value if value is not None and 0 <= value < float("inf") else None
+
+
+def _seconds(value: object) -> float | None:
+    """duration_s when it is a finite, non-negative number; anything else is none."""
+    found = _number({"s": value}, "s")
+    return found if found is not None and 0 <= found < float("inf") else None
 
 
 def _runs(timing: object) -> tuple[float, ...]:

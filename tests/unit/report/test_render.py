@@ -4,6 +4,8 @@ table with raw HTML escaped, html escapes every string."""
 
 from __future__ import annotations
 
+import datetime
+import itertools
 import json
 import re
 import shutil
@@ -17,6 +19,7 @@ from xml.etree import ElementTree as ET
 import pytest
 
 from convmatrix import escape, results
+from convmatrix.history import marks
 from convmatrix.report import json as report_json
 from convmatrix.report import model as report_model
 from convmatrix.report import render
@@ -323,9 +326,15 @@ def test_a_case_line_is_its_case_json_as_json_dumps_writes_it(tmp_path: Path) ->
                  ("skip", None, "x", 12345678901234567890.0, -float("inf"), None, {}, (), Outcome.SKIP, Delta.NEW),
              ]]
     assert len(rows) > 10
+    # With --history: a row marked against earlier runs, and rows with no mark.
+    rows.append(replace(rows[-1], history=marks.judge(
+        [(marks.Run(run="n\u2028\"1", at=datetime.datetime(2026, 11, 1)), False),
+         (marks.Run(run="n2", at=datetime.datetime(2026, 11, 2)), True)])))
+    assert rows[-1].history is not None
     for row in rows:
-        for baseline in (False, True):
-            assert report_json.case_line(row, baseline) == json.dumps(report_json.case_json(row, baseline))
+        for baseline, history in itertools.product((False, True), (False, True)):
+            assert (report_json.case_line(row, baseline, history)
+                    == json.dumps(report_json.case_json(row, baseline, history)))
 
 
 @pytest.mark.parametrize("value", [

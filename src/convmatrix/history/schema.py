@@ -1,0 +1,119 @@
+"""The history database's one schema, for SQLite and PostgreSQL alike, and its migration.
+
+Version 1 (docs/contracts.md: The history database):
+    schema_version  the one row saying which version the tables are
+    runs            a recorded run: its key (the run directory's name, or --run-id) and when it ran
+    cells           a cell of a run as observed (torch, CUDA, the loaded cuDNN, driver, image, suite
+                    version, host, GPU key) with its verdict; one per run, cell, GPU key and host
+    case_names      each case id once
+    cases           each case of a cell: verdict, outcome, family, cuDNN sub-code, the hash of the
+                    first log line the control lacks, its duration
+
+A newer tool migrates an older database in place, one step per version (MIGRATIONS), inside the
+transaction that checks the version: two recorders starting at once migrate it once."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from convmatrix.errors import BadInput
+
+VERSION = 1
+# version -> the step that takes a database of that version to the next. Empty while there is one
+# version; a change of the tables adds a step here and bumps VERSION (tests/unit/history/test_schema.py
+# runs a step through migrate()).
+MIGRATIONS: dict[int, Callable[[Connection], None]] = {}
+
+metadata = sa.MetaData()
+
+schema_version = sa.Table(
+    "schema_version", metadata,
+    sa.Column("id", sa.Integer, primary_key=True),  # always 1: one row
+    sa.Column("version", sa.Integer, nullable=False),
+)
+
+runs = sa.Table(
+    "runs", metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("run", sa.String(200), nullable=False, unique=True),
+    sa.Column("at", sa.DateTime(), nullable=False),  # when it ran (its first cell's end)
+    sa.Column("recorded", sa.DateTime(), nullable=False),
+)
+
+cells = sa.Table(
+    "cells", metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("run_id", sa.Integer, sa.ForeignKey("runs.id", ondelete="CASCADE"), nullable=False),
+    sa.Column("at", sa.DateTime(), nullable=False),  # the run's (ordering a series)
+    # As long as a result directory's name allows (tree.NAME_MAX bytes); a case id is at most 160
+    # characters (suites/records.py CASE_ID), a host 63 (rundir.HOST).
+    sa.Column("cell", sa.String(255), nullable=False),
+    sa.Column("gpu_key", sa.String(255), nullable=False),
+    sa.Column("host", sa.String(100), nullable=False),  # "" when not recorded
+    # The series a mark is judged in: cell id, GPU key and the stack as observed (stack_key).
+    sa.Column("stack", sa.String(400), nullable=False),  # three values of at most 100 characters, named
+    sa.Column("torch", sa.String(100)),
+    sa.Column("cuda", sa.String(100)),
+    sa.Column("cudnn", sa.String(100)),  # the cuDNN the process loaded
+    sa.Column("driver", sa.String(100)),
+    sa.Column("image", sa.String(200)),  # the container image's id (digest), None outside the container lane
+    sa.Column("suite_version", sa.String(100)),
+    sa.Column("verdict", sa.String(20), nullable=False),
+    sa.Column("red", sa.Boolean, nullable=False),
+    sa.UniqueConstraint("run_id", "cell", "gpu_key", "host", name="cells_one_per_run"),
+    sa.Index("cells_series", "cell", "gpu_key", "stack", "at"),
+)
+
+# Each case id once (49 characters on average in the shipped suite): a case row holds its number,
+# which halved the database (bench/history.py).
+case_names = sa.Table(
+    "case_names", metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("name", sa.String(300), nullable=False, unique=True),
+)
+
+cases = sa.Table(
+    "cases", metadata,
+    sa.Column("cell_id", sa.Integer, sa.ForeignKey("cells.id", ondelete="CASCADE"), primary_key=True),
+    sa.Column("case_id", sa.Integer, sa.ForeignKey("case_names.id"), primary_key=True),
+    sa.Column("verdict", sa.String(20), nullable=False),
+    sa.Column("red", sa.Boolean, nullable=False),
+    sa.Column("outcome", sa.String(10), nullable=False),
+    sa.Column("family", sa.String(100)),
+    sa.Column("subcode", sa.Integer),  # cuDNN's status sub-code (--explain), e.g. 3002
+    sa.Column("first_diff", sa.String(16)),  # sha256 prefix of the first differing log line, normalised
+    sa.Column("duration_s", sa.Float),
+    # The red rows alone, by cell row: what the marks read (a few per cell among hundreds of greens).
+    sa.Index("cases_red", "cell_id", postgresql_where=sa.text("red"), sqlite_where=sa.text("red")),
+    # SQLite: the rows kept in their key's b-tree, not beside it (a rowid table would store each
+    # case name twice, in the table and in its key's index: a third of the file).
+    sqlite_with_rowid=False,
+)
+
+
+def migrate(conn: Connection) -> None:
+    """Tables made on a database without them, older versions stepped up to VERSION; a newer
+    version than this tool knows is BadInput (never written to)."""
+    if conn.dialect.name == "postgresql":
+        # Two first recorders at once: one makes the tables, the other waits here, then finds them.
+        conn.execute(sa.text("SELECT pg_advisory_xact_lock(7301036)"))
+    if not sa.inspect(conn).has_table("schema_version"):
+        metadata.create_all(conn)
+        conn.execute(schema_version.insert().values(id=1, version=VERSION))
+        return
+    found = conn.execute(sa.select(schema_version.c.version).where(schema_version.c.id == 1)).scalar()
+    if found is None:
+        raise BadInput("the history's schema_version table has no row: not a convmatrix history")
+    if found > VERSION:
+        raise BadInput(f"the history is at schema version {found}; this convmatrix knows up to {VERSION}: "
+                       f"upgrade convmatrix")
+    while found < VERSION:
+        step = MIGRATIONS.get(found)
+        if step is None:
+            raise BadInput(f"the history is at schema version {found}, which this convmatrix cannot migrate")
+        step(conn)
+        found += 1
+        conn.execute(schema_version.update().where(schema_version.c.id == 1).values(version=found))

@@ -1,0 +1,69 @@
+"""`convmatrix history [CELL [CASE]]`: the recorded runs of a cell (or of every cell), newest
+last, each with its verdict; of one case, that case's verdict per run."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from convmatrix.history import schema
+
+LIMIT = 400  # runs shown by default: a year of nightlies and some
+
+
+@dataclass(frozen=True, kw_only=True)
+class Entry:
+    run: str
+    date: str  # ISO date-time of the run
+    cell: str
+    gpu_key: str
+    host: str
+    stack: str
+    verdict: str  # the cell's, or with a case, the case's ("absent": the run did not have it)
+    red: bool
+    family: str | None = None
+    subcode: int | None = None
+    duration_s: float | None = None
+    cells: int = 1  # without CELL: the run's cells; verdict then the worst red count
+
+    def json(self) -> dict[str, object]:
+        return {k: v for k, v in self.__dict__.items()}
+
+
+def runs(conn: Connection, limit: int = LIMIT) -> list[Entry]:
+    """Without CELL: each recorded run with how many of its cells were red."""
+    schema.migrate(conn)
+    c, r = schema.cells.c, schema.runs.c
+    red = sa.func.sum(sa.case((c.red, 1), else_=0))
+    rows = conn.execute(sa.select(r.run, r.at, sa.func.count(c.id), red).join_from(schema.runs, schema.cells)
+                        .group_by(r.id, r.run, r.at).order_by(r.at.desc(), r.run.desc()).limit(limit)).all()
+    return [Entry(run=run, date=at.isoformat(), cell="", gpu_key="", host="", stack="",
+                  verdict=f"{int(reds or 0)} red", red=bool(reds), cells=count)
+            for run, at, count, reds in reversed(rows)]
+
+
+def of_cell(conn: Connection, cell: str, case: str | None = None, limit: int = LIMIT) -> list[Entry]:
+    """The cell's runs (every GPU key and host), oldest first; with case, that case's verdicts."""
+    schema.migrate(conn)
+    c, r, k = schema.cells.c, schema.runs.c, schema.cases.c
+    if case is None:
+        query = (sa.select(r.run, c.at, c.cell, c.gpu_key, c.host, c.stack, c.verdict, c.red)
+                 .join_from(schema.cells, schema.runs).where(c.cell == cell))
+    else:
+        n = schema.case_names.c
+        number = sa.select(n.id).where(n.name == case).scalar_subquery()
+        query = (sa.select(r.run, c.at, c.cell, c.gpu_key, c.host, c.stack, k.verdict, k.red, k.family,
+                           k.subcode, k.duration_s)
+                 .select_from(schema.cells.join(schema.runs).outerjoin(
+                     schema.cases, sa.and_(k.cell_id == c.id, k.case_id == number)))
+                 .where(c.cell == cell))
+    rows = conn.execute(query.order_by(c.at.desc(), r.run.desc(), c.gpu_key, c.host).limit(limit)).all()
+    found = []
+    for row in reversed(rows):
+        run, at, name, gpu, host, stack, verdict, red = row[:8]
+        extra = dict(zip(("family", "subcode", "duration_s"), row[8:], strict=False))
+        found.append(Entry(run=run, date=at.isoformat(), cell=name, gpu_key=gpu, host=host, stack=stack,
+                           verdict=verdict or "absent", red=bool(red), **extra))
+    return found

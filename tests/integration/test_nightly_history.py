@@ -1,0 +1,53 @@
+"""`nox -s nightly` records its run into the history database by default, then marks its reports
+against it (issue 36); CONVMATRIX_RECORD=0 records nothing; a history it cannot read is one line,
+and the night's reports are still made."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import sqlalchemy as sa
+
+from testkit import REPO
+
+HOST_ONLY = 'name = "h"\n[axes]\nlane = ["host"]\n'
+
+
+def nightly(tmp_path: Path, out: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    matrix = tmp_path / "m.toml"
+    matrix.write_text(HOST_ONLY)
+    command = [sys.executable, "-m", "nox", "-f", str(REPO / "noxfile.py"), "-s", "nightly", "--",
+               "--out", str(out), "--", "-k", "conv1d-fp32"]
+    full = dict(os.environ, CONVMATRIX_MATRIX=str(matrix), CONVMATRIX_PYTHON=sys.executable,
+                CONVMATRIX_HOME=str(tmp_path / "home"), **env)
+    full.pop("CONVMATRIX_HISTORY", None) if "CONVMATRIX_HISTORY" not in env else None
+    return subprocess.run(command, cwd=REPO, env=full, capture_output=True, text=True, check=False, timeout=1200)
+
+
+def test_the_nightly_records_its_run_and_marks_its_report(tmp_path: Path) -> None:
+    done = nightly(tmp_path, tmp_path / "run")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "recorded run run into" in done.stderr + done.stdout
+    engine = sa.create_engine(f"sqlite:///{tmp_path / 'home' / 'history.sqlite'}")
+    with engine.connect() as conn:
+        assert conn.execute(sa.text("SELECT run FROM runs")).scalars().all() == ["run"]
+    engine.dispose()
+    report = json.loads((tmp_path / "run" / "report.json").read_text())
+    assert all("history" in cell for cell in report["cells"])
+
+
+def test_no_record_when_asked_and_a_broken_history_loses_no_report(tmp_path: Path) -> None:
+    done = nightly(tmp_path, tmp_path / "quiet", CONVMATRIX_RECORD="0")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert not (tmp_path / "home" / "history.sqlite").exists()
+    broken = tmp_path / "broken.sqlite"
+    broken.write_bytes(b"not a database " * 64)
+    done = nightly(tmp_path, tmp_path / "loud", CONVMATRIX_HISTORY=f"sqlite:///{broken}")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "file is not a database" in done.stdout + done.stderr
+    assert "history" not in json.loads((tmp_path / "loud" / "report.json").read_text())["cells"][0]
+    assert broken.read_bytes() == b"not a database " * 64

@@ -1,0 +1,66 @@
+"""`convmatrix history [CELL [CASE]]`: the recorded runs, a cell's timeline, a case's (history/timeline.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from convmatrix.cli.main import main
+from historykit import night, recorded
+
+
+def three_nights(url: str, base: Path) -> None:
+    for n, broken in ((1, ()), (2, ("b",)), (3, ("b",))):
+        assert recorded(night(base, n, broken=broken), url) == 0
+
+
+def test_the_runs(history_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    three_nights(history_url, tmp_path)
+    capsys.readouterr()
+    assert main(["history", "--history", history_url]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines == ["2026-11-01T02:00:00 night-001: 2 cells, 0 red", "2026-11-02T02:00:00 night-002: 2 cells, 1 red",
+                     "2026-11-03T02:00:00 night-003: 2 cells, 1 red"]
+
+
+def test_a_cell_and_a_case(history_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    three_nights(history_url, tmp_path)
+    capsys.readouterr()
+    assert main(["history", "cand", "--history", history_url]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "cand: 3 runs, 2 red; last 3: .XX (X red, . not)"
+    assert out[2].startswith("2026-11-02T02:00:00 night-002: cpu regression")
+    assert main(["history", "cand", "b", "--history", history_url, "--format", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert [(e["run"], e["verdict"], e["red"], e["family"]) for e in data["entries"]] == [
+        ("night-001", "ok", False, None), ("night-002", "regression", True, "cudnn_not_supported"),
+        ("night-003", "regression", True, "cudnn_not_supported")]
+    assert main(["history", "cand", "nosuch", "--history", history_url, "--format", "json"]) == 0
+    assert {e["verdict"] for e in json.loads(capsys.readouterr().out)["entries"]} == {"absent"}
+
+
+def test_limits_and_nothing(history_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    three_nights(history_url, tmp_path)
+    capsys.readouterr()
+    assert main(["history", "cand", "--history", history_url, "--limit", "1"]) == 0
+    assert "night-003" in capsys.readouterr().out
+    assert main(["history", "nobody", "--history", history_url]) == 0
+    assert capsys.readouterr().out.strip() == "no recorded runs of that cell"
+    assert main(["history", "cand", "--history", history_url, "--limit", "0"]) == 2
+
+
+def test_sqlalchemy_is_loaded_only_by_the_commands_that_use_a_history() -> None:
+    """Start-up time: `convmatrix report` without --history, and every other command, never import it."""
+    import subprocess
+    import sys
+
+    from testkit import REPO
+
+    script = ("import sys; import convmatrix.cli.main, convmatrix.report.model, convmatrix.report.render; "
+              "print(sorted(m for m in ('sqlalchemy', 'psycopg') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=False,
+                          env={"PYTHONPATH": str(REPO / "src")})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"

@@ -1,0 +1,68 @@
+"""report/nights.py: every format shows the marks against the history, first-red apart from
+recurring; --fail-on first-red fails on first-red alone."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from convmatrix.cli.main import main
+from historykit import night, recorded
+
+FORMATS = {"text": "first-red (red for the first time", "markdown": "## Against the history",
+           "html": "<h2>Against the history</h2>", "junit": '<property name="history" value="first-red" />'}
+
+
+@pytest.fixture
+def marked(tmp_path: Path) -> tuple[Path, str]:
+    """SQLite: night 1 green; nights 2 and 3 break b; night 4 breaks c too: b recurring, c first-red."""
+    url = f"sqlite:///{tmp_path / 'h.sqlite'}"
+    for n, broken in ((1, ()), (2, ("b",)), (3, ("b",))):
+        assert recorded(night(tmp_path, n, broken=broken), url) == 0
+    return night(tmp_path, 4, broken=("b", "c")), url
+
+
+@pytest.mark.parametrize("fmt", sorted(FORMATS))
+def test_every_format_shows_the_marks(marked: tuple[Path, str], tmp_path: Path, fmt: str) -> None:
+    run, url = marked
+    out = tmp_path / f"r.{fmt}"
+    assert main(["report", str(run), "--history", url, "--format", fmt, "-o", str(out), "--fail-on", "never"]) == 0
+    text = out.read_text()
+    assert FORMATS[fmt] in text
+    if fmt != "junit":
+        # first-red and recurring stand apart, each naming its case
+        first, recurring = text.index("first-red ("), text.index("recurring (")
+        assert first < text.index("cand@cpu c", first) < recurring < text.index("cand@cpu b", recurring)
+        # The timeline: green, then red three nights, tonight the last (markdown escapes the brackets).
+        assert re.search(r"\\?\[\.xxx\\?\]", text)
+
+
+def test_without_history_no_format_says_anything_of_it(marked: tuple[Path, str], tmp_path: Path) -> None:
+    run, _ = marked
+    for fmt in ("text", "json"):
+        out = tmp_path / f"plain.{fmt}"
+        assert main(["report", str(run), "--format", fmt, "-o", str(out), "--fail-on", "never"]) == 0
+        text = out.read_text().lower()
+        assert '"history"' not in text and "against the history" not in text
+
+
+def test_the_json_marks_every_cell_and_case(marked: tuple[Path, str], tmp_path: Path) -> None:
+    run, url = marked
+    out = tmp_path / "r.json"
+    assert main(["report", str(run), "--history", url, "--format", "json", "-o", str(out), "--fail-on", "never"]) == 0
+    data = json.loads(out.read_text())
+    assert all("history" in c for c in data["cells"]) and all("history" in c for c in data["cases"])
+    states = {(c["cell"], c["case"]): (c["history"] or {}).get("state") for c in data["cases"]}
+    assert states[("cand", "b")] == "recurring" and states[("cand", "c")] == "first-red"
+    assert states[("cand", "a")] is None and states[("ctrl", "a")] is None
+
+
+def test_fail_on_first_red_names_only_what_is_new(marked: tuple[Path, str], capsys: pytest.CaptureFixture[str]) -> None:
+    run, url = marked
+    assert main(["report", str(run), "--history", url, "--fail-on", "first-red", "--format", "json",
+                 "-o", str(run / "r.json")]) == 1
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("convmatrix: 1 first-red: cand@cpu c (against the history: 1 first-red")
