@@ -187,7 +187,6 @@ def record(target: str, inputs: Sequence[tuple[int, ...]], *, dtype: str = "floa
             recorder.on = True
             with torch.set_grad_enabled(backward):
                 out = model(*tensors)
-            recorder.backward = True
             if backward:
                 grads = [t for t in _tensors(out) if t.requires_grad]
                 if not grads:
@@ -247,7 +246,6 @@ def _recorder_class() -> type:
             self.where = f"{target}({_shapes(inputs)})"
             self.autocast = autocast
             self.on = False
-            self.backward = False
             self.keys: dict[tuple[Any, ...], int] = {}
             self.found = Recorded()
             self.max_cases = max_cases
