@@ -44,7 +44,6 @@ MODELS: dict[str, dict[str, Any]] = {
 def one(name: str) -> dict[str, Any]:
     start = time.perf_counter()
     import modelzoo  # noqa: F401  (torchvision, diffusers: imported here, timed apart)
-
     from convmatrix.triage import from_model
 
     imported = time.perf_counter() - start

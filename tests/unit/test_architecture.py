@@ -213,7 +213,7 @@ TORCH_IMPORTERS = {"convmatrix.triage.from_model"}
 
 
 def test_only_the_model_recorder_imports_torch_and_lazily() -> None:
-    found = {}
+    found: dict[str, list[str]] = {}
     for name, path in MODULES.items():
         tree = ast.parse(path.read_text(), str(path))
         top = {id(n) for n in tree.body}
