@@ -20,9 +20,10 @@ A file is TOML (read where the interpreter has tomllib, Python 3.11+) or the sam
 
 The other keys: groups, bias, autocast, layout (permuted, sliced, transposed, nhwc_strided),
 deterministic, allow_tf32, via (eager, compile: through torch.compile; cuda_graph: replayed from a
-captured CUDA graph, forward only, GPU only), gpu_only, source (a sentence: why the case exists) and captured_from
-(where `convmatrix cases --from-log` found it). A case's id is made as the catalog's are,
-prefixed with the file's stem: `prod-conv2d-fp16-k3-p1-channels_last-bwd-bench_on-unet_up_1280`,
+captured CUDA graph, forward only, GPU only), gpu_only, source (a sentence: why the case exists) and
+captured_from (where `convmatrix cases --from-log` found it, or the model and inputs `--from-model`
+ran). A case's id is made as the catalog's are, prefixed with the file's stem:
+`prod-conv2d-fp16-k3-p1-channels_last-bwd-bench_on-unet_up_1280`,
 so `-k prod` selects a file's cases and results compare across stacks.
 
 Every problem is one line naming the file, the case and the field; the suite stops with a usage

@@ -207,6 +207,30 @@ def test_the_report_never_loads_the_log_scanner(module: str) -> None:
     assert done.stdout.strip() == "False"
 
 
+
+# The CLI runs where there is no torch (the harness installs torch in each cell's venv, not its own):
+# only `convmatrix cases --from-model`'s recorder imports it, inside its functions.
+TORCH_IMPORTERS = {"convmatrix.triage.from_model"}
+
+
+def test_only_the_model_recorder_imports_torch_and_lazily() -> None:
+    found: dict[str, list[str]] = {}
+    for name, path in MODULES.items():
+        tree = ast.parse(path.read_text(), str(path))
+        top = {id(n) for n in tree.body}
+        for node in ast.walk(tree):
+            targets = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                       [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            if any(t == "torch" or t.startswith("torch.") for t in targets):
+                found.setdefault(name, []).append("top level" if id(node) in top else "lazily")
+    assert set(found) == TORCH_IMPORTERS
+    assert all(where == "lazily" for places in found.values() for where in places)
+    script = (f"import sys; sys.path.insert(0, {str(SRC)!r}); import convmatrix.cli.main, "
+              "convmatrix.triage.from_model; print('torch' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "False"
+
 # tree.py is the one writer under a run or the home (docs/architecture.md). A write is an `open`
 # for writing, `os.open` with a flag that writes or creates, a Path's write_text/write_bytes/
 # mkdir/unlink/rename/touch/symlink_to, and os's or shutil's calls that make, move or remove

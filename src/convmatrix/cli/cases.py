@@ -1,5 +1,6 @@
 """`convmatrix cases`: user case files as the suite will run them, and a failing job's log made
-into one (`--from-log`: PyTorch's printed repro snippets, triage/snippets.py)."""
+into one (`--from-log`: PyTorch's printed repro snippets, triage/snippets.py), or a model's
+convolutions (`--from-model`: recorded on the meta device, triage/from_model.py)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import argparse
 import json
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -19,24 +21,51 @@ from convmatrix.run import cases as run_cases
 
 def add_parser(sub: Any) -> None:
     c = sub.add_parser(
-        "cases", help="list case files as the suite runs them; --from-log: a failed job's log to a case file",
+        "cases", help="list case files as the suite runs them; --from-log: a failed job's log to a case file; "
+                      "--from-model: a model's convolutions to a case file",
         description="With files: every case, its id and parameters, and the shapes the CPU runs where it "
                     "scales a case down. With --from-log: each PyTorch repro snippet in the log as a [[case]] "
-                    "table (stdout, or -o FILE).")
+                    "table (stdout, or -o FILE). With --from-model: every convolution the model runs on the "
+                    "given inputs, recorded on the meta device (no weights, no memory, no GPU), one [[case]] "
+                    "per distinct convolution.")
     c.add_argument("files", nargs="*", metavar="FILE", help="case files (TOML or JSON)")
     c.add_argument("--from-log", metavar="LOG", help="a failed job's log (plain, .gz, rank-prefixed)")
+    c.add_argument("--from-model", metavar="MODULE:CALLABLE",
+                   help="a callable returning a torch.nn.Module (built on the meta device), e.g. "
+                        "torchvision.models:resnet50")
+    c.add_argument("--input", action="append", default=[], metavar="NxCxHxW",
+                   help="with --from-model: an input's shape; repeat for a model of several inputs")
+    c.add_argument("--dtype", choices=("float32", "float16", "bfloat16"), default="float32",
+                   help="with --from-model: the model's and its inputs' dtype (default float32)")
+    c.add_argument("--autocast", choices=("float16", "bfloat16"),
+                   help="with --from-model: stamp the cases as run under autocast (not observed: see docs/matrix.md)")
+    c.add_argument("--channels-last", action="store_true",
+                   help="with --from-model: the model and its 4-d/5-d inputs in channels_last")
+    c.add_argument("--backward", action="store_true", help="with --from-model: record the backward too")
+    c.add_argument("--kwargs", metavar="JSON", help="with --from-model: the callable's keyword arguments, a JSON "
+                                                    "object (e.g. '{\"num_classes\": 10}')")
     c.add_argument("-o", "--output", type=Path,
-                   help="with --from-log: write the case file here (FILE.toml: TOML, FILE.json: JSON)")
+                   help="with --from-log or --from-model: write the case file here (FILE.toml: TOML, FILE.json: JSON)")
     c.add_argument("--format", choices=("table", "json"), default="table")
 
 
 def run(args: argparse.Namespace) -> int:
+    model_only = [name for name, given in (("--input", args.input), ("--autocast", args.autocast),
+                                           ("--channels-last", args.channels_last), ("--backward", args.backward),
+                                           ("--kwargs", args.kwargs), ("--dtype", args.dtype != "float32"))
+                  if given]
+    if args.from_model is not None:
+        if args.files or args.from_log is not None:
+            raise BadInput("cases: give case files, --from-log LOG or --from-model MODULE:CALLABLE, one of them")
+        return from_model(args)
+    if model_only:
+        raise BadInput(f"cases: {model_only[0]} goes with --from-model")
     if args.from_log is not None:
         if args.files:
             raise BadInput("cases: give case files or --from-log LOG, not both")
         return from_log(args.from_log, args.output)
     if args.output is not None:
-        raise BadInput("cases: -o goes with --from-log")
+        raise BadInput("cases: -o goes with --from-log or --from-model")
     if not args.files:
         raise BadInput("cases: name case files to list, or --from-log LOG")
     found = run_cases.check([Path(f) for f in args.files])
@@ -106,4 +135,33 @@ def from_log(log: str, output: Path | None) -> int:
     write_output(text, output)
     where = f" in {output}" if output is not None else ""
     print(f"convmatrix: {len(found.cases)} case(s) captured from {one_line(log)}{where}", file=sys.stderr)
+    return 0
+
+
+def from_model(args: argparse.Namespace) -> int:
+    from convmatrix.triage import from_model as recorder  # lazily: only --from-model imports torch
+
+    inputs = [recorder.parse_shape(text) for text in args.input]
+    if not inputs:
+        raise BadInput("--from-model: name the model's input shapes with --input (e.g. --input 8x3x224x224)")
+    kwargs = recorder.parse_kwargs(args.kwargs)
+    suffix = recorder.suffix_of(args.output)
+    start = time.perf_counter()
+    found = recorder.record(args.from_model, inputs, dtype=args.dtype, autocast=args.autocast,
+                            channels_last=args.channels_last, backward=args.backward, kwargs=kwargs)
+    seconds = time.perf_counter() - start
+    said = recorder.header(args.from_model, inputs, found, autocast=args.autocast, backward=args.backward,
+                           seconds=seconds)
+    text = recorder.to_case_file(found.cases, said, suffix)
+    # What is written must run: the recorded cases are checked as the suite will read them, before
+    # the file is written (whole, by write_output: nothing half).
+    stem = args.output.stem if args.output is not None else "recorded"
+    with tempfile.TemporaryDirectory() as folder:
+        probe = Path(folder) / f"{stem}{suffix}"
+        probe.write_text(text, encoding="utf-8")
+        run_cases.check([probe])
+    write_output(text, args.output)
+    where = f" in {args.output}" if args.output is not None else ""
+    print(f"convmatrix: {len(found.cases)} case(s) from {found.calls} convolution call(s) of "
+          f"{one_line(args.from_model)} recorded in {seconds:.2f} s{where}", file=sys.stderr)
     return 0

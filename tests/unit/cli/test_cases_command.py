@@ -1,9 +1,12 @@
 """`convmatrix cases` (cli/cases.py): case files listed as the suite runs them, and a failed job's
-log made into one (`--from-log`, triage/snippets.py)."""
+log made into one (`--from-log`, triage/snippets.py), or a model's convolutions
+(`--from-model`, triage/from_model.py)."""
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
@@ -63,3 +66,67 @@ def test_an_output_of_no_case_file_format_is_one_line(tmp_path: Path, capsys: py
     err = capsys.readouterr().err
     assert len(err.splitlines()) == 1 and "a case file is named .toml (TOML) or .json (JSON)" in err
     assert not (tmp_path / name).exists()
+
+
+def test_from_model_writes_resnet50s_cases_that_list_and_run_on_the_cpu(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    import modelzoo  # noqa: F401  (torchvision importable beside the CPU torch: see modelzoo)
+
+    hub = tmp_path / "torch_home"
+    hub.mkdir()
+    monkeypatch.setenv("TORCH_HOME", str(hub))
+    out = tmp_path / "rn50.toml"
+    assert main(["cases", "--from-model", "torchvision.models:resnet50", "--input", "8x3x224x224", "--dtype",
+                 "float16", "--channels-last", "--backward", "-o", str(out)]) == 0
+    assert "23 case(s) from 106 convolution call(s) of torchvision.models:resnet50" in capsys.readouterr().err
+    assert list(hub.iterdir()) == []
+    text = out.read_text()
+    head = " ".join(line[2:] for line in text.splitlines() if line.startswith("# "))
+    assert head.startswith("Recorded by `convmatrix cases --from-model torchvision.models:resnet50` on inputs "
+                           "8x3x224x224 forward and backward, on the meta device")
+    assert len(tomllib.loads(text)["case"]) == 23
+    assert main(["cases", str(out)]) == 0
+    listed = capsys.readouterr().out
+    assert listed.startswith("23 cases from")
+    assert "rn50-conv2d-fp16-k7-s2-p3-channels_last-nobias-bwd_weight-resnet50_1" in listed
+    # The CPU lane runs them, scaled down (the first: 2x3x14x14 for 8x3x224x224).
+    assert "2x3x14x14" in listed
+    ids = ["rn50-conv2d-fp16-k7-s2-p3-channels_last-nobias-bwd_weight-resnet50_1",
+           "rn50-conv2d-fp16-k3-p1-channels_last-nobias-bwd-resnet50_3"]
+    done = subprocess.run([sys.executable, "-m", "pytest", *(f"suites/test_conv.py::test_conv[{i}]" for i in ids),
+                           "--cases", str(out), "-q", "-p", "no:cacheprovider"], cwd=REPO, capture_output=True,
+                          text=True, check=False, timeout=300)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "2 passed" in done.stdout
+
+
+def test_from_model_stamps_autocast_and_writes_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "tiny.json"
+    assert main(["cases", "--from-model", "modelzoo:tiny", "--input", "2x4x16x16", "--autocast", "float16",
+                 "-o", str(out)]) == 0
+    capsys.readouterr()
+    assert main(["cases", str(out), "--format", "json"]) == 0
+    listed = capsys.readouterr().out
+    assert '"autocast": "float16"' in listed and '"dtype": "float32"' in listed
+    assert "stamped by the tool, not observed" in out.read_text()
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--from-model", "modelzoo:tiny", "--input", "2x3x16x16"], "the model raised RuntimeError on inputs 2x3x16x16"),
+    (["--from-model", "no_such_module_i38:m", "--input", "1x1x4x4"], "cannot import no_such_module_i38"),
+    (["--from-model", "modelzoo:tiny"], "name the model's input shapes with --input"),
+    (["--from-model", "modelzoo:tiny", "--input", "2x4x16x16", "--kwargs", "{\"depth\": 2}"],
+     "the callable raised TypeError"),
+    (["--from-model", "modelzoo:tiny", "--input", "2x4x16x16", "--dtype", "float16", "--autocast", "float16"],
+     "--autocast runs a float32 model"),
+    (["--input", "2x4x16x16"], "cases: --input goes with --from-model"),
+    (["x.toml", "--from-model", "modelzoo:tiny"], "one of them"),
+])
+def test_from_model_failures_are_one_line_exit_2_and_write_nothing(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], message: str) -> None:
+    out = tmp_path / "never.toml"
+    assert main(["cases", *argv, "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
+    assert list(tmp_path.iterdir()) == []

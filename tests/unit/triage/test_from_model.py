@@ -1,0 +1,265 @@
+"""triage/from_model.py: a model's convolutions recorded on the meta device as case entries."""
+
+from __future__ import annotations
+
+import json
+import time
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+import modelzoo
+from convmatrix.errors import BadInput
+from convmatrix.triage import from_model
+from testkit import load_suite_module
+
+casefile = load_suite_module("casefile")
+catalog = load_suite_module("catalog")
+
+
+def by_name(found: from_model.Recorded) -> dict[str, dict[str, Any]]:
+    return {case["name"]: case for case in found.cases}
+
+
+def as_cases(entries: list[dict[str, Any]], tmp_path: Path, suffix: str = ".toml") -> list[Any]:
+    """The entries through the writer and suites/casefile.py, as the suite reads them."""
+    path = tmp_path / f"rec{suffix}"
+    path.write_text(from_model.to_case_file(entries, "a header", suffix), encoding="utf-8")
+    return list(casefile.parse(str(path), catalog.Case))
+
+
+def test_each_kind_of_convolution_is_read_back_as_the_module_has_it() -> None:
+    found = from_model.record("modelzoo:tiny", [(2, 4, 16, 16)])
+    cases = found.cases
+    assert [c["op"] for c in cases] == ["conv2d", "conv2d", "conv2d", "conv_transpose2d", "conv1d", "conv3d"]
+    conv, depthwise, dilated, up, line, volume = cases
+    assert conv | {"name": "", "source": "", "captured_from": ""} == {
+        "name": "", "op": "conv2d", "input": [2, 4, 16, 16], "out_channels": 8, "kernel": 3, "stride": 2,
+        "padding": 1, "dilation": 1, "groups": 1, "bias": False, "dtype": "float32",
+        "memory_format": "contiguous", "source": "", "captured_from": ""}
+    assert (depthwise["kernel"], depthwise["padding"], depthwise["groups"], depthwise["bias"]) == ([3, 5], [1, 2], 8,
+                                                                                                  True)
+    assert (dilated["dilation"], dilated["padding"]) == (2, 2)
+    assert (up["input"], up["out_channels"], up["stride"], up["output_padding"]) == ([2, 8, 8, 8], 4, 2, 1)
+    assert (line["input"], line["out_channels"], line["kernel"]) == ([2, 4, 256], 6, 5)
+    assert (volume["input"], volume["kernel"]) == ([2, 1, 6, 16, 16], 3)
+    # `dilated` and `again` are one convolution, run twice: one case, its count in its source.
+    assert found.calls == 7 and len(cases) == 6
+    assert dilated["source"].endswith(": 2 forward call(s)") and conv["source"].endswith(": 1 forward call(s)")
+    assert all("direction" not in c for c in cases)
+    assert conv["captured_from"] == "modelzoo:tiny(2x4x16x16)"
+
+
+def test_the_cases_are_the_modules_convolutions_as_the_suite_builds_them(tmp_path: Path) -> None:
+    model = modelzoo.tiny()
+    weights = [tuple(m.weight.shape) for m in model.modules() if isinstance(m, torch.nn.modules.conv._ConvNd)]
+    weights.remove((8, 8, 3, 3))  # `again`, the same convolution as `dilated`
+    found = from_model.record("modelzoo:tiny", [(2, 4, 16, 16)])
+    cases = as_cases(found.cases, tmp_path)
+    assert [case.shapes()["weight"] for case in cases] == weights
+    assert cases[0].id == "rec-conv2d-fp32-k3-s2-p1-nobias-tiny_1"
+
+
+def test_backward_records_which_gradients_each_convolution_computes() -> None:
+    found = from_model.record("modelzoo:tiny", [(2, 4, 16, 16)], backward=True)
+    directions = [c.get("direction") for c in found.cases]
+    # The first layer's input needs no gradient (an image): cuDNN computes the weight's alone.
+    assert directions == ["backward_weight"] + ["backward"] * 5
+    assert found.calls == 14
+    assert by_name(found)["tiny_3"]["source"].endswith(": 2 forward call(s) and 2 backward call(s)")
+
+
+def test_dtype_and_channels_last_are_what_the_calls_saw() -> None:
+    found = from_model.record("modelzoo:tiny", [(2, 4, 16, 16)], dtype="bfloat16", channels_last=True)
+    assert {c["dtype"] for c in found.cases} == {"bfloat16"}
+    # A 5-d weight and input take channels_last_3d; a conv1d has no channels-last format.
+    assert [c["memory_format"] for c in found.cases] == ["channels_last"] * 4 + ["contiguous", "channels_last_3d"]
+    plain = from_model.record("modelzoo:tiny", [(2, 4, 16, 16)], dtype="float16")
+    assert {c["memory_format"] for c in plain.cases} == {"contiguous"}
+
+
+def test_the_memory_format_is_read_from_whole_strides() -> None:
+    for shape, fmt in (((8, 3, 224, 224), torch.channels_last), ((64, 64, 1, 1), torch.channels_last),
+                       ((2, 3, 4, 5, 6), torch.channels_last_3d)):
+        strides = list(torch.empty(shape).to(memory_format=fmt).stride())
+        assert from_model._channels_last_strides(list(shape)) == strides
+    one_by_one = torch.empty(64, 64, 1, 1, device="meta")
+    x = torch.empty(2, 64, 8, 8, device="meta")
+    assert from_model._memory_format(x, one_by_one, 2) == "contiguous"
+    assert from_model._memory_format(x, one_by_one.to(memory_format=torch.channels_last), 2) == "channels_last"
+
+
+def test_autocast_is_stamped_on_float32_cases_and_the_header_says_so(tmp_path: Path) -> None:
+    found = from_model.record("modelzoo:tiny", [(2, 4, 16, 16)], autocast="bfloat16")
+    assert {(c["dtype"], c["autocast"]) for c in found.cases} == {("float32", "bfloat16")}
+    said = from_model.header("modelzoo:tiny", [(2, 4, 16, 16)], found, autocast="bfloat16", backward=False,
+                             seconds=0.1)
+    assert "stamped by the tool, not observed" in said
+    assert {case.compute_dtype for case in as_cases(found.cases, tmp_path)} == {"bfloat16"}
+    with pytest.raises(BadInput, match="--autocast runs a float32 model"):
+        from_model.record("modelzoo:tiny", [(2, 4, 16, 16)], autocast="float16", dtype="float16")
+
+
+@pytest.mark.parametrize("suffix", [".toml", ".json"])
+def test_the_file_reads_back_in_its_format_with_any_text(tmp_path: Path, suffix: str) -> None:
+    found = from_model.record("modelzoo:tiny", [(2, 4, 16, 16)])
+    said = 'model "m\\n" \U0001f600 é \x00 end'
+    text = from_model.to_case_file(found.cases, said, suffix)
+    data = tomllib.loads(text) if suffix == ".toml" else json.loads(text)
+    assert data["case"] == found.cases
+    if suffix == ".json":
+        assert data["description"] == said
+    assert len(as_cases(found.cases, tmp_path, suffix)) == 6
+
+
+def test_a_bound_on_cases_is_one_line() -> None:
+    with pytest.raises(BadInput, match=r"modelzoo:tiny: over 3 distinct convolutions"):
+        from_model.record("modelzoo:tiny", [(2, 4, 16, 16)], max_cases=3)
+
+
+class Sleeper(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        time.sleep(30)
+        return x
+
+
+class Hoarder(torch.nn.Module):
+    """Builds real memory while it runs: 256 MiB on the CPU."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv2d(1, 1, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.kept = torch.ones(64 << 20, device="cpu")
+        out: torch.Tensor = self.conv(x)
+        return out
+
+
+class OnTheCpu(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv2d(1, 1, 1, device="cpu")
+
+
+def sleeper() -> torch.nn.Module:
+    return Sleeper()
+
+
+def hoarder() -> torch.nn.Module:
+    return Hoarder()
+
+
+def on_the_cpu() -> torch.nn.Module:
+    return OnTheCpu()
+
+
+def raises(**kwargs: Any) -> torch.nn.Module:
+    raise ValueError(f"no such config {sorted(kwargs)}\nsecond line")
+
+
+def not_a_module() -> object:
+    return object()
+
+
+def no_conv() -> torch.nn.Module:
+    return torch.nn.Linear(4, 4)
+
+
+def test_the_time_bound_stops_a_model_that_runs_too_long() -> None:
+    start = time.perf_counter()
+    with pytest.raises(BadInput, match=r"recording took over 0.5 s"):
+        from_model.record(f"{__name__}:sleeper", [(1, 1, 4, 4)], max_seconds=0.5)
+    assert time.perf_counter() - start < 10
+
+
+def test_the_memory_bound_stops_a_model_that_builds_real_tensors() -> None:
+    with pytest.raises(BadInput, match=r"grew past 64 MiB of memory"):
+        from_model.record(f"{__name__}:hoarder", [(1, 1, 4, 4)], max_rss_growth=64 << 20)
+
+
+@pytest.mark.parametrize(("target", "kwargs", "message"), [
+    ("no_such_module_i38:model", None, "--from-model no_such_module_i38:model: cannot import no_such_module_i38: "
+                                       "ModuleNotFoundError: No module named 'no_such_module_i38'"),
+    (f"{__name__}:nothing", None, f"--from-model {__name__}:nothing: {__name__} has no nothing"),
+    (f"{__name__}:raises", {"depth": 3}, f"--from-model {__name__}:raises: the callable raised ValueError: "
+                                         "no such config ['depth']"),
+    (f"{__name__}:not_a_module", None, "returned a object, not a torch.nn.Module"),
+    (f"{__name__}:on_the_cpu", None, "2 parameter(s) or buffer(s) built off the meta device (conv.weight on cpu)"),
+    (f"{__name__}:no_conv", None, "the model ran no convolution on inputs 2x4"),
+    ("modelzoo:tiny", None, "the model raised RuntimeError on inputs 2x3x16x16: "),
+    ("modelzoo tiny", None, "expected MODULE:CALLABLE"),
+])
+def test_a_callable_that_fails_is_one_line_naming_it(target: str, kwargs: dict[str, Any] | None, message: str) -> None:
+    shape = (2, 4) if "no_conv" in target else (2, 3, 16, 16)
+    with pytest.raises(BadInput) as caught:
+        from_model.record(target, [shape], kwargs=kwargs)
+    assert message in str(caught.value)
+    assert "\n" not in str(caught.value)
+
+
+def test_bad_options_are_one_line() -> None:
+    with pytest.raises(BadInput, match="--input '8x3x0x2'"):
+        from_model.parse_shape("8x3x0x2")
+    assert from_model.parse_shape("8x3x224x224") == (8, 3, 224, 224)
+    with pytest.raises(BadInput, match="--kwargs: expected a JSON object"):
+        from_model.parse_kwargs("[1]")
+    with pytest.raises(BadInput, match="--kwargs: not JSON"):
+        from_model.parse_kwargs("{")
+    assert from_model.parse_kwargs('{"num_classes": 10}') == {"num_classes": 10}
+    with pytest.raises(BadInput, match=r"a case file is named \.toml"):
+        from_model.suffix_of(Path("cases.yaml"))
+
+
+def test_resnet50_from_torchvision_without_weights_or_the_hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    hub = tmp_path / "torch_home"
+    hub.mkdir()
+    monkeypatch.setenv("TORCH_HOME", str(hub))
+    start = time.perf_counter()
+    found = from_model.record("torchvision.models:resnet50", [(8, 3, 224, 224)], dtype="float16",
+                              channels_last=True, backward=True)
+    assert time.perf_counter() - start < 30
+    assert list(hub.iterdir()) == []
+    # ResNet-50: 53 convolutions, forward and backward; 23 distinct (the repeated bottlenecks).
+    assert (found.calls, len(found.cases)) == (106, 23)
+    assert {(c["dtype"], c["memory_format"]) for c in found.cases} == {("float16", "channels_last")}
+    first = found.cases[0]
+    assert (first["input"], first["out_channels"], first["kernel"], first["stride"], first["padding"]) == (
+        [8, 3, 224, 224], 64, 7, 2, 3)
+    assert len(as_cases(found.cases, tmp_path)) == 23
+
+
+# Stable Diffusion's VAE (its config.json's block_out_channels, layers_per_block, up blocks): the
+# default AutoencoderKL is a one-block 64-channel toy.
+SD_VAE = {"block_out_channels": [128, 256, 512, 512], "layers_per_block": 2,
+          "down_block_types": ["DownEncoderBlock2D"] * 4, "up_block_types": ["UpDecoderBlock2D"] * 4}
+
+
+def test_the_vae_decoder_from_diffusers(tmp_path: Path) -> None:
+    default = from_model.record("modelzoo:vae_decoder", [(2, 4, 16, 16)])
+    assert (default.cases[0]["input"], default.cases[0]["out_channels"]) == ([2, 4, 16, 16], 64)
+    found = from_model.record("modelzoo:vae_decoder", [(2, 4, 16, 16)], dtype="float16", backward=True,
+                              kwargs=SD_VAE)
+    assert {c["op"] for c in found.cases} == {"conv2d"}
+    # conv_in: 4 latent channels to 512, 3x3; conv_out: 128 channels to 3 at 8x the latent's size.
+    assert (found.cases[0]["input"], found.cases[0]["out_channels"], found.cases[0]["kernel"]) == (
+        [2, 4, 16, 16], 512, 3)
+    assert [c["input"] for c in found.cases if c["out_channels"] == 3] == [[2, 128, 128, 128]]
+    assert {c["dtype"] for c in found.cases} == {"float16"}
+    assert [c["direction"] for c in found.cases] == ["backward_weight"] + ["backward"] * (len(found.cases) - 1)
+    assert len(found.cases) >= 10
+    assert len(as_cases(found.cases, tmp_path)) == len(found.cases)
+
+
+def test_the_unet_from_diffusers_default_config_with_three_inputs(tmp_path: Path) -> None:
+    found = from_model.record("modelzoo:unet", [(2, 4, 16, 16), (1,), (2, 77, 1280)], dtype="float16",
+                              channels_last=True)
+    first = found.cases[0]
+    assert (first["input"], first["out_channels"], first["memory_format"]) == ([2, 4, 16, 16], 320, "channels_last")
+    assert any(c["stride"] == 2 for c in found.cases)  # the down-samplers
+    assert found.cases[-1]["out_channels"] == 4  # conv_out back to the latent's channels
+    assert len(found.cases) >= 20
+    assert len(as_cases(found.cases, tmp_path)) == len(found.cases)
