@@ -153,3 +153,40 @@ def test_a_hostile_message_stays_text(page: cdp.Page, tmp_path: Path,
     record_property("screenshot", str(shot))
     print(f"screenshot: {shot}")
     assert time.monotonic() - started < 60
+
+
+# --- issue 34 item 6: the nightly matrix at fleet scale (tests/fleetkit.py), at 1400 x 900 --------
+@pytest.fixture(scope="module")
+def fleet_html(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    import fleetkit
+
+    run = fleetkit.write_nightly(tmp_path_factory.mktemp("fleet") / "run")
+    out = run.parent / "fleet.html"
+    done = subprocess.run([sys.executable, "-m", "convmatrix", "report", str(run), "--format", "html", "-o", str(out)],
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 1 and out.exists(), done.stderr
+    return out
+
+
+def test_a_fleets_report_fits_a_1400_screen_and_filters(browser: cdp.Page, fleet_html: Path) -> None:
+    """51 stacks x 4 GPU generations with a tenth of the cases failing: under 1 MB, the grid's four
+    GPU columns within 1400 px (the stack labels pushed two of them off), a click opens a cell's
+    compact panel and the filter still finds its cases by id."""
+    assert fleet_html.stat().st_size <= 1_000_000
+    browser.call("Emulation.setDeviceMetricsOverride", width=1400, height=900, deviceScaleFactor=1, mobile=False)
+    browser.open(fleet_html.as_uri())
+    right = browser.evaluate("Math.max(...[...document.querySelectorAll('table.grid thead th')]"
+                             ".map(th => th.getBoundingClientRect().right))")
+    assert browser.evaluate("document.querySelectorAll('table.grid thead th').length") == 5 and right <= 1400
+    browser.click(".grid td.v-regression a.cellref")
+    panel = browser.evaluate("document.querySelector('.grid td.v-regression').dataset.panel")
+    named = browser.evaluate(f"[...document.querySelectorAll('#{panel} p.ids code')].map(c => c.textContent)")
+    assert named and visible(browser, f"#{panel} p.ids")
+    browser.type("#filter", named[0])
+    left = browser.evaluate(f"[...document.querySelectorAll('#{panel} p.ids code')].filter(c => !c.hidden)"
+                            ".map(c => c.textContent)")
+    assert left and all(named[0] in name for name in left)
+    if os.environ.get("CONVMATRIX_SCREENSHOT"):  # docs/report-fleet.png: CONVMATRIX_SCREENSHOT=docs/report-fleet.png
+        browser.open(fleet_html.as_uri())
+        browser.screenshot(Path(os.environ["CONVMATRIX_SCREENSHOT"]))
+    browser.call("Emulation.clearDeviceMetricsOverride")

@@ -35,6 +35,14 @@ OBSERVED = (("torch", "torch"), ("CUDA", "cuda"), ("cuDNN", "cudnn"), ("cuDNN er
             ("host", "hostname"))
 
 SHOWN_SIGNED = 6  # cells the overview names where the signature is; the grid marks every one
+# Cases the page lists one by one, each with its details. Past it (a fleet: 51 stacks x 4 GPUs
+# listed 47,000 rows, 16 MB) the page is compact: each cell names its noteworthy cases in one line
+# per verdict and family, plain ones are counted, and each distinct failure is told once, with the
+# cells it failed on (Failures by case). The json report keeps every case.
+ROW_BUDGET = 3_000
+SHOWN_FAILURES = 400  # distinct failures told in a compact page; the rest counted
+SHOWN_WHERE = 4  # cells a distinct failure names (the rest counted)
+FAILURE_MESSAGE = 400  # characters of a distinct failure's message shown
 
 
 class Budget:
@@ -58,11 +66,17 @@ def render(report: Report) -> str:
     cases: dict[tuple[str, str], list[CaseRow]] = {}
     for case in report.cases:
         cases.setdefault((case.cell, case.gpu), []).append(case)
+    compact = sum(min(len(rows), MAX_LISTED) for rows in cases.values()) > ROW_BUDGET
     body = [*heading(report), *overview(report), *grid_section(grid, ids), *history_section(report), *filter_box()]
     body += ["<section id=\"cells\">", "<h2>Cells</h2>"]
-    body += [line for cell in report.cells
-             for line in panel(cell, cases.get((cell.cell, cell.gpu.key), []), ids, budget, words)]
-    body += ["</section>", *baseline_section(report), *notes_section(report)]
+    if compact:
+        body += [line for cell in report.cells
+                 for line in compact_panel(cell, cases.get((cell.cell, cell.gpu.key), []), ids)]
+    else:
+        body += [line for cell in report.cells
+                 for line in panel(cell, cases.get((cell.cell, cell.gpu.key), []), ids, budget, words)]
+    body += ["</section>", *(failures_section(report) if compact else []), *baseline_section(report),
+             *notes_section(report)]
     return page(f"convmatrix report: control {report.control or '(none)'}", body)
 
 
@@ -163,13 +177,7 @@ def panel(cell: CellRow, cases: list[CaseRow], ids: dict[tuple[str, str], str], 
           words: Budget) -> list[str]:
     ordered = listed(cases) + [c for c in cases if not noteworthy(c)]
     first = next((c for c in ordered if noteworthy(c)), None)
-    out = [f'<section class="panel" id="{ids[(cell.cell, cell.gpu.key)]}" data-where="{html_cell(cell.where)}">',
-           f'<h3><span class="badge v-{cell.verdict}{" quiet" if report_grid.quiet(cell) else ""}">'
-           f'{html_cell(report_grid.cell_word(cell))}</span> '
-           f"<code>{html_cell(cell.where)}</code></h3>",
-           f'<p class="summary">{html_cell(report_grid.summary(cell))}</p>', *observed(cell), *problems(cell)]
-    if cell.first_cause:
-        out.append(f'<p class="cause">{html_cell(first_cause(cell))}</p>')
+    out = panel_head(cell, ids)
     kept = ordered[:MAX_LISTED]
     out.append(f'<p class="shown-count"><span class="shown">{len(kept)}</span> of {len(kept)} cases shown</p>')
     out.append('<ul class="cases">')
@@ -177,6 +185,64 @@ def panel(cell: CellRow, cases: list[CaseRow], ids: dict[tuple[str, str], str], 
     out.append("</ul>")
     if len(ordered) > len(kept):
         out.append(f'<p class="more">{html_cell(more_line(len(ordered) - len(kept), "cases of this cell"))}</p>')
+    return [*out, "</section>"]
+
+
+def panel_head(cell: CellRow, ids: dict[tuple[str, str], str]) -> list[str]:
+    out = [f'<section class="panel" id="{ids[(cell.cell, cell.gpu.key)]}" data-where="{html_cell(cell.where)}">',
+           f'<h3><span class="badge v-{cell.verdict}{" quiet" if report_grid.quiet(cell) else ""}">'
+           f'{html_cell(report_grid.cell_word(cell))}</span> '
+           f"<code>{html_cell(cell.where)}</code></h3>",
+           f'<p class="summary">{html_cell(report_grid.summary(cell))}</p>', *observed(cell), *problems(cell)]
+    if cell.first_cause:
+        out.append(f'<p class="cause">{html_cell(first_cause(cell))}</p>')
+    return out
+
+
+def compact_panel(cell: CellRow, cases: list[CaseRow], ids: dict[tuple[str, str], str]) -> list[str]:
+    """A cell of a fleet's page: its noteworthy cases named, one line per verdict and family (the
+    filter still finds them by id and family); what they said is under Failures by case."""
+    named = listed(cases)[:MAX_LISTED]
+    groups: dict[tuple[str, str], list[str]] = {}
+    for case in named:
+        groups.setdefault((str(case.verdict), case.family or ""), []).append(case.case)
+    plain = len(cases) - len(listed(cases))
+    out = panel_head(cell, ids)
+    out.append(f'<p class="shown-count"><span class="shown">{len(named)}</span> noteworthy case(s) named; '
+               f"{plain} plain one(s) counted, not listed (a fleet's page: the json report lists every case)</p>")
+    for (verdict, family), names in groups.items():
+        word = report_grid.verdict_word(Verdict(verdict))
+        fam = f' <span class="fam">{html_cell(family)}</span>' if family else ""
+        out.append(f'<p class="ids" data-family="{html_cell(family)}"><span class="cv v-{verdict}">{html_cell(word)}'
+                   f"</span>{fam} ({len(names)}): " + " ".join(f"<code>{html_cell(n)}</code>" for n in names) + "</p>")
+    left = len(listed(cases)) - len(named)
+    if left > 0:
+        out.append(f'<p class="more">{html_cell(more_line(left, "cases of this cell"))}</p>')
+    return [*out, "</section>"]
+
+
+def failures_section(report: Report) -> list[str]:
+    """Each distinct failure of a fleet's page once: the case, its family, the first line of its
+    message, and the cells it failed on that way (a few named, the rest counted)."""
+    seen: dict[tuple[str, str, str], list[CaseRow]] = {}
+    for case in report.cases:
+        if case.outcome.failing:
+            head = (case.message or "").strip().splitlines()[:1]
+            seen.setdefault((case.case, case.family or "", head[0] if head else ""), []).append(case)
+    ordered = sorted(seen.items(), key=lambda item: (-len(item[1]), item[0]))
+    out = ['<section id="failures">', "<h2>Failures by case</h2>", '<ul class="failures">']
+    for (name, family, _), rows in ordered[:SHOWN_FAILURES]:
+        first = rows[0]
+        where = ", ".join(f"<code>{html_cell(r.cell + '@' + r.gpu)}</code>" for r in rows[:SHOWN_WHERE])
+        more = f" and {len(rows) - SHOWN_WHERE} more" if len(rows) > SHOWN_WHERE else ""
+        message = bounds.head(first.message or "", FAILURE_MESSAGE, "results.jsonl").text
+        out.append(f'<li><code class="id">{html_cell(name)}</code> <span class="fam">{html_cell(family)}</span> '
+                   f"in {len(rows)} cell(s): {where}{more}"
+                   f'<pre class="message">{html_text(message)}</pre>'
+                   + "".join(f'<p class="known">{html_cell(k)}</p>' for k in first.known) + "</li>")
+    out.append("</ul>")
+    if len(ordered) > SHOWN_FAILURES:
+        out.append(f'<p class="more">{html_cell(more_line(len(ordered) - SHOWN_FAILURES, "distinct failures"))}</p>')
     return [*out, "</section>"]
 
 

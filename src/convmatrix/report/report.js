@@ -30,9 +30,12 @@
   window.addEventListener("hashchange", function () { show(location.hash.slice(1)); });
   show(location.hash.slice(1));
 
+  // A case is an li.case (each with its details), or on a fleet's compact page a code in a p.ids
+  // line whose data-family is its family.
   function matches(item, query) {
-    var id = (item.getAttribute("data-case") || "").toLowerCase();
-    var family = (item.getAttribute("data-family") || "").toLowerCase();
+    var id = (item.getAttribute("data-case") || item.textContent || "").toLowerCase();
+    var holder = item.hasAttribute("data-family") ? item : item.parentNode;
+    var family = ((holder && holder.getAttribute && holder.getAttribute("data-family")) || "").toLowerCase();
     return !query || id.indexOf(query) >= 0 || family.indexOf(query) >= 0;
   }
 
@@ -41,11 +44,11 @@
     var query = box.value.trim().toLowerCase();
     panels.forEach(function (panel) {
       var shown = 0, notable = 0;
-      panel.querySelectorAll("li.case").forEach(function (item) {
+      panel.querySelectorAll("li.case, p.ids code").forEach(function (item) {
         var hit = matches(item, query);
         item.hidden = !hit;
         if (hit) shown += 1;
-        if (hit && item.classList.contains("noteworthy")) notable += 1;
+        if (hit && (item.classList.contains("noteworthy") || item.tagName === "CODE")) notable += 1;
       });
       var count = panel.querySelector(".shown");
       if (count) count.textContent = String(shown);

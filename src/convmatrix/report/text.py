@@ -179,8 +179,21 @@ def look_at(report: Report) -> list[str]:
     cells = [c for c in report.cells if c.verdict not in (Verdict.CONTROL, Verdict.OK) or report_grid.marks(c)]
     if not cells:
         return []
-    return ["Cells to look at", ""] + [f"- {one_line(c.where)}: {one_line(report_grid.summary(c))}"
-                                       for c in cells] + [""]
+    # Cells that did not run on one GPU for one reason are one line (a GPU no runner reported
+    # made a line for each of the matrix's 51 stacks); their ids are in the grid and the json.
+    shared: dict[tuple[str, str], list[CellRow]] = {}
+    for cell in cells:
+        if cell.not_run:
+            shared.setdefault((cell.gpu.key, cell.not_run), []).append(cell)
+    out, said = ["Cells to look at", ""], set()
+    for cell in cells:
+        group = shared.get((cell.gpu.key, cell.not_run or ""), [])
+        if len(group) < 2:
+            out.append(f"- {one_line(cell.where)}: {one_line(report_grid.summary(cell))}")
+        elif id(group) not in said:
+            said.add(id(group))
+            out.append(f"- {one_line(cell.gpu.key)}: {len(group)} cells {one_line(report_grid.summary(cell))}")
+    return [*out, ""]
 
 
 def case_table(report: Report) -> list[str]:

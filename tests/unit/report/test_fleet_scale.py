@@ -14,13 +14,14 @@ from convmatrix import results
 from convmatrix.report import model as report_model
 from convmatrix.report import render
 from convmatrix.report import text as render_text
+from convmatrix.report import verdicts as report_verdicts
 
 
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory: pytest.TempPathFactory) -> report_model.Report:
     run = fleetkit.write_nightly(tmp_path_factory.mktemp("fleet") / "run")
     loaded = results.load([str(run)])
-    return report_model.build(loaded.results, None)
+    return report_model.build(loaded.results, report_verdicts.control_id(loaded.results, None))
 
 
 def test_the_text_grid_cuts_no_label_and_fits_120_columns(fleet: report_model.Report) -> None:
@@ -42,3 +43,26 @@ def test_the_html_overview_names_a_few_signature_cells_and_counts_the_rest(fleet
 def test_the_fleet_fixture_is_what_the_nightly_matrix_expands_to(fleet: report_model.Report) -> None:
     assert len({c.cell for c in fleet.cells}) == 51 and len({c.gpu.key for c in fleet.cells}) == 4
     assert Path(fleet.cells[0].path).name.endswith("@runner")
+
+
+def test_the_html_of_a_fleet_is_under_a_megabyte_and_tells_each_failure_once(fleet: report_model.Report) -> None:
+    """16 MB before: every cell listed its 233 cases one by one. Past the page's row budget each
+    cell names its noteworthy cases and each distinct failure is told once, with its cells."""
+    page = render.render(fleet, "html")
+    assert len(page.encode()) <= 1_000_000, len(page.encode())
+    failing = {c.case for c in fleet.cases if c.outcome.failing}
+    told = page.split('<section id="failures">', 1)[1].split("</section>", 1)[0]
+    assert all(f'<code class="id">{case}</code>' in told for case in failing)
+    assert page.count('<p class="ids"') >= 188 and "<li class=\"case" not in page
+
+
+def test_a_gpu_no_runner_reported_is_one_line_not_one_per_stack(tmp_path: Path) -> None:
+    """The nightly said "NOT RUN: no runner reported GPU ..." once per stack for each GPU the fleet
+    expects and no runner had (51 lines a GPU): now one line per GPU, counting the cells."""
+    run = fleetkit.write_nightly(tmp_path / "run", failing=0)
+    loaded = results.load([str(run)], expect_gpus=["b300-sm103"])
+    built = report_model.build(loaded.results, report_verdicts.control_id(loaded.results, None))
+    look = render.render(built, "text").split("\nCells to look at\n", 1)[1].split("\n\n", 1)[0]
+    lines = [line for line in look.splitlines() if "no runner reported GPU b300-sm103" in line]
+    assert lines == ["- b300-sm103: 51 cells NOT RUN: no result on any host: no runner reported GPU b300-sm103 "
+                     "(--expect-gpu expects it)"], look
