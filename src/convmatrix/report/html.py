@@ -152,7 +152,18 @@ def grid_cell(cell: CellRow | None, ids: dict[tuple[str, str], str]) -> str:
     return (f'<td class="v v-{cell.verdict}{quiet}" data-panel="{panel_id}"><a class="cellref" href="#{panel_id}" '
             f'title="{html_cell(cell.where)}: {html_cell(report_grid.summary(cell))}">'
             f'<span class="verdict">{html_cell(report_grid.cell_word(cell))}</span> '
-            f'<span class="counts">{html_cell(counts)}</span>{marks}</a></td>')
+            f'<span class="counts">{html_cell(counts)}</span>{marks}{history_mark(cell)}</a></td>')
+
+
+def history_mark(cell: CellRow) -> str:
+    """With --history: the cell's mark in the grid, first-red apart from recurring (a new red is
+    what a nightly's reader looks for first), and its last runs as a strip, oldest first."""
+    mark = cell.history
+    if mark is None:
+        return ""
+    strip = "".join(f'<i class="{"r" if run == "x" else "g"}"></i>' for run in mark.recent)
+    return (f'<span class="hist h-{html_cell(str(mark.state))}">{html_cell(str(mark.state))}</span>'
+            f'<span class="strip" title="the last {len(mark.recent)} runs, oldest first">{strip}</span>')
 
 
 def mark_class(code: str) -> str:

@@ -66,3 +66,20 @@ def test_fail_on_first_red_names_only_what_is_new(marked: tuple[Path, str], caps
                  "-o", str(run / "r.json")]) == 1
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert line.startswith("convmatrix: 1 first-red: cand@cpu c (against the history: 1 first-red")
+
+
+def test_the_html_grid_separates_first_red_from_recurring_with_a_timeline(tmp_path: Path) -> None:
+    """Issue 36: the grid itself marks a cell's history (first-red apart from recurring) and shows
+    its last runs as a strip, oldest first."""
+    url = f"sqlite:///{tmp_path / 'h.sqlite'}"
+    assert recorded(night(tmp_path, 1, broken=()), url) == 0
+    for n, state in ((2, "first-red"), (3, "recurring")):
+        run = night(tmp_path, n, broken=("b",))
+        out = tmp_path / f"r{n}.html"
+        assert main(["report", str(run), "--history", url, "--format", "html", "-o", str(out),
+                     "--fail-on", "never"]) == 0
+        grid = out.read_text().split('<table class="grid">', 1)[1].split("</table>", 1)[0]
+        assert f'<span class="hist h-{state}">{state}</span>' in grid, grid
+        strip = re.search(r'<span class="strip"[^>]*>(.*?)</span>', grid)
+        assert strip is not None and strip[1].endswith('<i class="r"></i>') and strip[1].startswith('<i class="g"></i>')
+        assert recorded(run, url) == 0
