@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from convmatrix.results import rundir
 from suiterun import run_suite
 from testkit import REPO
 
@@ -192,11 +193,11 @@ def test_explain_reruns_a_failing_case_with_cudnns_log_and_without_cudnn(tmp_pat
     done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=600, check=False, env=env)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     (cell,) = [p for p in out.iterdir() if p.name.startswith("host@")]
-    folder = cell / "explain" / case
+    folder = cell / "explain" / rundir.explain_name(case)  # named by a digest of the id (issue 32)
     assert (folder / "cudnn.log").read_text().count("CUDNN_STATUS_NOT_SUPPORTED") >= 1
-    found = json.loads((cell / "explain" / f"{case}.json").read_text())
+    found = json.loads((cell / "explain" / f"{rundir.explain_name(case)}.json").read_text())
     assert found["status"] == "failed" and found["cudnn_off"] == "passed" and found["cudnn_is_the_cause"] is True
-    assert found["cudnn"]["status"].startswith("CUDNN_STATUS_NOT_SUPPORTED") and found["log"] == f"explain/{case}/cudnn.log"
+    assert found["cudnn"]["status"].startswith("CUDNN_STATUS_NOT_SUPPORTED") and found["log"] == f"explain/{rundir.explain_name(case)}/cudnn.log"
     assert found["backend"] == "Mkldnn" and found["cudnn_path"] is None  # the CPU's choice, honestly recorded
     text = subprocess.run([sys.executable, "-m", "convmatrix", "report", str(out)],
                           cwd=REPO, capture_output=True, text=True, timeout=120, check=False)
@@ -230,6 +231,6 @@ def test_a_suite_that_plants_links_at_its_end_never_leads_the_harness_outside(tm
     (cell,) = [p for p in out.iterdir() if p.name.startswith("host@")]
     for name in ("explain", "blocking"):
         assert (cell / name).is_dir() and not (cell / name).is_symlink()
-    assert (cell / "blocking" / "log.txt").is_file() and (cell / "explain" / f"{case}.json").is_file()
+    assert (cell / "blocking" / "log.txt").is_file() and (cell / "explain" / f"{rundir.explain_name(case)}.json").is_file()
     assert "explain/ was a symlink" in done.stdout + done.stderr
     assert json.loads((cell / "cell.json").read_text())["exit_code"] == 1
