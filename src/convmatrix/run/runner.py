@@ -15,8 +15,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
-from convmatrix import popen, tree
+from convmatrix import jsonread, popen, tree
 from convmatrix.errors import BadInput
 from convmatrix.gpus import CPU_KEY, Gpu
 from convmatrix.matrix.cells import Cell
@@ -301,33 +302,35 @@ def attempt_cause(results_dir: Path) -> infra.RootCause | None:
     code = meta.get("exit_code")
     if isinstance(code, int) and not isinstance(code, bool) and code not in rundir.PYTEST_EXIT_OK:
         said.append(f"the suite exited: {describe_exit(code)}")
-    try:
-        text = rundir.read_plain(results_dir / rundir.RESULTS, rundir.MAX_RESULTS).decode("utf-8", errors="replace")
-    except (OSError, rundir.NotPlain):
-        text = ""
-    for line in text.splitlines():
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(record, dict) and record.get("status") in HARNESS_STATUSES:
+    for record in attempt_records(results_dir):
+        if record.get("status") in HARNESS_STATUSES:
             said += [record["message"]] if isinstance(record.get("message"), str) else []
     return infra.classify(said)
+
+
+def attempt_records(results_dir: Path) -> Iterator[dict[str, Any]]:
+    """An attempt's results lines that are JSON objects, read within the bounds every reader of a
+    cell's output keeps (rundir.read_lines, jsonread.loads): a line nested past them, or a file
+    past its line or byte bound, is skipped, never a RecursionError in the retry decision."""
+    try:
+        data, _ = rundir.read_lines(results_dir / rundir.RESULTS)
+    except (OSError, rundir.NotPlain):
+        return
+    for line in (data or b"").splitlines():
+        try:
+            record = jsonread.loads(line)
+        except ValueError:  # jsonread.TooBig is one; json's own errors and bad UTF-8 too
+            continue
+        if isinstance(record, dict):
+            yield record
 
 
 def statuses(results_dir: Path) -> dict[str, int]:
     """How many cases of an attempt ended each way (passed, failed, crashed, ...): what cell.json's
     `attempts` keeps of an earlier attempt beside its path."""
-    try:
-        text = rundir.read_plain(results_dir / rundir.RESULTS, rundir.MAX_RESULTS).decode("utf-8", errors="replace")
-    except (OSError, rundir.NotPlain):
-        return {}
     counts: dict[str, int] = {}
-    for line in text.splitlines():
-        try:
-            status = json.loads(line).get("status")
-        except (ValueError, AttributeError):
-            continue
+    for record in attempt_records(results_dir):
+        status = record.get("status")
         if isinstance(status, str) and status.isidentifier():
             counts[status] = counts.get(status, 0) + 1
     return dict(sorted(counts.items()))

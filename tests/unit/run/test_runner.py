@@ -88,6 +88,19 @@ def test_an_attempt_s_cause_comes_from_the_harness_s_own_lines_never_a_test_s_fa
     assert runner.attempt_cause(cell) is None  # a crash the test caused itself
 
 
+def test_an_attempt_line_nested_past_the_bound_is_skipped_not_a_recursion_error(tmp_path: Path) -> None:
+    """A suite that writes a line nesting 200,000 lists, then is SIGKILLed: the retry decision read
+    it with a plain json.loads (RecursionError, a traceback in the run); now by the bounded reader."""
+    cell = tmp_path / "cell"
+    cell.mkdir()
+    killed = {"case": "c", "status": "crashed", "message": "the suite process died (signal 9, SIGKILL) while this case ran"}
+    (cell / rundir.RESULTS).write_text("[" * 200_000 + "]" * 200_000 + "\n" + json.dumps(killed) + "\n")
+    rundir.write_json(cell / rundir.CELL_JSON, {"exit_code": -9})
+    found = runner.attempt_cause(cell)
+    assert found is not None and found.cause == "killed"
+    assert runner.statuses(cell) == {"crashed": 1}
+
+
 def test_an_attempt_is_set_aside_whole_and_the_next_starts_empty(tmp_path: Path) -> None:
     cell = tmp_path / "cell"
     (cell / "evidence").mkdir(parents=True)
