@@ -63,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
     if args.case and not args.cell:
         raise BadInput("a CASE needs its CELL")
     chosen = url(args.history)
-    with backends.opened(chosen) as engine, engine.begin() as conn:
+    with backends.opened(chosen, write=False) as engine, engine.begin() as conn:
         entries = (timeline.of_cell(conn, args.cell, args.case, args.limit) if args.cell
                    else timeline.runs(conn, args.limit))
     if args.format == "json":

@@ -85,7 +85,7 @@ def against_history(report: Report, loaded: results.Loaded, given: str, run_id: 
     from convmatrix.history import backends, lookup  # SQLAlchemy only with --history: start-up time
 
     key, at = history_cmd.run_key(loaded, run_id), history_cmd.run_at(loaded)
-    with backends.opened(history_cmd.url(given)) as engine, engine.begin() as conn:
+    with backends.opened(history_cmd.url(given), write=False) as engine, engine.begin() as conn:
         marks = lookup.marks(conn, report, run=key, at=at)
     return report_model.with_history(report, marks)
 

@@ -64,9 +64,19 @@ def parse(url: str) -> URL:
                    f"(sqlite:///PATH or postgresql://...)")
 
 
-def engine(url: str) -> Engine:
+def engine(url: str, *, write: bool = True) -> Engine:
+    """An engine for url. A reader's (write=False) SQLite history must exist (connecting would make
+    an empty file) and is opened read-only, its transactions deferred: it takes no write lock, so
+    it neither waits behind a recorder nor makes one wait."""
     parsed = parse(url)
     if parsed.get_backend_name() == "sqlite":
+        if not write:
+            path = Path(str(parsed.database))
+            if not path.is_file():
+                raise BadInput(f"history {shown(url)}: no such file: nothing was recorded there "
+                               "(`convmatrix record RUN` makes it)")
+            return sa.create_engine(f"sqlite:///file:{path.resolve()}?mode=ro&uri=true",
+                                    connect_args={"timeout": BUSY_S}, poolclass=sa.pool.NullPool)
         made = sa.create_engine(parsed, connect_args={"timeout": BUSY_S}, poolclass=sa.pool.NullPool)
         _immediate(made)
         return made
@@ -90,10 +100,10 @@ def _immediate(made: Engine) -> None:
 
 
 @contextmanager
-def opened(url: str) -> Iterator[Engine]:
+def opened(url: str, *, write: bool = True) -> Iterator[Engine]:
     """An engine for url; a database that cannot be reached or read is one line, exit 2 (BadInput),
-    and nothing in it is touched."""
-    made = engine(url)
+    and nothing in it is touched. write=False: a reader's (engine)."""
+    made = engine(url, write=write)
     try:
         yield made
     except exc.SQLAlchemyError as error:

@@ -55,7 +55,7 @@ def red_cases(conn: Connection, cells: Iterable[str]) -> dict[int, set[str]]:
 
 def marks(conn: Connection, report: Recordable, *, run: str, at: datetime.datetime) -> Marks:
     """Each cell's and case's mark in report (tonight: run, at); none where there is nothing to say."""
-    schema.migrate(conn)
+    schema.check(conn)
     tonight = Run(run=run, at=utc(at))
     judged = Marks()
     cases_of: dict[str, list[tuple[str, bool]]] = {}

@@ -94,6 +94,20 @@ cases = sa.Table(
 )
 
 
+def check(conn: Connection) -> None:
+    """For the readers (report --history, history): the database holds this version's tables, else
+    BadInput. A reader never makes or migrates them: a mistyped URL read as a new, empty history
+    marked every red cell first-red; only `record` makes and migrates."""
+    if not sa.inspect(conn).has_table("schema_version"):
+        raise BadInput("no convmatrix history here: nothing was recorded (`convmatrix record RUN` makes it)")
+    found = conn.execute(sa.select(schema_version.c.version).where(schema_version.c.id == 1)).scalar()
+    if found is None:
+        raise BadInput("the history's schema_version table has no row: not a convmatrix history")
+    if found != VERSION:
+        newer = "upgrade convmatrix" if found > VERSION else "`convmatrix record` migrates it"
+        raise BadInput(f"the history is at schema version {found}, this convmatrix reads {VERSION}: {newer}")
+
+
 def migrate(conn: Connection) -> None:
     """Tables made on a database without them, older versions stepped up to VERSION; a newer
     version than this tool knows is BadInput (never written to)."""

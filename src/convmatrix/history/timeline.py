@@ -34,7 +34,7 @@ class Entry:
 
 def runs(conn: Connection, limit: int = LIMIT) -> list[Entry]:
     """Without CELL: each recorded run with how many of its cells were red."""
-    schema.migrate(conn)
+    schema.check(conn)
     c, r = schema.cells.c, schema.runs.c
     red = sa.func.sum(sa.case((c.red, 1), else_=0))
     rows = conn.execute(sa.select(r.run, r.at, sa.func.count(c.id), red).join_from(schema.runs, schema.cells)
@@ -46,7 +46,7 @@ def runs(conn: Connection, limit: int = LIMIT) -> list[Entry]:
 
 def of_cell(conn: Connection, cell: str, case: str | None = None, limit: int = LIMIT) -> list[Entry]:
     """The cell's runs (every GPU key and host), oldest first; with case, that case's verdicts."""
-    schema.migrate(conn)
+    schema.check(conn)
     c, r, k = schema.cells.c, schema.runs.c, schema.cases.c
     if case is None:
         query = (sa.select(r.run, c.at, c.cell, c.gpu_key, c.host, c.stack, c.verdict, c.red)

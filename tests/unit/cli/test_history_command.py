@@ -64,3 +64,20 @@ def test_sqlalchemy_is_loaded_only_by_the_commands_that_use_a_history() -> None:
                           env={"PYTHONPATH": str(REPO / "src")})
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+def test_a_reader_never_makes_a_history_a_mistyped_url_would_have(tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """Review of issue 36: `history` and `report --history` on a mistyped SQLite path made and
+    migrated an empty database, and the report then marked every red case first-red. A reader
+    now says there is no history there (one line, exit 2) and writes nothing."""
+    typo = tmp_path / "typo.sqlite"
+    assert main(["history", "--history", f"sqlite:///{typo}"]) == 2
+    assert "nothing was recorded there" in capsys.readouterr().err and not typo.exists()
+    run = night(tmp_path, 1, broken=("b",))
+    assert main(["report", str(run), "--history", f"sqlite:///{typo}", "--fail-on", "first-red"]) == 2
+    assert not typo.exists()
+    empty = tmp_path / "empty.sqlite"
+    empty.write_bytes(b"")  # a file, but no history in it
+    assert main(["history", "--history", f"sqlite:///{empty}"]) == 2
+    assert "no convmatrix history here" in capsys.readouterr().err and empty.read_bytes() == b""
