@@ -19,13 +19,14 @@ CHUNK = 500  # cell names bound in one statement (SQLite's bound parameters are 
 Series = tuple[str, str, str]  # cell, GPU key, stack
 
 
-def past(conn: Connection, cells: Iterable[str], run: str) -> dict[Series, list[tuple[int, Run, bool]]]:
+def past(conn: Connection, cells: Iterable[str], run: str) -> dict[Series, list[tuple[tuple[int, ...], Run, bool]]]:
     """Every series of these cells: its recorded runs before tonight's (run), oldest first, as
-    (cell row id, run, red). Two hosts' rows of one run are one entry, red when either is. One
-    query per CHUNK cells, not one per cell: a fleet's report has a thousand."""
+    (cell row ids, run, red). Two hosts' rows of one run are one entry, red when either is, with
+    both rows' ids (a case red on either host was red in that run). One query per CHUNK cells,
+    not one per cell: a fleet's report has a thousand."""
     c, r = schema.cells.c, schema.runs.c
     names = sorted(set(cells))
-    found: dict[Series, dict[str, tuple[int, Run, bool]]] = {}
+    found: dict[Series, dict[str, tuple[tuple[int, ...], Run, bool]]] = {}
     for start in range(0, len(names), CHUNK):
         rows = conn.execute(sa.select(c.id, c.cell, c.gpu_key, c.stack, r.run, c.at, c.red)
                             .join_from(schema.cells, schema.runs)
@@ -34,7 +35,8 @@ def past(conn: Connection, cells: Iterable[str], run: str) -> dict[Series, list[
         for ident, cell, gpu, stack, key, at, red in rows:
             merged = found.setdefault((cell, gpu, stack), {})
             before = merged.get(key)
-            merged[key] = (ident, Run(run=key, at=at), bool(red) or (before is not None and before[2]))
+            ids = (*before[0], ident) if before is not None else (ident,)
+            merged[key] = (ids, Run(run=key, at=at), bool(red) or (before is not None and before[2]))
     return {series: list(runs.values()) for series, runs in found.items()}
 
 
@@ -70,11 +72,11 @@ def marks(conn: Connection, report: Recordable, *, run: str, at: datetime.dateti
         mark = judge([*((r, red) for _, r, red in series), (tonight, cell.verdict in RED)])
         if mark is not None:
             judged.cells[where] = mark
-        was_red = {name for ident, _, _ in series for name in reds.get(ident, ())}
+        was_red = {name for ids, _, _ in series for ident in ids for name in reds.get(ident, ())}
         for name, red_now in cases_of.get(where, []):
             if not red_now and name not in was_red:
                 continue  # never red: nothing to say
-            states = [(r, name in reds.get(ident, ())) for ident, r, _ in series]
+            states = [(r, any(name in reds.get(ident, ()) for ident in ids)) for ids, r, _ in series]
             mark = judge([*states, (tonight, red_now)])
             if mark is not None:
                 judged.cases[(where, name)] = mark

@@ -170,16 +170,20 @@ def junit(report: Report) -> str:
         # as the text report does.
         kind, message = said
         name = one_line(cell.where)
-        suite = by_cell.get(name) or ET.SubElement(root, "testsuite", name=name)
-        by_cell[name] = suite
+        # `is None`, not `or`: an Element with no children is false, so an empty suite was made twice.
+        suite = by_cell.get(name)
+        if suite is None:
+            suite = by_cell[name] = ET.SubElement(root, "testsuite", name=name)
         element = ET.SubElement(suite, "testcase", classname=name, name="(verdict)")
         attributes = {"message": one_line(message), **({"type": str(cell.verdict)} if kind == "failure" else {})}
         ET.SubElement(element, kind, attributes).text = xml_text(message)
     for cell in report.cells:
         if cell.attempts:
             name = one_line(cell.where)
-            attempts_element(by_cell.get(name) or by_cell.setdefault(name, ET.SubElement(root, "testsuite", name=name)),
-                             cell)
+            suite = by_cell.get(name)
+            if suite is None:
+                suite = by_cell[name] = ET.SubElement(root, "testsuite", name=name)
+            attempts_element(suite, cell)
     for suite in by_cell.values():
         tests = list(suite)
         suite.set("tests", str(len(tests)))

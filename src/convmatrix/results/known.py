@@ -461,7 +461,10 @@ def matched(issue: KnownIssue, stack: Stack, family: str | None) -> str:
     """What a failure met of the entry, in words, for the report to say why it links the source:
     "family cudnn_not_supported; message /.../; conv3d; float16; cuDNN 9.2.0 in [9.1.0, 9.3.0)".
     An entry whose source states no family says so, rather than claiming one."""
-    parts = [f"family {family}" if issue.families and family else "any family (the source states none)"]
+    if not issue.families:
+        parts = ["any family (the source states none)"]
+    else:
+        parts = [f"family {family}" if family in issue.families else f"families {'/'.join(issue.families)}"]
     if issue.message:
         parts.append(f"message /{issue.message}/")
     if issue.conditions:

@@ -134,7 +134,8 @@ def parse(args: Sequence[str], *, default_out: Path | None = None, owned: Sequen
         raise BadInput(f"run options: unknown {' '.join(unknown)} (suite options go after a second --)")
     for name in owned:
         if getattr(ns, name.removeprefix("--").replace("-", "_")) is not None:
-            spelt = next((a.partition("=")[0] for a in args if name.startswith(a.partition("=")[0]) and a != "-"), name)
+            flags = [a.partition("=")[0] for a in args if a.startswith("--")]
+            spelt = next((f for f in flags if len(f) > 2 and name.startswith(f)), name)
             said = spelt if spelt == name else f"{spelt} (argparse reads it as {name})"
             raise BadInput(f"run options: {said} is set by the engine (use the command's own --out and --shards)")
     # The suite's own options, checked once here (before any cell runs, before an engine submits)

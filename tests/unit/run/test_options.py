@@ -163,3 +163,9 @@ def test_allow_cpu_from_the_option_or_the_environment(monkeypatch: pytest.Monkey
     assert options.parse([]).allow_cpu and options.allow_cpu([])
     monkeypatch.setenv(options.ALLOW_CPU, "0")
     assert not options.parse([]).allow_cpu
+
+
+def test_an_empty_argument_is_never_named_as_the_owned_option() -> None:
+    """Review: `--host "" --ou X` named the empty argument ('run options:  (argparse reads it as --out)')."""
+    with pytest.raises(BadInput, match=r"run options: --ou \(argparse reads it as --out\)"):
+        options.parse(["--host", "", "--ou", "x"], owned=("--out",))
