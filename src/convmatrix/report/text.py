@@ -179,20 +179,25 @@ def look_at(report: Report) -> list[str]:
     cells = [c for c in report.cells if c.verdict not in (Verdict.CONTROL, Verdict.OK) or report_grid.marks(c)]
     if not cells:
         return []
-    # Cells that did not run on one GPU for one reason are one line (a GPU no runner reported
-    # made a line for each of the matrix's 51 stacks); their ids are in the grid and the json.
+    # A stack that did not run on several GPUs for one reason is one line, naming the GPUs (three
+    # GPUs no runner reported made three lines for each of the matrix's 51 stacks).
+    def reason(cell: CellRow) -> str:
+        return (cell.not_run or "").replace(cell.gpu.key, "<gpu>")
+
     shared: dict[tuple[str, str], list[CellRow]] = {}
     for cell in cells:
         if cell.not_run:
-            shared.setdefault((cell.gpu.key, cell.not_run), []).append(cell)
+            shared.setdefault((cell.cell, reason(cell)), []).append(cell)
     out, said = ["Cells to look at", ""], set()
     for cell in cells:
-        group = shared.get((cell.gpu.key, cell.not_run or ""), [])
+        group = shared.get((cell.cell, reason(cell)), []) if cell.not_run else []
         if len(group) < 2:
             out.append(f"- {one_line(cell.where)}: {one_line(report_grid.summary(cell))}")
         elif id(group) not in said:
             said.add(id(group))
-            out.append(f"- {one_line(cell.gpu.key)}: {len(group)} cells {one_line(report_grid.summary(cell))}")
+            gpus = ", ".join(c.gpu.key for c in group)
+            out.append(f"- {one_line(cell.cell)} on {one_line(gpus)}: "
+                       f"{one_line(report_grid.summary(cell).replace(cell.gpu.key, '<gpu>'))}")
     return [*out, ""]
 
 
