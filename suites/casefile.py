@@ -6,7 +6,7 @@ A file is TOML (read where the interpreter has tomllib, Python 3.11+) or the sam
 (anywhere: the harness hands every lane JSON, so a base image on Python 3.10 runs them too):
 
     [[case]]
-    name = "unet_up_1280"          # the case's tag: lower-case letters, digits, underscores
+    name = "unet_up_1280"          # the case's tag: lower-case letters, digits, underscores, hyphens
     op = "conv2d"                  # conv1d/2d/3d, conv_transpose1d/2d/3d
     input = [2, 1280, 32, 32]      # the whole input shape, batch and channels first
     out_channels = 1280
@@ -26,7 +26,8 @@ ran). A case's id is made as the catalog's are, prefixed with the file's stem:
 `prod-conv2d-fp16-k3-p1-channels_last-bwd-bench_on-unet_up_1280`,
 so `-k prod` selects a file's cases and results compare across stacks.
 
-Every problem is one line naming the file, the case and the field; the suite stops with a usage
+Every problem (every bad field of a case, not only the first; an id over records.CASE_ID's 160
+characters) is one line naming the file, the case and the field; the suite stops with a usage
 error (exit 4) before any case runs, `convmatrix cases` and `convmatrix run` with exit 2. Like
 catalog.py this module imports neither torch nor pytest (the harness loads it by path), and it
 keeps to Python 3.8 syntax.
@@ -46,9 +47,16 @@ MAX_CASES = 10000  # per file
 MAX_EXTENT = 1 << 40  # any one dimension: beyond any GPU, and far from overflowing a float
 MAX_ELEMENTS = 1 << 44  # elements in one tensor
 MAX_SOURCES = 32
+# An id's bound: records.CASE_ID's (a result's file name holds the id). Checked here, where ids
+# are made, so that `cases` and `run` refuse what `report` would; a unit test holds the two equal
+# (this module loads by path and imports no sibling).
+MAX_ID = 160
 MAX_TEXT = 2000  # characters of a free-text field
 TOP_LEVEL = ("case", "description")
-NAME = re.compile(r"[a-z0-9_]{1,64}\Z")
+# A case's name ends its id, whose parts are joined by '-': a name may hold hyphens as the
+# catalogue's ids do (`dilated-det`), between words only, so that no name starts or ends a part
+# empty and an id reads back as written.
+NAME = re.compile(r"(?=.{1,64}\Z)[a-z0-9_]+(-[a-z0-9_]+)*\Z")
 STEM = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}\Z")
 URL = re.compile(r"https://[!-~]{1,2000}\Z")
 SPATIAL_DIMS = {"conv1d": 1, "conv2d": 2, "conv3d": 3,
@@ -74,7 +82,11 @@ class CaseFileError(Exception):
 
 
 class Bad(Exception):
-    """One field's problem (the caller adds the file and the case)."""
+    """A case's bad fields, a line each in `problems` (the caller adds the file and the case)."""
+
+    def __init__(self, message: str, problems: Sequence[str] = ()) -> None:
+        super().__init__(message)
+        self.problems = list(problems) or [message]
 
 
 def stem_of(path: str) -> str:
@@ -155,13 +167,17 @@ def parse(path: str, case_class: Callable[..., Any], *, stem: str | None = None)
         try:
             fields = case_fields(entry, prefix)
         except Bad as exc:
-            problems.append(f"{where}: {exc}")
+            problems += [f"{where}: {problem}" for problem in exc.problems]
             continue
         try:
             case = case_class(**fields)
         except ValueError as exc:
             found = getattr(exc, "problems", None) or [str(exc)]
             problems += [f"{where}: {problem}" for problem in found]
+            continue
+        if len(case.id) > MAX_ID:
+            problems.append(f"{where}: name: the id {case.id[:48]}... is {len(case.id)} characters, over {MAX_ID} "
+                            "(a result's file name holds it): shorten the name or the file's name")
             continue
         if case.id in by_id:
             problems.append(f"{where}: name: the same case as {by_id[case.id]} (id {case.id}): give each its "
@@ -206,52 +222,71 @@ def load(paths: Sequence[str], case_class: Callable[..., Any], taken: Sequence[s
 # --- one entry ---------------------------------------------------------------------------------
 
 def case_fields(entry: dict[str, Any], prefix: str) -> dict[str, Any]:
-    """A [[case]] table as catalog.Case's keyword arguments; Bad names the first bad field."""
+    """A [[case]] table as catalog.Case's keyword arguments; Bad naming every bad field (its
+    `problems`), not only the first, so that one edit fixes a case."""
+    problems: list[str] = []
+
+    def take(check: Callable[..., Any], *args: Any) -> Any:
+        try:
+            return check(*args)
+        except Bad as exc:
+            problems.append(str(exc))
+            return None
+
     for key in entry:
         if key not in KEYS:
-            raise Bad(f"{_printable(key)}: unknown key{_hint(key, KEYS)}")
-    for key in REQUIRED:
-        if key not in entry:
-            raise Bad(f"{key}: missing (required: {', '.join(REQUIRED)})")
-    name = entry["name"]
-    if not isinstance(name, str) or not NAME.match(name):
-        raise Bad(f"name: {_shown(name)}: use 1 to 64 lower-case letters, digits and underscores")
-    op = _choice(entry, "op", tuple(SPATIAL_DIMS), None)
-    dims = SPATIAL_DIMS[op]
-    shape = entry["input"]
-    if not isinstance(shape, list) or len(shape) != dims + 2:
-        raise Bad(f"input: {_shown(shape)}: {op} takes {dims + 2} numbers (batch, channels, "
-                  f"{dims} spatial)")
-    n, c_in, *size = [_int("input", value, 1) for value in shape]
+            problems.append(f"{_printable(key)}: unknown key{_hint(key, KEYS)}")
+    problems += [f"{key}: missing (required: {', '.join(REQUIRED)})" for key in REQUIRED if key not in entry]
+    name = entry.get("name")
+    if "name" in entry and (not isinstance(name, str) or not NAME.match(name)):
+        problems.append(f"name: {_shown(name)}: use 1 to 64 lower-case letters, digits and underscores, "
+                        "words joined by single hyphens")
+    op = take(_choice, entry, "op", tuple(SPATIAL_DIMS), None) if "op" in entry else None
+    dims = SPATIAL_DIMS.get(op) if op is not None else None
+    n = c_in = None
+    size: list[int] = []
+    shape = entry.get("input")
+    if dims is not None and "input" in entry:
+        if not isinstance(shape, list) or len(shape) != dims + 2:
+            problems.append(f"input: {_shown(shape)}: {op} takes {dims + 2} numbers (batch, channels, "
+                            f"{dims} spatial)")
+        else:
+            numbers = [take(_int, "input", value, 1) for value in shape]
+            if None not in numbers:
+                n, c_in, *size = numbers
     fields: dict[str, Any] = {
-        "op": op, "n": n, "c_in": c_in, "c_out": _int("out_channels", entry["out_channels"], 1),
-        "size": size[0] if dims == 1 else tuple(size),
-        "kernel": _size(entry, "kernel", dims, 1, None),
-        "stride": _size(entry, "stride", dims, 1, 1),
-        "padding": _size(entry, "padding", dims, 0, 0),
-        "dilation": _size(entry, "dilation", dims, 1, 1),
-        "output_padding": _size(entry, "output_padding", dims, 0, 0),
-        "groups": _int("groups", entry.get("groups", 1), 1),
-        "bias": _bool(entry, "bias", True),
-        "dtype": _choice(entry, "dtype", DTYPES, "float32"),
-        "autocast": _autocast(entry),
-        "memory_format": _choice(entry, "memory_format", MEMORY_FORMATS, "contiguous"),
-        "layout": _layout(entry),
-        "direction": _choice(entry, "direction", DIRECTIONS, "forward"),
-        "benchmark": _bool(entry, "benchmark", None),
-        "deterministic": _bool(entry, "deterministic", None),
-        "tf32": _bool(entry, "allow_tf32", None),
-        "gpu_only": _bool(entry, "gpu_only", False),
-        "via": None if entry.get("via", "eager") == "eager" else _choice(entry, "via", VIAS, "eager"),
-        "sources": _sources(entry),
-        "source": _text(entry, "source") or f"the {prefix} case file",
+        "op": op, "n": n, "c_in": c_in,
+        "c_out": take(_int, "out_channels", entry["out_channels"], 1) if "out_channels" in entry else None,
+        "size": size[0] if dims == 1 and size else tuple(size),
+        "groups": take(_int, "groups", entry.get("groups", 1), 1),
+        "bias": take(_bool, entry, "bias", True),
+        "dtype": take(_choice, entry, "dtype", DTYPES, "float32"),
+        "autocast": take(_autocast, entry),
+        "memory_format": take(_choice, entry, "memory_format", MEMORY_FORMATS, "contiguous"),
+        "layout": take(_layout, entry),
+        "direction": take(_choice, entry, "direction", DIRECTIONS, "forward"),
+        "benchmark": take(_bool, entry, "benchmark", None),
+        "deterministic": take(_bool, entry, "deterministic", None),
+        "tf32": take(_bool, entry, "allow_tf32", None),
+        "gpu_only": take(_bool, entry, "gpu_only", False),
+        "via": None if entry.get("via", "eager") == "eager" else take(_choice, entry, "via", VIAS, "eager"),
+        "sources": take(_sources, entry),
+        "source": take(_text, entry, "source") or f"the {prefix} case file",
         "tag": name,
         "prefix": prefix,
     }
-    _text(entry, "captured_from")
-    elements = n * c_in * math.prod(size)
-    if elements > MAX_ELEMENTS:
-        raise Bad(f"input: {elements} elements, over 2^44: no GPU holds it")
+    if dims is not None:  # the sizes' rank is the op's: without a known op they cannot be checked
+        fields["kernel"] = take(_size, entry, "kernel", dims, 1, None) if "kernel" in entry else None
+        for key, least, default in (("stride", 1, 1), ("padding", 0, 0), ("dilation", 1, 1),
+                                    ("output_padding", 0, 0)):
+            fields[key] = take(_size, entry, key, dims, least, default)
+    take(_text, entry, "captured_from")
+    if n is not None and c_in is not None:
+        elements = n * c_in * math.prod(size)
+        if elements > MAX_ELEMENTS:
+            problems.append(f"input: {elements} elements, over 2^44: no GPU holds it")
+    if problems:
+        raise Bad(problems[0], problems)
     return fields
 
 

@@ -171,8 +171,9 @@ def test_every_problem_of_a_file_is_said_not_only_the_first(tmp_path: Path) -> N
 
 def test_untrusted_text_stays_one_printable_line(tmp_path: Path) -> None:
     text = '[[case]]\nname = "a"\n"\\u001b[31mevil\\u2028x" = 1\n'
-    (line,) = problems(tmp_path, text)
+    line, *missing = problems(tmp_path, text)  # the bad key, then each required field missing
     assert line.isprintable() and "\x1b" not in line and "\\x1b" in line
+    assert all(": missing (required" in other for other in missing)
 
 
 def test_a_huge_file_is_refused_before_it_is_parsed(tmp_path: Path) -> None:
@@ -206,3 +207,52 @@ def test_directions_size_and_scale_like_backward(tmp_path: Path, direction: str)
     assert case.backward and sizing.need_bytes(case) > sizing.need_bytes(forward)
     small: Any = sizing.scaled(case)
     assert small is not case and small.kind == direction and sizing.fits_cpu(small)
+
+
+def test_every_bad_field_of_a_case_is_said_at_once(tmp_path: Path) -> None:
+    lines = problems(tmp_path, "[[case]]\n" + BASE + 'dtype = "half"\nbias = 1\nbenchmrk = true\nstride = 0\n')
+    where = f"{tmp_path / 'prod.toml'}: case 1 (a): "
+    assert all(line.startswith(where) for line in lines), lines
+    assert sorted(line[len(where):].split(":")[0] for line in lines) == ["benchmrk", "bias", "dtype", "stride"]
+
+
+def test_a_case_missing_two_fields_names_both(tmp_path: Path) -> None:
+    lines = problems(tmp_path, '[[case]]\nname = "a"\nop = "conv2d"\ninput = [1, 4, 8, 8]\n')
+    assert [line.split(": ")[2] for line in lines] == ["out_channels", "kernel"]
+
+
+@pytest.mark.parametrize("name", ["dilated-det", "a-b-c", "x_1-y"])
+def test_a_name_may_hold_hyphens_as_the_catalogs_ids_do(tmp_path: Path, name: str) -> None:
+    (case,) = casefile.load([str(write(tmp_path, "[[case]]\n" + BASE.replace('"a"', f'"{name}"')))], catalog.Case)
+    assert case.tag == name and case.id == f"prod-conv2d-fp32-k3-{name}"
+
+
+@pytest.mark.parametrize("name", ["-a", "a-", "a--b", "A-b", "a b"])
+def test_a_hyphen_joins_words_only(tmp_path: Path, name: str) -> None:
+    (line,) = problems(tmp_path, "[[case]]\n" + BASE.replace('"a"', f'"{name}"'))
+    assert ": name: " in line and "single hyphens" in line
+
+
+def test_an_id_over_the_bound_is_refused_where_it_is_made(tmp_path: Path) -> None:
+    stem, name = "s" * 64, "n" * 64  # each within its own bound; the id they make is not
+    more = 'padding = 1\ndtype = "float16"\nmemory_format = "channels_last"\ndirection = "backward"\nbias = false\n'
+    (line,) = problems(tmp_path, "[[case]]\n" + BASE.replace('"a"', f'"{name}"') + more, name=f"{stem}.toml")
+    assert line.startswith(f"{tmp_path / stem}.toml: case 1 ({name}): name: the id ") and "over 160" in line
+    (short,) = casefile.load([str(write(tmp_path, "[[case]]\n" + BASE.replace('"a"', f'"{name[:40]}"') + more,
+                                        f"{stem}.toml"))], catalog.Case)
+    assert len(short.id) <= casefile.MAX_ID
+
+
+def test_the_id_bound_is_the_records_one() -> None:
+    records = load_suite_module("records")
+    assert records.CASE_ID.fullmatch("a" * casefile.MAX_ID) and not records.CASE_ID.fullmatch("a" * (casefile.MAX_ID + 1))
+
+
+def test_a_gpu_only_user_case_that_forces_benchmark_says_so_when_skipped(tmp_path: Path) -> None:
+    (case,) = casefile.load([str(write(tmp_path, "[[case]]\n" + BASE + "benchmark = true\ngpu_only = true\n"))],
+                            catalog.Case)
+    assert case.needs_gpu
+    assert case.gpu_reason == ("its case file (prod) marks it gpu_only and forces cudnn.benchmark, which picks "
+                               "among cuDNN's algorithms")
+    (plain,) = casefile.load([str(write(tmp_path, "[[case]]\n" + BASE + "gpu_only = true\n"))], catalog.Case)
+    assert plain.gpu_reason == "its case file (prod) marks it gpu_only"
