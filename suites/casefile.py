@@ -18,6 +18,14 @@ A file is TOML (read where the interpreter has tomllib, Python 3.11+) or the sam
     benchmark = true               # cudnn.benchmark while the case runs (absent: the run's)
     sources = ["https://github.com/pytorch/pytorch/issues/..."]
 
+A `[case.sweep]` table after a case lists values for named fields; the case expands to their
+product (at most MAX_SWEEP, 256, a table), each expanded case tagged with its values:
+
+    [case.sweep]
+    batch = [31, 32]               # the input's first number; or any of SWEEP_FIELDS
+    kernel = [1, 3]
+    dtype = ["float32", "bfloat16"]  # 8 cases: prod-conv2d-bf16-k3-...-unet_up_1280-batch32-kernel3-dtype_bfloat16
+
 The other keys: groups, bias, autocast, layout (permuted, sliced, transposed, nhwc_strided),
 deterministic, allow_tf32, via (eager, compile: through torch.compile; cuda_graph: replayed from a
 captured CUDA graph, forward only, GPU only), gpu_only, source (a sentence: why the case exists) and
@@ -69,7 +77,13 @@ REQUIRED = ("name", "op", "input", "out_channels", "kernel")
 # key -> (what it takes, checker). Checkers return the value for the case, or raise Bad.
 KEYS = ("name", "op", "input", "out_channels", "kernel", "stride", "padding", "dilation", "groups",
         "output_padding", "bias", "dtype", "autocast", "memory_format", "layout", "direction", "benchmark",
-        "deterministic", "allow_tf32", "via", "sources", "source", "gpu_only", "captured_from")
+        "deterministic", "allow_tf32", "via", "sources", "source", "gpu_only", "captured_from", "sweep")
+# [case.sweep]: the fields a sweep may list values for (a case's shape and settings; not its name,
+# op or the texts), `batch` being the input's first number.
+SWEEP_FIELDS = ("batch", "input", "out_channels", "kernel", "stride", "padding", "dilation", "groups",
+                "output_padding", "bias", "dtype", "autocast", "memory_format", "layout", "direction", "benchmark",
+                "deterministic", "allow_tf32", "via", "gpu_only")
+MAX_SWEEP = 256  # cases one [[case]] table's sweep expands to: a product grows fast
 VIAS = ("eager", "compile", "cuda_graph")
 
 
@@ -165,26 +179,41 @@ def parse(path: str, case_class: Callable[..., Any], *, stem: str | None = None)
         if isinstance(name, str) and NAME.match(name):
             where += f" ({name})"
         try:
-            fields = case_fields(entry, prefix)
+            expanded = sweep(entry)
         except Bad as exc:
             problems += [f"{where}: {problem}" for problem in exc.problems]
             continue
-        try:
-            case = case_class(**fields)
-        except ValueError as exc:
-            found = getattr(exc, "problems", None) or [str(exc)]
-            problems += [f"{where}: {problem}" for problem in found]
-            continue
-        if len(case.id) > MAX_ID:
-            problems.append(f"{where}: name: the id {case.id[:48]}... is {len(case.id)} characters, over {MAX_ID} "
-                            "(a result's file name holds it): shorten the name or the file's name")
-            continue
-        if case.id in by_id:
-            problems.append(f"{where}: name: the same case as {by_id[case.id]} (id {case.id}): give each its "
-                            "own name")
-            continue
-        by_id[case.id] = f"case {number}"
-        made.append(case)
+        said: set[str] = set()  # a bad swept value fails each case it is in: said once
+        for one, point in expanded:
+            at = f"{where}, sweep {point}" if point else where
+            try:
+                fields = case_fields(one, prefix)
+            except Bad as exc:
+                problems += [line for line in (f"{where}: {problem}" for problem in exc.problems)
+                             if not (line in said or said.add(line))]
+                continue
+            if point:
+                # The table's name with a word per swept value (`sweep-batch31-kernel3-dtype_bfloat16`):
+                # the ids differ by what was swept, `-k` finds them, and MAX_ID bounds the whole.
+                fields["tag"] = f"{fields['tag']}-{words(one, entry['sweep'])}"
+            try:
+                case = case_class(**fields)
+            except ValueError as exc:
+                found = getattr(exc, "problems", None) or [str(exc)]
+                problems += [f"{at}: {problem}" for problem in found]
+                continue
+            if len(case.id) > MAX_ID:
+                problems.append(f"{at}: name: the id {case.id[:48]}... is {len(case.id)} characters, over "
+                                f"{MAX_ID} (a result's file name holds it): shorten the name or the file's name")
+                continue
+            if case.id in by_id:
+                problems.append(f"{at}: name: the same case as {by_id[case.id]} (id {case.id}): give each its "
+                                "own name")
+                continue
+            by_id[case.id] = f"case {number}" + (f", sweep {point}" if point else "")
+            made.append(case)
+    if len(made) > MAX_CASES:
+        problems.append(f"{path}: case: {len(made)} cases once swept, at most {MAX_CASES} a file")
     if problems:
         raise CaseFileError(problems)
     return made
@@ -217,6 +246,65 @@ def load(paths: Sequence[str], case_class: Callable[..., Any], taken: Sequence[s
     if problems:
         raise CaseFileError(problems)
     return made
+
+
+# --- sweeps -------------------------------------------------------------------------------------
+
+def sweep(entry: dict[str, Any]) -> list[tuple[dict[str, Any], str]]:
+    """A [[case]] table as the tables its [case.sweep] expands to (the product of the values it
+    lists per field, in order: the last field varies fastest), each with its point ("batch=31
+    kernel=3"); a table without a sweep is itself, with no point. Bad names every problem of the
+    sweep. (parse tags each expanded case by the words of its point: `words`.)"""
+    table = entry.get("sweep")
+    if table is None:
+        return [(entry, "")]
+    if not isinstance(table, dict) or not table:
+        raise Bad(f"sweep: {_shown(table)}: expected a table of fields, each a list of values ([case.sweep])")
+    problems = []
+    for field, values in table.items():
+        if field not in SWEEP_FIELDS:
+            problems.append(f"sweep.{_printable(field)}: not a field a sweep takes{_hint(field, SWEEP_FIELDS)} "
+                            f"(one of {', '.join(SWEEP_FIELDS)})")
+        elif not isinstance(values, list) or not values:
+            problems.append(f"sweep.{field}: {_shown(values)}: expected a list of values")
+    if "batch" in table and "input" in table:
+        problems.append("sweep.batch: sweep the input's shape or its batch, not both")
+    if "batch" in table and not (isinstance(entry.get("input"), list) and entry["input"]):
+        problems.append("sweep.batch: the case has no input shape to set the batch of")
+    if problems:
+        raise Bad(problems[0], problems)
+    count = math.prod(len(values) for values in table.values())
+    if count > MAX_SWEEP:
+        sizes = " x ".join(str(len(values)) for values in table.values())
+        raise Bad(f"sweep: {sizes} = {count} cases, at most {MAX_SWEEP} a [[case]] table")
+    base = {key: value for key, value in entry.items() if key != "sweep"}
+    points: list[tuple[dict[str, Any], str]] = [(base, "")]
+    for field, values in table.items():
+        points = [(_set(one, field, value), f"{point} {field}={_shown(value)}".strip())
+                  for one, point in points for value in values]
+    return [(one, point) for one, point in points]
+
+
+def _set(entry: dict[str, Any], field: str, value: Any) -> dict[str, Any]:
+    if field == "batch":
+        return {**entry, "input": [value, *entry["input"][1:]]}
+    return {**entry, field: value}
+
+
+def words(entry: dict[str, Any], table: dict[str, Any]) -> str:
+    """The swept fields' values as words of a name: batch31, kernel1x3, dtype_bfloat16, bias_off."""
+    words = []
+    for field in table:
+        value = entry["input"][0] if field == "batch" else entry.get(field)
+        if isinstance(value, bool):
+            words.append(f"{field}_{'on' if value else 'off'}")
+        elif isinstance(value, int):
+            words.append(f"{field}{value}")
+        elif isinstance(value, list) and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+            words.append(f"{field}{'x'.join(str(v) for v in value)}")
+        else:  # a choice (checked with the case's other fields) or a bad value (said there)
+            words.append(f"{field}_{re.sub(r'[^a-z0-9_]', '_', str(value).lower())[:20]}")
+    return "-".join(words)
 
 
 # --- one entry ---------------------------------------------------------------------------------
