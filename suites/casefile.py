@@ -6,7 +6,7 @@ A file is TOML (read where the interpreter has tomllib, Python 3.11+) or the sam
 (anywhere: the harness hands every lane JSON, so a base image on Python 3.10 runs them too):
 
     [[case]]
-    name = "unet_up_1280"          # the case's tag: lower-case letters, digits, underscores
+    name = "unet_up_1280"          # the case's tag: lower-case letters, digits, underscores, hyphens
     op = "conv2d"                  # conv1d/2d/3d, conv_transpose1d/2d/3d
     input = [2, 1280, 32, 32]      # the whole input shape, batch and channels first
     out_channels = 1280
@@ -18,6 +18,14 @@ A file is TOML (read where the interpreter has tomllib, Python 3.11+) or the sam
     benchmark = true               # cudnn.benchmark while the case runs (absent: the run's)
     sources = ["https://github.com/pytorch/pytorch/issues/..."]
 
+A `[case.sweep]` table after a case lists values for named fields; the case expands to their
+product (at most MAX_SWEEP, 256, a table), each expanded case tagged with its values:
+
+    [case.sweep]
+    batch = [31, 32]               # the input's first number; or any of SWEEP_FIELDS
+    kernel = [1, 3]
+    dtype = ["float32", "bfloat16"]  # 8 cases: prod-conv2d-bf16-k3-...-unet_up_1280-batch32-kernel3-dtype_bfloat16
+
 The other keys: groups, bias, autocast, layout (permuted, sliced, transposed, nhwc_strided),
 deterministic, allow_tf32, via (eager, compile: through torch.compile; cuda_graph: replayed from a
 captured CUDA graph, forward only, GPU only), gpu_only, source (a sentence: why the case exists) and
@@ -26,7 +34,8 @@ ran). A case's id is made as the catalog's are, prefixed with the file's stem:
 `prod-conv2d-fp16-k3-p1-channels_last-bwd-bench_on-unet_up_1280`,
 so `-k prod` selects a file's cases and results compare across stacks.
 
-Every problem is one line naming the file, the case and the field; the suite stops with a usage
+Every problem (every bad field of a case, not only the first; an id over records.CASE_ID's 160
+characters) is one line naming the file, the case and the field; the suite stops with a usage
 error (exit 4) before any case runs, `convmatrix cases` and `convmatrix run` with exit 2. Like
 catalog.py this module imports neither torch nor pytest (the harness loads it by path), and it
 keeps to Python 3.8 syntax.
@@ -46,9 +55,16 @@ MAX_CASES = 10000  # per file
 MAX_EXTENT = 1 << 40  # any one dimension: beyond any GPU, and far from overflowing a float
 MAX_ELEMENTS = 1 << 44  # elements in one tensor
 MAX_SOURCES = 32
+# An id's bound: records.CASE_ID's (a result's file name holds the id). Checked here, where ids
+# are made, so that `cases` and `run` refuse what `report` would; a unit test holds the two equal
+# (this module loads by path and imports no sibling).
+MAX_ID = 160
 MAX_TEXT = 2000  # characters of a free-text field
 TOP_LEVEL = ("case", "description")
-NAME = re.compile(r"[a-z0-9_]{1,64}\Z")
+# A case's name ends its id, whose parts are joined by '-': a name may hold hyphens as the
+# catalogue's ids do (`dilated-det`), between words only, so that no name starts or ends a part
+# empty and an id reads back as written.
+NAME = re.compile(r"(?=.{1,64}\Z)[a-z0-9_]+(-[a-z0-9_]+)*\Z")
 STEM = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}\Z")
 URL = re.compile(r"https://[!-~]{1,2000}\Z")
 SPATIAL_DIMS = {"conv1d": 1, "conv2d": 2, "conv3d": 3,
@@ -61,7 +77,13 @@ REQUIRED = ("name", "op", "input", "out_channels", "kernel")
 # key -> (what it takes, checker). Checkers return the value for the case, or raise Bad.
 KEYS = ("name", "op", "input", "out_channels", "kernel", "stride", "padding", "dilation", "groups",
         "output_padding", "bias", "dtype", "autocast", "memory_format", "layout", "direction", "benchmark",
-        "deterministic", "allow_tf32", "via", "sources", "source", "gpu_only", "captured_from")
+        "deterministic", "allow_tf32", "via", "sources", "source", "gpu_only", "captured_from", "sweep")
+# [case.sweep]: the fields a sweep may list values for (a case's shape and settings; not its name,
+# op or the texts), `batch` being the input's first number.
+SWEEP_FIELDS = ("batch", "input", "out_channels", "kernel", "stride", "padding", "dilation", "groups",
+                "output_padding", "bias", "dtype", "autocast", "memory_format", "layout", "direction", "benchmark",
+                "deterministic", "allow_tf32", "via", "gpu_only")
+MAX_SWEEP = 256  # cases one [[case]] table's sweep expands to: a product grows fast
 VIAS = ("eager", "compile", "cuda_graph")
 
 
@@ -74,7 +96,11 @@ class CaseFileError(Exception):
 
 
 class Bad(Exception):
-    """One field's problem (the caller adds the file and the case)."""
+    """A case's bad fields, a line each in `problems` (the caller adds the file and the case)."""
+
+    def __init__(self, message: str, problems: Sequence[str] = ()) -> None:
+        super().__init__(message)
+        self.problems = list(problems) or [message]
 
 
 def stem_of(path: str) -> str:
@@ -153,22 +179,41 @@ def parse(path: str, case_class: Callable[..., Any], *, stem: str | None = None)
         if isinstance(name, str) and NAME.match(name):
             where += f" ({name})"
         try:
-            fields = case_fields(entry, prefix)
+            expanded = sweep(entry)
         except Bad as exc:
-            problems.append(f"{where}: {exc}")
+            problems += [f"{where}: {problem}" for problem in exc.problems]
             continue
-        try:
-            case = case_class(**fields)
-        except ValueError as exc:
-            found = getattr(exc, "problems", None) or [str(exc)]
-            problems += [f"{where}: {problem}" for problem in found]
-            continue
-        if case.id in by_id:
-            problems.append(f"{where}: name: the same case as {by_id[case.id]} (id {case.id}): give each its "
-                            "own name")
-            continue
-        by_id[case.id] = f"case {number}"
-        made.append(case)
+        said: set[str] = set()  # a bad swept value fails each case it is in: said once
+        for one, point in expanded:
+            at = f"{where}, sweep {point}" if point else where
+            try:
+                fields = case_fields(one, prefix)
+            except Bad as exc:
+                problems += [line for line in (f"{where}: {problem}" for problem in exc.problems)
+                             if not (line in said or said.add(line))]
+                continue
+            if point:
+                # The table's name with a word per swept value (`sweep-batch31-kernel3-dtype_bfloat16`):
+                # the ids differ by what was swept, `-k` finds them, and MAX_ID bounds the whole.
+                fields["tag"] = f"{fields['tag']}-{words(one, entry['sweep'])}"
+            try:
+                case = case_class(**fields)
+            except ValueError as exc:
+                found = getattr(exc, "problems", None) or [str(exc)]
+                problems += [f"{at}: {problem}" for problem in found]
+                continue
+            if len(case.id) > MAX_ID:
+                problems.append(f"{at}: name: the id {case.id[:48]}... is {len(case.id)} characters, over "
+                                f"{MAX_ID} (a result's file name holds it): shorten the name or the file's name")
+                continue
+            if case.id in by_id:
+                problems.append(f"{at}: name: the same case as {by_id[case.id]} (id {case.id}): give each its "
+                                "own name")
+                continue
+            by_id[case.id] = f"case {number}" + (f", sweep {point}" if point else "")
+            made.append(case)
+    if len(made) > MAX_CASES:
+        problems.append(f"{path}: case: {len(made)} cases once swept, at most {MAX_CASES} a file")
     if problems:
         raise CaseFileError(problems)
     return made
@@ -203,55 +248,133 @@ def load(paths: Sequence[str], case_class: Callable[..., Any], taken: Sequence[s
     return made
 
 
+# --- sweeps -------------------------------------------------------------------------------------
+
+def sweep(entry: dict[str, Any]) -> list[tuple[dict[str, Any], str]]:
+    """A [[case]] table as the tables its [case.sweep] expands to (the product of the values it
+    lists per field, in order: the last field varies fastest), each with its point ("batch=31
+    kernel=3"); a table without a sweep is itself, with no point. Bad names every problem of the
+    sweep. (parse tags each expanded case by the words of its point: `words`.)"""
+    table = entry.get("sweep")
+    if table is None:
+        return [(entry, "")]
+    if not isinstance(table, dict) or not table:
+        raise Bad(f"sweep: {_shown(table)}: expected a table of fields, each a list of values ([case.sweep])")
+    problems = []
+    for field, values in table.items():
+        if field not in SWEEP_FIELDS:
+            problems.append(f"sweep.{_printable(field)}: not a field a sweep takes{_hint(field, SWEEP_FIELDS)} "
+                            f"(one of {', '.join(SWEEP_FIELDS)})")
+        elif not isinstance(values, list) or not values:
+            problems.append(f"sweep.{field}: {_shown(values)}: expected a list of values")
+    if "batch" in table and "input" in table:
+        problems.append("sweep.batch: sweep the input's shape or its batch, not both")
+    if "batch" in table and not (isinstance(entry.get("input"), list) and entry["input"]):
+        problems.append("sweep.batch: the case has no input shape to set the batch of")
+    if problems:
+        raise Bad(problems[0], problems)
+    count = math.prod(len(values) for values in table.values())
+    if count > MAX_SWEEP:
+        sizes = " x ".join(str(len(values)) for values in table.values())
+        raise Bad(f"sweep: {sizes} = {count} cases, at most {MAX_SWEEP} a [[case]] table")
+    base = {key: value for key, value in entry.items() if key != "sweep"}
+    points: list[tuple[dict[str, Any], str]] = [(base, "")]
+    for field, values in table.items():
+        points = [(_set(one, field, value), f"{point} {field}={_shown(value)}".strip())
+                  for one, point in points for value in values]
+    return [(one, point) for one, point in points]
+
+
+def _set(entry: dict[str, Any], field: str, value: Any) -> dict[str, Any]:
+    if field == "batch":
+        return {**entry, "input": [value, *entry["input"][1:]]}
+    return {**entry, field: value}
+
+
+def words(entry: dict[str, Any], table: dict[str, Any]) -> str:
+    """The swept fields' values as words of a name: batch31, kernel1x3, dtype_bfloat16, bias_off."""
+    words = []
+    for field in table:
+        value = entry["input"][0] if field == "batch" else entry.get(field)
+        if isinstance(value, bool):
+            words.append(f"{field}_{'on' if value else 'off'}")
+        elif isinstance(value, int):
+            words.append(f"{field}{value}")
+        elif isinstance(value, list) and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+            words.append(f"{field}{'x'.join(str(v) for v in value)}")
+        else:  # a choice (checked with the case's other fields) or a bad value (said there)
+            words.append(f"{field}_{re.sub(r'[^a-z0-9_]', '_', str(value).lower())[:20]}")
+    return "-".join(words)
+
+
 # --- one entry ---------------------------------------------------------------------------------
 
 def case_fields(entry: dict[str, Any], prefix: str) -> dict[str, Any]:
-    """A [[case]] table as catalog.Case's keyword arguments; Bad names the first bad field."""
+    """A [[case]] table as catalog.Case's keyword arguments; Bad naming every bad field (its
+    `problems`), not only the first, so that one edit fixes a case."""
+    problems: list[str] = []
+
+    def take(check: Callable[..., Any], *args: Any) -> Any:
+        try:
+            return check(*args)
+        except Bad as exc:
+            problems.append(str(exc))
+            return None
+
     for key in entry:
         if key not in KEYS:
-            raise Bad(f"{_printable(key)}: unknown key{_hint(key, KEYS)}")
-    for key in REQUIRED:
-        if key not in entry:
-            raise Bad(f"{key}: missing (required: {', '.join(REQUIRED)})")
-    name = entry["name"]
-    if not isinstance(name, str) or not NAME.match(name):
-        raise Bad(f"name: {_shown(name)}: use 1 to 64 lower-case letters, digits and underscores")
-    op = _choice(entry, "op", tuple(SPATIAL_DIMS), None)
-    dims = SPATIAL_DIMS[op]
-    shape = entry["input"]
-    if not isinstance(shape, list) or len(shape) != dims + 2:
-        raise Bad(f"input: {_shown(shape)}: {op} takes {dims + 2} numbers (batch, channels, "
-                  f"{dims} spatial)")
-    n, c_in, *size = [_int("input", value, 1) for value in shape]
+            problems.append(f"{_printable(key)}: unknown key{_hint(key, KEYS)}")
+    problems += [f"{key}: missing (required: {', '.join(REQUIRED)})" for key in REQUIRED if key not in entry]
+    name = entry.get("name")
+    if "name" in entry and (not isinstance(name, str) or not NAME.match(name)):
+        problems.append(f"name: {_shown(name)}: use 1 to 64 lower-case letters, digits and underscores, "
+                        "words joined by single hyphens")
+    op = take(_choice, entry, "op", tuple(SPATIAL_DIMS), None) if "op" in entry else None
+    dims = SPATIAL_DIMS.get(op) if op is not None else None
+    n = c_in = None
+    size: list[int] = []
+    shape = entry.get("input")
+    if dims is not None and "input" in entry:
+        if not isinstance(shape, list) or len(shape) != dims + 2:
+            problems.append(f"input: {_shown(shape)}: {op} takes {dims + 2} numbers (batch, channels, "
+                            f"{dims} spatial)")
+        else:
+            numbers = [take(_int, "input", value, 1) for value in shape]
+            if None not in numbers:
+                n, c_in, *size = numbers
     fields: dict[str, Any] = {
-        "op": op, "n": n, "c_in": c_in, "c_out": _int("out_channels", entry["out_channels"], 1),
-        "size": size[0] if dims == 1 else tuple(size),
-        "kernel": _size(entry, "kernel", dims, 1, None),
-        "stride": _size(entry, "stride", dims, 1, 1),
-        "padding": _size(entry, "padding", dims, 0, 0),
-        "dilation": _size(entry, "dilation", dims, 1, 1),
-        "output_padding": _size(entry, "output_padding", dims, 0, 0),
-        "groups": _int("groups", entry.get("groups", 1), 1),
-        "bias": _bool(entry, "bias", True),
-        "dtype": _choice(entry, "dtype", DTYPES, "float32"),
-        "autocast": _autocast(entry),
-        "memory_format": _choice(entry, "memory_format", MEMORY_FORMATS, "contiguous"),
-        "layout": _layout(entry),
-        "direction": _choice(entry, "direction", DIRECTIONS, "forward"),
-        "benchmark": _bool(entry, "benchmark", None),
-        "deterministic": _bool(entry, "deterministic", None),
-        "tf32": _bool(entry, "allow_tf32", None),
-        "gpu_only": _bool(entry, "gpu_only", False),
-        "via": None if entry.get("via", "eager") == "eager" else _choice(entry, "via", VIAS, "eager"),
-        "sources": _sources(entry),
-        "source": _text(entry, "source") or f"the {prefix} case file",
+        "op": op, "n": n, "c_in": c_in,
+        "c_out": take(_int, "out_channels", entry["out_channels"], 1) if "out_channels" in entry else None,
+        "size": size[0] if dims == 1 and size else tuple(size),
+        "groups": take(_int, "groups", entry.get("groups", 1), 1),
+        "bias": take(_bool, entry, "bias", True),
+        "dtype": take(_choice, entry, "dtype", DTYPES, "float32"),
+        "autocast": take(_autocast, entry),
+        "memory_format": take(_choice, entry, "memory_format", MEMORY_FORMATS, "contiguous"),
+        "layout": take(_layout, entry),
+        "direction": take(_choice, entry, "direction", DIRECTIONS, "forward"),
+        "benchmark": take(_bool, entry, "benchmark", None),
+        "deterministic": take(_bool, entry, "deterministic", None),
+        "tf32": take(_bool, entry, "allow_tf32", None),
+        "gpu_only": take(_bool, entry, "gpu_only", False),
+        "via": None if entry.get("via", "eager") == "eager" else take(_choice, entry, "via", VIAS, "eager"),
+        "sources": take(_sources, entry),
+        "source": take(_text, entry, "source") or f"the {prefix} case file",
         "tag": name,
         "prefix": prefix,
     }
-    _text(entry, "captured_from")
-    elements = n * c_in * math.prod(size)
-    if elements > MAX_ELEMENTS:
-        raise Bad(f"input: {elements} elements, over 2^44: no GPU holds it")
+    if dims is not None:  # the sizes' rank is the op's: without a known op they cannot be checked
+        fields["kernel"] = take(_size, entry, "kernel", dims, 1, None) if "kernel" in entry else None
+        for key, least, default in (("stride", 1, 1), ("padding", 0, 0), ("dilation", 1, 1),
+                                    ("output_padding", 0, 0)):
+            fields[key] = take(_size, entry, key, dims, least, default)
+    take(_text, entry, "captured_from")
+    if n is not None and c_in is not None:
+        elements = n * c_in * math.prod(size)
+        if elements > MAX_ELEMENTS:
+            problems.append(f"input: {elements} elements, over 2^44: no GPU holds it")
+    if problems:
+        raise Bad(problems[0], problems)
     return fields
 
 

@@ -198,8 +198,8 @@ class Case:
                 self.expand(self.output_padding), self.expand(self.stride), self.expand(self.dilation))
                 if isinstance(self.output_padding, int) or len(self.output_padding) == self.spatial_dims):
             problems.append("output_padding: must be smaller than stride or dilation")
-        if self.tag is not None and not re.fullmatch(r"[a-z0-9_]+", self.tag):
-            problems.append("tag: lower-case letters, digits and underscores")
+        if self.tag is not None and not re.fullmatch(r"[a-z0-9_]+(-[a-z0-9_]+)*", self.tag):
+            problems.append("tag: lower-case letters, digits and underscores, words joined by single hyphens")
         if self.c_in % self.groups or self.c_out % self.groups:
             problems.append(f"groups: {self.groups} does not divide the channels ({self.c_in} in, {self.c_out} out)")
         for name in ("size", "kernel", "stride", "padding", "dilation", "output_padding"):
@@ -236,6 +236,11 @@ class Case:
             return "it forces cudnn.benchmark, which picks among cuDNN's algorithms (the CPU runs its twin)"
         if self.tf32 is not None:
             return "it sets TF32"
+        if self.prefix is not None:
+            # A user case is gpu_only because its file says so: say that, and what of it only CUDA
+            # reads, not the catalogue's reason for its own gpu_only cases.
+            forced = " and forces cudnn.benchmark, which picks among cuDNN's algorithms" if self.benchmark else ""
+            return f"its case file ({self.prefix}) marks it gpu_only{forced}"
         return "it is about cuDNN's dtype support by GPU"
 
     @property

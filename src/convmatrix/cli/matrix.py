@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 from convmatrix import matrix
+from convmatrix.run import cases as run_cases
 
 
 def add_parser(sub: Any) -> None:
@@ -20,6 +21,9 @@ def add_parser(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     loaded = matrix.load(args.matrix or matrix.default_matrix())
+    # The case files it names are checked as `run` checks them (every problem a line, exit 2):
+    # a matrix that `matrix` shows is one that `run` accepts.
+    run_cases.check(list(loaded.cases))
     print(render_matrix(loaded, args.format), end="")
     return 0
 

@@ -130,3 +130,27 @@ def test_from_model_failures_are_one_line_exit_2_and_write_nothing(
     assert message in err and "Traceback" not in err
     assert len(err.strip().splitlines()) == 1
     assert list(tmp_path.iterdir()) == []
+
+
+# Issue 39: a [case.sweep] is listed as the cases it expands to, counted; past its bound, exit 2.
+SWEPT = ('[[case]]\nname = "a"\nop = "conv2d"\ninput = [31, 4, 8, 8]\nout_channels = 4\nkernel = 3\n'
+         '[case.sweep]\nbatch = [31, 32]\nkernel = [1, 3]\ndtype = ["float32", "bfloat16"]\n')
+
+
+def test_a_2x2x2_sweep_lists_8_cases(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "prod.toml"
+    path.write_text(SWEPT)
+    assert main(["cases", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"8 cases from {path}\n")
+    assert sum(1 for line in out.splitlines() if line.startswith("prod-conv2d-")) == 8
+
+
+def test_a_sweep_past_its_bound_exits_2_with_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "prod.toml"
+    path.write_text(SWEPT.replace("dtype = [", "out_channels = [" + ", ".join(map(str, range(1, 70))) + "]\ndtype = ["))
+    proc = subprocess.run([sys.executable, "-m", "convmatrix", "cases", str(path)], capture_output=True, text=True,
+                          check=False)
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines() == [f"convmatrix: {path}: case 1 (a): sweep: 2 x 2 x 69 x 2 = 552 cases, at most "
+                                        "256 a [[case]] table"]

@@ -47,6 +47,23 @@ def test_misspelt_matrix_key_exits_2_naming_key_and_file(write_matrix: Callable[
     ]
 
 
+def test_matrix_checks_the_case_files_it_names(write_matrix: Callable[[str], Path]) -> None:
+    path = write_matrix('name = "x"\ncases = ["prod.toml"]\n[axes]\nlane = ["baremetal"]\ntorch = ["2.4.1"]\n'
+                        'cuda = ["cu124"]\ncudnn = ["bundled"]\npython = ["3.11"]\n')
+    cases = path.parent / "prod.toml"
+    cases.write_text('[[case]]\nname = "a"\nop = "conv2d"\ninput = [1, 4, 8, 8]\nout_channels = 4\nkernel = 3\n'
+                     "benchmrk = true\n")
+    proc = subprocess.run([sys.executable, "-m", "convmatrix", "matrix", "-m", str(path)],
+                          capture_output=True, text=True, check=False)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        f"convmatrix: {cases}: case 1 (a): benchmrk: unknown key (did you mean benchmark?)"]
+    cases.write_text(cases.read_text().replace("benchmrk", "benchmark"))
+    proc = subprocess.run([sys.executable, "-m", "convmatrix", "matrix", "-m", str(path)],
+                          capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr
+
+
 def test_report_on_nothing_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = report(capsys, str(tmp_path / "none"))
     assert code == 2 and "no results here" in err

@@ -171,8 +171,9 @@ def test_every_problem_of_a_file_is_said_not_only_the_first(tmp_path: Path) -> N
 
 def test_untrusted_text_stays_one_printable_line(tmp_path: Path) -> None:
     text = '[[case]]\nname = "a"\n"\\u001b[31mevil\\u2028x" = 1\n'
-    (line,) = problems(tmp_path, text)
+    line, *missing = problems(tmp_path, text)  # the bad key, then each required field missing
     assert line.isprintable() and "\x1b" not in line and "\\x1b" in line
+    assert all(": missing (required" in other for other in missing)
 
 
 def test_a_huge_file_is_refused_before_it_is_parsed(tmp_path: Path) -> None:
@@ -206,3 +207,112 @@ def test_directions_size_and_scale_like_backward(tmp_path: Path, direction: str)
     assert case.backward and sizing.need_bytes(case) > sizing.need_bytes(forward)
     small: Any = sizing.scaled(case)
     assert small is not case and small.kind == direction and sizing.fits_cpu(small)
+
+
+def test_every_bad_field_of_a_case_is_said_at_once(tmp_path: Path) -> None:
+    lines = problems(tmp_path, "[[case]]\n" + BASE + 'dtype = "half"\nbias = 1\nbenchmrk = true\nstride = 0\n')
+    where = f"{tmp_path / 'prod.toml'}: case 1 (a): "
+    assert all(line.startswith(where) for line in lines), lines
+    assert sorted(line[len(where):].split(":")[0] for line in lines) == ["benchmrk", "bias", "dtype", "stride"]
+
+
+def test_a_case_missing_two_fields_names_both(tmp_path: Path) -> None:
+    lines = problems(tmp_path, '[[case]]\nname = "a"\nop = "conv2d"\ninput = [1, 4, 8, 8]\n')
+    assert [line.split(": ")[2] for line in lines] == ["out_channels", "kernel"]
+
+
+@pytest.mark.parametrize("name", ["dilated-det", "a-b-c", "x_1-y"])
+def test_a_name_may_hold_hyphens_as_the_catalogs_ids_do(tmp_path: Path, name: str) -> None:
+    (case,) = casefile.load([str(write(tmp_path, "[[case]]\n" + BASE.replace('"a"', f'"{name}"')))], catalog.Case)
+    assert case.tag == name and case.id == f"prod-conv2d-fp32-k3-{name}"
+
+
+@pytest.mark.parametrize("name", ["-a", "a-", "a--b", "A-b", "a b"])
+def test_a_hyphen_joins_words_only(tmp_path: Path, name: str) -> None:
+    (line,) = problems(tmp_path, "[[case]]\n" + BASE.replace('"a"', f'"{name}"'))
+    assert ": name: " in line and "single hyphens" in line
+
+
+def test_an_id_over_the_bound_is_refused_where_it_is_made(tmp_path: Path) -> None:
+    stem, name = "s" * 64, "n" * 64  # each within its own bound; the id they make is not
+    more = 'padding = 1\ndtype = "float16"\nmemory_format = "channels_last"\ndirection = "backward"\nbias = false\n'
+    (line,) = problems(tmp_path, "[[case]]\n" + BASE.replace('"a"', f'"{name}"') + more, name=f"{stem}.toml")
+    assert line.startswith(f"{tmp_path / stem}.toml: case 1 ({name}): name: the id ") and "over 160" in line
+    (short,) = casefile.load([str(write(tmp_path, "[[case]]\n" + BASE.replace('"a"', f'"{name[:40]}"') + more,
+                                        f"{stem}.toml"))], catalog.Case)
+    assert len(short.id) <= casefile.MAX_ID
+
+
+def test_the_id_bound_is_the_records_one() -> None:
+    records = load_suite_module("records")
+    assert records.CASE_ID.fullmatch("a" * casefile.MAX_ID) and not records.CASE_ID.fullmatch("a" * (casefile.MAX_ID + 1))
+
+
+def test_a_gpu_only_user_case_that_forces_benchmark_says_so_when_skipped(tmp_path: Path) -> None:
+    (case,) = casefile.load([str(write(tmp_path, "[[case]]\n" + BASE + "benchmark = true\ngpu_only = true\n"))],
+                            catalog.Case)
+    assert case.needs_gpu
+    assert case.gpu_reason == ("its case file (prod) marks it gpu_only and forces cudnn.benchmark, which picks "
+                               "among cuDNN's algorithms")
+    (plain,) = casefile.load([str(write(tmp_path, "[[case]]\n" + BASE + "gpu_only = true\n"))], catalog.Case)
+    assert plain.gpu_reason == "its case file (prod) marks it gpu_only"
+
+
+# --- [case.sweep] (issue 39) ----------------------------------------------------------------------
+
+SWEEP = "[[case]]\n" + BASE + '[case.sweep]\nbatch = [31, 32]\nkernel = [1, 3]\ndtype = ["float32", "bfloat16"]\n'
+
+
+def test_a_2x2x2_sweep_is_8_cases_of_distinct_ids(tmp_path: Path) -> None:
+    cases = casefile.load([str(write(tmp_path, SWEEP))], catalog.Case)
+    assert len(cases) == 8 and len({case.id for case in cases}) == 8
+    assert [(c.n, c.kernel, c.dtype) for c in cases] == [
+        (n, k, d) for n in (31, 32) for k in (1, 3) for d in ("float32", "bfloat16")]
+    assert cases[-1].id == "prod-conv2d-bf16-k3-a-batch32-kernel3-dtype_bfloat16"
+    assert all(c.c_in == 4 and c.size == (8, 8) and c.tag.startswith("a-batch") for c in cases)
+
+
+def test_a_sweep_reads_the_same_from_json(tmp_path: Path) -> None:
+    data = {"case": [{"name": "a", "op": "conv1d", "input": [2, 4, 16], "out_channels": 4, "kernel": 3,
+                      "sweep": {"padding": [0, 1], "bias": [True, False], "stride": [[1], [2]]}}]}
+    cases = casefile.load([str(write(tmp_path, json.dumps(data), "prod.json"))], catalog.Case)
+    assert len(cases) == 8 and {c.tag for c in cases} >= {"a-padding0-bias_on-stride1", "a-padding1-bias_off-stride2"}
+
+
+def test_a_sweep_past_its_bound_is_one_line(tmp_path: Path) -> None:
+    values = list(range(1, casefile.MAX_SWEEP + 2))
+    (line,) = problems(tmp_path, "[[case]]\n" + BASE + f"[case.sweep]\nout_channels = {values}\n")
+    assert line == (f"{tmp_path / 'prod.toml'}: case 1 (a): sweep: {casefile.MAX_SWEEP + 1} = "
+                    f"{casefile.MAX_SWEEP + 1} cases, at most {casefile.MAX_SWEEP} a [[case]] table")
+
+
+@pytest.mark.parametrize(("sweep", "says"), [
+    ("kernal = [1, 3]\n", "sweep.kernal: not a field a sweep takes (did you mean kernel?)"),
+    ("name = [\"b\"]\n", "sweep.name: not a field a sweep takes"),
+    ("kernel = 3\n", "sweep.kernel: 3: expected a list of values"),
+    ("kernel = []\n", "sweep.kernel: []: expected a list of values"),
+    ("batch = [1]\ninput = [[1, 4, 8, 8]]\n", "sweep.batch: sweep the input's shape or its batch, not both"),
+])
+def test_a_bad_sweep_names_its_field(tmp_path: Path, sweep: str, says: str) -> None:
+    lines = problems(tmp_path, "[[case]]\n" + BASE + "[case.sweep]\n" + sweep)
+    assert any(line.startswith(f"{tmp_path / 'prod.toml'}: case 1 (a): {says}") for line in lines), lines
+
+
+def test_a_bad_swept_value_is_said_once_and_a_bad_combination_names_its_point(tmp_path: Path) -> None:
+    lines = problems(tmp_path, "[[case]]\n" + BASE + '[case.sweep]\ndtype = ["half", "float32"]\nbias = [true, false]\n')
+    assert lines == [f"{tmp_path / 'prod.toml'}: case 1 (a): dtype: 'half': expected one of float32, float16, bfloat16"]
+    (line,) = problems(tmp_path, "[[case]]\n" + BASE + "[case.sweep]\ngroups = [2, 3]\n")
+    assert line.startswith(f"{tmp_path / 'prod.toml'}: case 1 (a), sweep groups=3: groups: 3 does not divide")
+
+
+def test_a_swept_id_over_the_bound_is_refused(tmp_path: Path) -> None:
+    # The table's name and the file's are each within their bounds, and the unswept id too (144
+    # characters); the words the sweep adds take each case past 160.
+    text = "[[case]]\n" + BASE.replace('"a"', f'"{"n" * 64}"') + '[case.sweep]\nbatch = [1, 2]\ndtype = ["float16", "bfloat16"]\n'
+    lines = problems(tmp_path, text, name=f"{'s' * 64}.toml")
+    assert len(lines) == 4 and all("over 160" in line and ", sweep batch=" in line for line in lines)
+
+
+def test_repeated_swept_values_are_the_same_case(tmp_path: Path) -> None:
+    (line,) = problems(tmp_path, "[[case]]\n" + BASE + "[case.sweep]\nkernel = [3, 3]\n")
+    assert "sweep kernel=3: name: the same case as case 1, sweep kernel=3" in line
