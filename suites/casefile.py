@@ -189,8 +189,10 @@ def parse(path: str, case_class: Callable[..., Any], *, stem: str | None = None)
             try:
                 fields = case_fields(one, prefix)
             except Bad as exc:
-                problems += [line for line in (f"{where}: {problem}" for problem in exc.problems)
-                             if not (line in said or said.add(line))]
+                for line in (f"{where}: {problem}" for problem in exc.problems):
+                    if line not in said:
+                        said.add(line)
+                        problems.append(line)
                 continue
             if point:
                 # The table's name with a word per swept value (`sweep-batch31-kernel3-dtype_bfloat16`):
