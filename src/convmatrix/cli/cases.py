@@ -120,47 +120,39 @@ def from_log(log: str, output: Path | None) -> int:
         print(f"convmatrix: {one_line(note)}", file=sys.stderr)
     if not found.cases:
         raise BadInput(f"{log}: no repro snippet to capture (PyTorch prints one on the cuDNN v7 API's errors)")
-    # The file's format is the one its name says, as the suite reads it (casefile.py: a .toml file
-    # as TOML, any other as JSON); stdout gets TOML.
-    suffix = output.suffix if output is not None else ".toml"
-    if suffix not in snippets.CASE_FILE_FORMATS:
-        raise BadInput(f"-o {one_line(str(output))}: a case file is named .toml (TOML) or .json (JSON)")
-    text = snippets.to_case_file(found.cases, log, suffix)
-    # What is written must run: the captured cases are checked as the suite will read them.
-    stem = output.stem if output is not None else "captured"
-    with tempfile.TemporaryDirectory() as folder:
-        probe = Path(folder) / f"{stem}{suffix}"
-        probe.write_text(text, encoding="utf-8")
-        run_cases.check([probe])
-    write_output(text, output)
+    suffix = snippets.suffix_of(output)
+    write_checked(snippets.to_case_file(found.cases, log, suffix), output, suffix, "captured")
     where = f" in {output}" if output is not None else ""
     print(f"convmatrix: {len(found.cases)} case(s) captured from {one_line(log)}{where}", file=sys.stderr)
     return 0
 
 
+def write_checked(text: str, output: Path | None, suffix: str, stem: str) -> None:
+    """A case file --from-log or --from-model made: checked as the suite will read it (casefile.py,
+    under the name it will have: its stem prefixes the ids), then written whole (write_output)."""
+    with tempfile.TemporaryDirectory() as folder:
+        probe = Path(folder) / f"{output.stem if output is not None else stem}{suffix}"
+        probe.write_text(text, encoding="utf-8")
+        run_cases.check([probe])
+    write_output(text, output)
+
+
 def from_model(args: argparse.Namespace) -> int:
     from convmatrix.triage import from_model as recorder  # lazily: only --from-model imports torch
+    from convmatrix.triage import snippets  # lazily, as --from-log: the case-file writer
 
     inputs = [recorder.parse_shape(text) for text in args.input]
     if not inputs:
         raise BadInput("--from-model: name the model's input shapes with --input (e.g. --input 8x3x224x224)")
     kwargs = recorder.parse_kwargs(args.kwargs)
-    suffix = recorder.suffix_of(args.output)
+    suffix = snippets.suffix_of(args.output)
     start = time.perf_counter()
     found = recorder.record(args.from_model, inputs, dtype=args.dtype, autocast=args.autocast,
                             channels_last=args.channels_last, backward=args.backward, kwargs=kwargs)
     seconds = time.perf_counter() - start
     said = recorder.header(args.from_model, inputs, found, autocast=args.autocast, backward=args.backward,
                            seconds=seconds)
-    text = recorder.to_case_file(found.cases, said, suffix)
-    # What is written must run: the recorded cases are checked as the suite will read them, before
-    # the file is written (whole, by write_output: nothing half).
-    stem = args.output.stem if args.output is not None else "recorded"
-    with tempfile.TemporaryDirectory() as folder:
-        probe = Path(folder) / f"{stem}{suffix}"
-        probe.write_text(text, encoding="utf-8")
-        run_cases.check([probe])
-    write_output(text, args.output)
+    write_checked(recorder.to_case_file(found.cases, said, suffix), args.output, suffix, "recorded")
     where = f" in {args.output}" if args.output is not None else ""
     print(f"convmatrix: {len(found.cases)} case(s) from {found.calls} convolution call(s) of "
           f"{one_line(args.from_model)} recorded in {seconds:.2f} s{where}", file=sys.stderr)

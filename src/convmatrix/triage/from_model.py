@@ -36,15 +36,13 @@ import json
 import os
 import re
 import signal
-import textwrap
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from convmatrix import tomlwrite
 from convmatrix.errors import BadInput
+from convmatrix.triage import snippets
 
 MAX_SECONDS = 120.0  # a ResNet-50's forward and backward records in well under a second
 MAX_RSS_GROWTH = 2 << 30  # bytes: a meta model holds no data; a few hundred MB of Python objects at most
@@ -105,15 +103,6 @@ def parse_kwargs(text: str | None) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise BadInput("--kwargs: expected a JSON object of keyword arguments, e.g. '{\"num_classes\": 10}'")
     return value
-
-
-def suffix_of(output: Path | None) -> str:
-    """The case file's format by its name, as suites/casefile.py reads it: .toml is TOML, .json JSON
-    (stdout gets TOML)."""
-    suffix = ".toml" if output is None else output.suffix
-    if suffix not in (".toml", ".json"):
-        raise BadInput(f"-o {output}: a case file is named .toml (TOML) or .json (JSON)")
-    return suffix
 
 
 def load_callable(target: str) -> Any:
@@ -218,17 +207,8 @@ def header(target: str, inputs: Sequence[tuple[int, ...]], found: Recorded, *, a
 
 
 def to_case_file(cases: list[dict[str, Any]], said: str, suffix: str) -> str:
-    """The case file (suites/casefile.py's keys) in the format of its suffix, `said` in its header
-    (a TOML comment, JSON's `description`)."""
-    if suffix == ".json":
-        return json.dumps({"description": said, "case": cases}, indent=1) + "\n"
-    printable = "".join(char if char.isprintable() else "?" for char in said)  # a comment is one line each
-    out = ["# " + line for line in textwrap.wrap(printable, 96)]
-    for case in cases:
-        out += ["", "[[case]]"]
-        # tomlwrite: the one TOML writer (--from-log, bisect and stacks_index use it too).
-        out += [f"{tomlwrite.key(key)} = {tomlwrite.value(value)}" for key, value in case.items()]
-    return "\n".join(out) + "\n"
+    """The recorded cases as a case file in its suffix's format (snippets.case_file, --from-log's writer too)."""
+    return snippets.case_file(cases, said, suffix)
 
 
 # -- the dispatch mode ----------------------------------------------------------------------------

@@ -63,10 +63,12 @@ import re
 import textwrap
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from convmatrix import tomlwrite
 from convmatrix.errors import BadInput
+from convmatrix.escape import one_line
 from convmatrix.results.families import strip_ansi
 from convmatrix.triage import ranks, scan
 
@@ -480,24 +482,37 @@ _CAPTURED = ("each a PyTorch cuDNN repro snippet of that log, as the convolution
 CASE_FILE_FORMATS = (".toml", ".json")  # what suites/casefile.py reads: TOML by the suffix, else JSON
 
 
+def suffix_of(output: Path | None) -> str:
+    """The case file's format by its name, as suites/casefile.py reads it: .toml is TOML, .json JSON
+    (stdout gets TOML); another name is BadInput. --from-log and --from-model both ask here."""
+    suffix = ".toml" if output is None else output.suffix
+    if suffix not in CASE_FILE_FORMATS:
+        raise BadInput(f"-o {one_line(str(output))}: a case file is named .toml (TOML) or .json (JSON)")
+    return suffix
+
+
 def to_case_file(cases: list[dict[str, Any]], source_log: str, suffix: str) -> str:
-    """The case file in the format its name's suffix says (.json: JSON, .toml: TOML), as the
-    suite will read it (suites/casefile.py reads a .toml file as TOML, any other as JSON)."""
-    if suffix == ".json":
-        return to_json(cases, source_log)
-    return to_toml(cases, source_log)
-
-
-def to_json(cases: list[dict[str, Any]], source_log: str) -> str:
-    """A case file as JSON (casefile.py's `case` list), the capture said in its `description`."""
-    said = f"Captured by `convmatrix cases --from-log` from {_comment(source_log)}: {len(cases)} case(s), {_CAPTURED}"
-    return json.dumps({"description": said, "case": cases}, indent=1) + "\n"
+    """The captured cases as a case file in the format its name's suffix says (case_file)."""
+    return case_file(cases, _captured(cases, source_log), suffix)
 
 
 def to_toml(cases: list[dict[str, Any]], source_log: str) -> str:
-    """A case file (suites/casefile.py's keys) of ``cases``, with a header naming the log."""
-    said = f"Captured by `convmatrix cases --from-log` from {_comment(source_log)}: {len(cases)} case(s), {_CAPTURED}"
-    out = ["# " + line for line in textwrap.wrap(said, 96)]
+    """The captured cases as a TOML case file, with a header naming the log."""
+    return case_file(cases, _captured(cases, source_log), ".toml")
+
+
+def _captured(cases: list[dict[str, Any]], source_log: str) -> str:
+    return f"Captured by `convmatrix cases --from-log` from {_comment(source_log)}: {len(cases)} case(s), {_CAPTURED}"
+
+
+def case_file(cases: list[dict[str, Any]], said: str, suffix: str) -> str:
+    """A case file (suites/casefile.py's keys) in the format of its name's suffix, as the suite
+    reads it (a .toml file as TOML, any other as JSON): `said` is JSON's `description` or the TOML
+    header's comment lines. The one case-file writer of --from-log and --from-model."""
+    if suffix == ".json":
+        return json.dumps({"description": said, "case": cases}, indent=1) + "\n"
+    printable = "".join(char if char.isprintable() else "?" for char in said)  # a comment is one line each
+    out = ["# " + line for line in textwrap.wrap(printable, 96)]
     for case in cases:
         out += ["", "[[case]]"]
         out += [f"{tomlwrite.key(key)} = {tomlwrite.value(value)}" for key, value in case.items()]

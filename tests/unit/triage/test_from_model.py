@@ -13,7 +13,7 @@ import torch
 
 import modelzoo
 from convmatrix.errors import BadInput
-from convmatrix.triage import from_model
+from convmatrix.triage import from_model, snippets
 from testkit import load_suite_module
 
 casefile = load_suite_module("casefile")
@@ -211,7 +211,7 @@ def test_bad_options_are_one_line() -> None:
         from_model.parse_kwargs("{")
     assert from_model.parse_kwargs('{"num_classes": 10}') == {"num_classes": 10}
     with pytest.raises(BadInput, match=r"a case file is named \.toml"):
-        from_model.suffix_of(Path("cases.yaml"))
+        snippets.suffix_of(Path("cases.yaml"))
 
 
 def test_resnet50_from_torchvision_without_weights_or_the_hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
