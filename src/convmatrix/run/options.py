@@ -21,6 +21,9 @@ from convmatrix.matrix.parse import Matrix
 from convmatrix.results import rundir
 
 RUNS_DIR = Path("reports/runs")
+# Attempts of one cell a run may make again: each is kept whole (attempts/<n>/), so the disk a cell
+# takes grows with them; a cause that outlives ten tries is not one a retry fixes.
+MAX_RETRIES = 10
 LATEST = RUNS_DIR / "LATEST"
 ALLOW_CPU = "CONVMATRIX_ALLOW_CPU"  # "1": --allow-cpu for every run of this environment (a CPU-only fleet, tests)
 
@@ -163,7 +166,7 @@ def parse(args: Sequence[str], *, default_out: Path | None = None, owned: Sequen
         suite_args=tuple(suite_args),
         engine=ns.engine,
         allow_cpu=ns.allow_cpu or allow_cpu(()),
-        retries=count("--retries", ns.retries, 0, minimum=0),
+        retries=count("--retries", ns.retries, 0, minimum=0, maximum=MAX_RETRIES),
     )
 
 
@@ -181,11 +184,11 @@ def host_name(given: str | None) -> str:
     return found or "localhost"
 
 
-def count(name: str, text: str | None, default: int, *, minimum: int) -> int:
+def count(name: str, text: str | None, default: int, *, minimum: int, maximum: int = 9999) -> int:
     if text is None:
         return default
-    if not re.fullmatch(r"[0-9]{1,4}", text) or int(text) < minimum:
-        raise BadInput(f"run options: {name} {text!r} is not a whole number >= {minimum}")
+    if not re.fullmatch(r"[0-9]{1,4}", text) or not minimum <= int(text) <= maximum:
+        raise BadInput(f"run options: {name} {text!r} is not a whole number from {minimum} to {maximum}")
     return int(text)
 
 

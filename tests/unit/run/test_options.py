@@ -169,3 +169,12 @@ def test_an_empty_argument_is_never_named_as_the_owned_option() -> None:
     """Review: `--host "" --ou X` named the empty argument ('run options:  (argparse reads it as --out)')."""
     with pytest.raises(BadInput, match=r"run options: --ou \(argparse reads it as --out\)"):
         options.parse(["--host", "", "--ou", "x"], owned=("--out",))
+
+
+@pytest.mark.parametrize("given", ["-1", "x", "1.5", "\u0663", "11", "99999", "", " 1", "1e1"])
+def test_retries_takes_a_whole_number_up_to_its_bound(given: str) -> None:
+    """--retries is a new input surface: each attempt is kept whole, so the count is bounded."""
+    with pytest.raises(BadInput, match=r"--retries .* is not a whole number from 0 to 10") as raised:
+        options.parse(["--retries", given])
+    assert raised.value.exit_code == 2 and "\n" not in str(raised.value)
+    assert options.parse(["--retries", "10"]).retries == options.MAX_RETRIES
