@@ -145,3 +145,21 @@ def test_a_hostile_tree_is_read_copied_and_removed_without_touching_anything_out
             root.rmtree(cand.name)
         assert not cand.exists() and not cand.is_symlink()
         assert gen.snapshot(outside) == before
+
+
+KILLED = {"case": "k", "status": "crashed", "message": "the suite process died (signal 9, SIGKILL) while this case ran"}
+
+
+@given(gen.hostile_results_lines())
+def test_the_retry_decision_reads_any_results_file_and_still_finds_the_harnesss_line(lines: list[str]) -> None:
+    """The --retries readers (runner.attempt_cause, runner.statuses) parsed results.jsonl with a
+    plain json.loads: a line nested 5,000 deep was a RecursionError in the run. Whatever else the
+    file holds, they return, and the harness's own SIGKILL line is still the cause found."""
+    with tempfile.TemporaryDirectory() as folder:
+        cell = Path(folder)
+        (cell / rundir.RESULTS).write_text("".join(line + "\n" for line in [*lines, json.dumps(KILLED)]))
+        rundir.write_json(cell / rundir.CELL_JSON, {"exit_code": -9})
+        found = runner.attempt_cause(cell)
+        assert found is not None and found.cause == "killed" and found.retryable
+        counts = runner.statuses(cell)
+        assert counts.get("crashed", 0) >= 1 and all(isinstance(n, int) and n > 0 for n in counts.values())
