@@ -15,6 +15,7 @@ from convmatrix.report import model as report_model
 from convmatrix.report import render
 from convmatrix.report import text as render_text
 from convmatrix.report import verdicts as report_verdicts
+from reportkit import said_by_formats
 
 
 @pytest.fixture(scope="module")
@@ -68,3 +69,15 @@ def test_a_stack_not_run_on_several_gpus_for_one_reason_is_one_line(tmp_path: Pa
     assert len(lines) == 51, look
     assert f"- host on {', '.join(sorted(missing))}: NOT RUN: no result on any host: no runner reported GPU <gpu>" \
         in look, look
+
+
+def test_every_format_says_the_same_verdict_of_every_cell_at_fleet_scale(tmp_path: Path) -> None:
+    """The compact html, the grouped lines of stacks not run on several GPUs and the rest agree
+    with the json on every one of the 51 x 7 cells (4 GPUs reported, 3 expected and not)."""
+    run = fleetkit.write_nightly(tmp_path / "run")
+    loaded = results.load([str(run)], expect_gpus=["b300-sm103", "gb200-sm100", "rtx6000-sm120"])
+    built = report_model.build(loaded.results, report_verdicts.control_id(loaded.results, None))
+    said = said_by_formats(built)
+    truth = {c.where: str(c.verdict) for c in built.cells}
+    assert len(truth) == 51 * 7 and said["json"] == truth and said["html"] == truth
+    assert said["text"] == {w: v for w, v in truth.items() if v not in ("ok", "control")}
