@@ -37,9 +37,10 @@ def url(given: str | None) -> str:
 def run_key(loaded: Loaded, given: str | None) -> str:
     """--run-id, else the names of the run directories given (a nightly's reports/runs/<stamp>),
     else of the folders holding the cell directories given."""
-    if given:
-        if not given.strip() or len(given) > 200 or "\n" in given:
-            raise BadInput(f"--run-id {given!r}: 1 to 200 characters on one line")
+    if given is not None:
+        # Printable: a NUL is no PostgreSQL text, and the key is shown in every history line.
+        if not given.strip() or len(given) > 200 or not given.isprintable():
+            raise BadInput(f"--run-id {given[:200]!r}: 1 to 200 printable characters")
         return given
     names = sorted({Path(p).resolve().name for p in loaded.run_dirs}
                    or {r.path.resolve().parent.name for r in loaded.results})

@@ -126,3 +126,13 @@ def counts(url: str) -> tuple[int, int, int]:
     finally:
         engine.dispose()
     return runs, cells, cases
+
+
+@pytest.mark.parametrize("run_id", ["", "   ", "a\nb", "a\rb", "nul\x00", "x" * 201, "\x1b[2J"])
+def test_a_hostile_run_id_is_one_line_and_nothing_recorded(run_id: str, history_url: str, tmp_path: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """--run-id names a run in the history and in every line `history` prints: printable, 1 to 200."""
+    assert recorded(night(tmp_path, 1), history_url, "--run-id", run_id) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and "--run-id" in err and "\x1b" not in err
+    assert main(["history", "--history", history_url]) == 2  # nothing was recorded: no history there
