@@ -213,11 +213,12 @@ def panel_head(cell: CellRow, ids: dict[tuple[str, str], str]) -> list[str]:
 def compact_panel(cell: CellRow, cases: list[CaseRow], ids: dict[tuple[str, str], str]) -> list[str]:
     """A cell of a fleet's page: its noteworthy cases named, one line per verdict and family (the
     filter still finds them by id and family); what they said is under Failures by case."""
-    named = listed(cases)[:MAX_LISTED]
+    noted = listed(cases)  # sorted once: the named, the plain and the rest are counted from it
+    named = noted[:MAX_LISTED]
     groups: dict[tuple[str, str], list[str]] = {}
     for case in named:
         groups.setdefault((str(case.verdict), case.family or ""), []).append(case.case)
-    plain = len(cases) - len(listed(cases))
+    plain = len(cases) - len(noted)
     out = panel_head(cell, ids)
     out.append(f'<p class="shown-count"><span class="shown">{len(named)}</span> noteworthy case(s) named; '
                f"{plain} plain one(s) counted, not listed (a fleet's page: the json report lists every case)</p>")
@@ -226,7 +227,7 @@ def compact_panel(cell: CellRow, cases: list[CaseRow], ids: dict[tuple[str, str]
         fam = f' <span class="fam">{html_cell(family)}</span>' if family else ""
         out.append(f'<p class="ids" data-family="{html_cell(family)}"><span class="cv v-{verdict}">{html_cell(word)}'
                    f"</span>{fam} ({len(names)}): " + " ".join(f"<code>{html_cell(n)}</code>" for n in names) + "</p>")
-    left = len(listed(cases)) - len(named)
+    left = len(noted) - len(named)
     if left > 0:
         out.append(f'<p class="more">{html_cell(more_line(left, "cases of this cell"))}</p>')
     return [*out, "</section>"]

@@ -22,7 +22,6 @@ WIDTH = 120
 HEADER_WIDTH = 30
 GAP = "  "
 MESSAGE_WIDTH = 90
-MAX_CASES = MAX_LISTED  # the rest are counted, and in the json report
 WORDS = {Verdict.CONTROL: "CTRL", Verdict.OK: "ok", Verdict.FIXED: "fixed", Verdict.REGRESSION: "REGR",
          Verdict.INVALID: "INVALID", Verdict.NOT_RUN: "NOT RUN", Verdict.UNSUPPORTED: "unsupp",
          Verdict.NO_CONTROL: "no-ctl", Verdict.CHANGED: "changed", Verdict.DECLARED_SKIP: "declared"}
@@ -208,16 +207,16 @@ def case_table(report: Report) -> list[str]:
         return [*out, "none", ""]
     rows = [[abbreviate(c.cell), c.gpu, c.case, report_grid.verdict_word(c.verdict), str(c.outcome), c.family or "",
              c.control_outcome or "",
-             c.delta or "", one_line(c.message or "")[:MESSAGE_WIDTH]] for c in cases[:MAX_CASES]]
+             c.delta or "", one_line(c.message or "")[:MESSAGE_WIDTH]] for c in cases[:MAX_LISTED]]
     from tabulate import tabulate  # here: it imports importlib.metadata, a tenth of the CLI's start-up
 
     table = tabulate([[one_line(str(v)) for v in row] for row in rows],
                      headers=["cell", "gpu", "case", "verdict", "outcome", "family", "control", "delta", "message"],
                      tablefmt="simple", disable_numparse=True)
     out.append(table)
-    if len(cases) > MAX_CASES:
-        out.append(more_line(len(cases) - MAX_CASES))
-    for c in cases[:MAX_CASES]:
+    if len(cases) > MAX_LISTED:
+        out.append(more_line(len(cases) - MAX_LISTED))
+    for c in cases[:MAX_LISTED]:
         for said in (first_difference(c), explained(c)):
             if said:
                 out.append(f"{one_line(c.case)}@{one_line(c.gpu)}: {one_line(said)}")
