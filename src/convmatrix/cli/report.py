@@ -73,9 +73,10 @@ def run(args: argparse.Namespace) -> int:
     if errors:
         raise BadInput("\n".join(errors))
     # first-red: the control's health still decides (exit 3); then only what went red tonight.
-    verdicts.judge(report, "never" if first_red else args.fail_on)
     if first_red:
-        nights.judge_first_red(report)
+        verdicts.judge(report, args.fail_on, nights.first_red(report), nights.summary(report))
+    else:
+        verdicts.judge(report, args.fail_on)
     return 0
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from convmatrix.errors import NotGreen
 from convmatrix.history.marks import Mark, State
 from convmatrix.report.model import Report
 
@@ -55,10 +54,9 @@ def sections(report: Report) -> list[tuple[str, list[str], int]]:
     return made
 
 
-def judge_first_red(report: Report) -> None:
-    """--fail-on first-red: NotGreen (exit 1) naming what went red for the first time; nothing for
-    the recurring, the flaky or the recovered."""
-    first = grouped(report)[State.FIRST_RED]
-    if first:
-        more = f" and {len(first) - 5} more" if len(first) > 5 else ""
-        raise NotGreen(f"{len(first)} first-red: {', '.join(e.what for e in first[:5])}{more} ({summary(report)})")
+def first_red(report: Report) -> list[str]:
+    """--fail-on first-red: what went red for the first time (verdicts.judge fails on these alone),
+    leaving out the cells that did not run and their cases: an outage's first night is the
+    infrastructure (exit 4), not a finding about the stacks."""
+    down = {c.where for c in report.cells if c.did_not_run}
+    return [e.what for e in grouped(report)[State.FIRST_RED] if e.what.split(" ", 1)[0] not in down]

@@ -16,7 +16,7 @@ from convmatrix.results.outcomes import FAILING, Delta, Outcome, Verdict
 from convmatrix.results.read import CellResult
 
 # first-red: red only for what went red tonight for the first time on its stack and GPU (needs
-# --history; report/nights.judge_first_red); the views then describe the regression policy.
+# --history; report/nights.first_red, judged in judge); the views then describe the regression policy.
 FIRST_RED = "first-red"
 FAIL_ON = (*results_verdicts.POLICIES, FIRST_RED, "never")
 
@@ -243,9 +243,13 @@ def tally(cells: Sequence[VerdictedCell]) -> str:
     return ", ".join(f"{counts[v]} {v}" for v in ordered if counts[v])
 
 
-def judge(report: Verdicted, fail_on: str) -> None:
+def judge(report: Verdicted, fail_on: str, first_red: Sequence[str] = (), history: str = "") -> None:
     """The report's verdict as an exit: UnhealthyControl (3) where a sick control has candidates,
-    NotGreen (1) for every cell `failing` names; nothing when it is green."""
+    NotGreen (1) for every cell `failing` names; nothing when it is green. Under first-red,
+    `first_red` names what went red for the first time (report/nights.first_red: cells that ran,
+    and their cases; `history` its summary line): NotGreen for those alone. In both, a run whose
+    red is the infrastructure alone is InfrastructureError (4): a dead index is not a finding on
+    its first night, and not green on its second."""
     judged = {c.gpu_key for c in report.cells if c.verdict not in (Verdict.CONTROL, Verdict.NOT_RUN)}
     ran = {c.gpu_key for c in report.cells if c.verdict == Verdict.CONTROL}
     # A control that ran and is unhealthy gives no verdict, even as the only cell: exit 3. A control
@@ -258,6 +262,11 @@ def judge(report: Verdicted, fail_on: str) -> None:
     if fail_on == "never":
         return
     red = [c for c in report.cells if failing(c, fail_on)]
+    if fail_on == FIRST_RED:
+        if first_red:
+            more = f" and {len(first_red) - 5} more" if len(first_red) > 5 else ""
+            raise NotGreen(f"{len(first_red)} first-red: {', '.join(first_red[:5])}{more} ({history})")
+        red = [c for c in red if c.did_not_run]  # recurring, flaky, recovered: nothing new; outages still say so
     if red:
         # One clause per verdict, worst first, each naming its first cells: the nightly's last line.
         def why(cell: VerdictedCell) -> str:

@@ -83,3 +83,35 @@ def test_the_html_grid_separates_first_red_from_recurring_with_a_timeline(tmp_pa
         strip = re.search(r'<span class="strip"[^>]*>(.*?)</span>', grid)
         assert strip is not None and strip[1].endswith('<i class="r"></i>') and strip[1].startswith('<i class="g"></i>')
         assert recorded(run, url) == 0
+
+
+def outage(base: Path, n: int) -> Path:
+    """Night n with a second candidate whose venv never installed (cell.json's cause: the index)."""
+    from testkit import write_result
+
+    run = night(base, n)
+    ended = f"2026-11-{n:02d}T02:00:00+00:00"
+    directory = write_result(run, "down", [], env=None, cell={"ended": ended, "exit_code": 255,
+                                                                "error": "venv install failed",
+                                                                "cause": {"cause": "index unreachable",
+                                                                          "line": "dns error", "log": None,
+                                                                          "line_no": None}})
+    (directory / "results.jsonl").unlink()
+    (directory / "env.json").unlink()
+    return run
+
+
+def test_an_outage_under_first_red_is_infrastructure_on_its_first_night_and_its_second(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Review of issue 36: under --fail-on first-red a cell that did not run (a dead index) read
+    first-red on the outage's first night (exit 1, a finding about no stack) and recurring on the
+    next (exit 0: the outage unseen). The one verdict function now says 4 on both nights."""
+    url = f"sqlite:///{tmp_path / 'h.sqlite'}"
+    assert recorded(night(tmp_path, 1), url) == 0
+    for n in (2, 3):
+        run = outage(tmp_path, n)
+        code = main(["report", str(run), "--history", url, "--fail-on", "first-red", "--format", "json",
+                     "-o", str(tmp_path / f"r{n}.json")])
+        err = capsys.readouterr().err
+        assert code == 4 and "did not run, for the infrastructure alone: down@cpu" in err, (n, code, err)
+        assert recorded(run, url) == 0
