@@ -46,6 +46,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from convmatrix.results import rundir
+
 
 @dataclass(frozen=True)
 class Cause:
@@ -181,10 +183,10 @@ def classify_log(path: Path | None, *fallback: str) -> RootCause | None:
     """The root cause in a log's first HEAD bytes, else in the fallback texts (the harness's own
     message, which names the step that failed), else None. A log that cannot be read is passed by."""
     if path is not None:
-        try:
-            with open(path, "rb") as handle:  # a read, bounded: the log may be anyone's
+        try:  # the shared regular-file opener: a link or a FIFO planted at the log's path is not read
+            with rundir.open_plain(path, path.parent) as handle:
                 text = handle.read(HEAD).decode("utf-8", errors="replace")
-        except OSError:
+        except (OSError, rundir.NotPlain):
             text = ""
         found = classify(text.splitlines(), str(path))
         if found is not None:

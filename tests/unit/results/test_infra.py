@@ -126,3 +126,19 @@ def test_uv_s_newer_chain_is_read_too() -> None:
 def test_every_cause_has_a_word_for_the_grid() -> None:
     assert {c.name for c in infra.CAUSES} == set(infra.SHORT)
     assert all(" " not in word and len(word) <= 8 for word in infra.SHORT.values())
+
+
+@pytest.mark.parametrize("planted", ["fifo", "link"])
+def test_a_fifo_or_a_link_at_the_logs_path_is_passed_by(planted: str, tmp_path: Path) -> None:
+    """classify_log opened the install log with a plain open(): a FIFO there hung the run, a link
+    was followed. It reads through rundir's regular-file opener, and the fallback speaks."""
+    import os
+
+    log = tmp_path / "cell.install.log"
+    if planted == "fifo":
+        os.mkfifo(log)
+    else:
+        (tmp_path / "elsewhere.txt").write_text("ERROR: Could not find a version that satisfies the requirement x\\n")
+        log.symlink_to(tmp_path / "elsewhere.txt")
+    found = infra.classify_log(log, "Temporary failure in name resolution")
+    assert found is not None and found.line != "ERROR: Could not find a version that satisfies the requirement x"
