@@ -8,7 +8,6 @@ import json
 import os
 import shlex
 import shutil
-import subprocess
 import sys
 import zipfile
 from pathlib import Path
@@ -16,33 +15,12 @@ from pathlib import Path
 import pytest
 
 from testkit import REPO, load_suite_module
+from wheelkit import build_wheel, sh
 
 pytestmark = pytest.mark.slow  # (tests/integration/conftest.py marks it too)
 
 HOST_MATRIX = 'name = "wheel-host"\n[[include]]\nlane = "host"\n'
 CASE = "conv2d-fp32-k3-p1"
-
-
-def sh(*args: str | Path, cwd: Path, env: dict[str, str] | None = None, timeout: float = 300,
-       check: bool = True) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run([str(a) for a in args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
-    if check:
-        assert proc.returncode == 0, f"{args}: exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
-    return proc
-
-
-def build_wheel(tmp: Path) -> Path:
-    """The wheel, built from a clean copy of what it is made of (no stale build/ of the checkout's,
-    nothing written into the checkout)."""
-    src = tmp / "src-copy"
-    ignore = shutil.ignore_patterns("__pycache__", "*.egg-info", ".ruff_cache", ".mypy_cache")
-    for name in ("src", "suites", "images", "matrix"):
-        shutil.copytree(REPO / name, src / name, ignore=ignore)
-    for name in ("pyproject.toml", "README.md"):
-        shutil.copy2(REPO / name, src / name)
-    sh(sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", tmp / "dist", src, cwd=tmp)
-    (wheel,) = (tmp / "dist").glob("convmatrix-*.whl")
-    return wheel
 
 
 def test_the_wheel_alone_runs_and_reports_a_host_cell(tmp_path: Path) -> None:

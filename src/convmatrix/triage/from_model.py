@@ -105,13 +105,31 @@ def parse_kwargs(text: str | None) -> dict[str, Any]:
     return value
 
 
+# What a package's compiled ops say at import when they were built for another build of torch:
+# PyPI's torchvision wheel is built for PyPI's (CUDA) torch, and beside a CPU-only torch its _C
+# extension does not load, after which torchvision 0.28's meta registrations fail with this line.
+_MISSING_OP = re.compile(r"operator ([A-Za-z_][A-Za-z0-9_]*)::[A-Za-z_][A-Za-z0-9_.]* does not exist")
+
+
+def _mismatch_hint(exc: BaseException) -> str:
+    """A hint for an extension built against another torch build (else nothing): which torch is
+    here, and that the package must be the release built for it."""
+    found = _MISSING_OP.search(str(exc))
+    if found is None:
+        return ""
+    import torch
+
+    return (f" ({found.group(1)}'s compiled ops do not match torch {torch.__version__}: install the {found.group(1)} "
+            f"release built for this torch, from the same index, e.g. both from PyPI)")
+
+
 def load_callable(target: str) -> Any:
     module_name, attr = parse_target(target)
     try:
         obj: Any = importlib.import_module(module_name)
     except Exception as exc:  # a user's module: any error on import is theirs, told in one line
         raise BadInput(f"--from-model {target}: cannot import {module_name}: {type(exc).__name__}: "
-                       f"{_first_line(exc)}") from None
+                       f"{_first_line(exc)}{_mismatch_hint(exc)}") from None
     for part in attr.split("."):
         try:
             obj = getattr(obj, part)

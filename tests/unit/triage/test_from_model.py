@@ -201,6 +201,26 @@ def test_a_callable_that_fails_is_one_line_naming_it(target: str, kwargs: dict[s
     assert "\n" not in str(caught.value)
 
 
+def test_a_package_built_for_another_torch_is_told_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """PyPI's torchvision beside a CPU-only torch fails on import with torch's own line (seen with
+    torchvision 0.28.0 and torch 2.13.0+cpu); the message says which torch is here and what to do."""
+    (tmp_path / "mismatched_ops_i38.py").write_text(
+        'raise RuntimeError("operator mismatched_ops_i38::nms does not exist")\n')
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(BadInput) as caught:
+        from_model.record("mismatched_ops_i38:build", [(1, 1, 4, 4)])
+    said = str(caught.value)
+    assert said.startswith("--from-model mismatched_ops_i38:build: cannot import mismatched_ops_i38: RuntimeError: "
+                           "operator mismatched_ops_i38::nms does not exist (mismatched_ops_i38's compiled ops do "
+                           f"not match torch {torch.__version__}: install the mismatched_ops_i38 release built for "
+                           "this torch")
+    assert "\n" not in said
+    # Any other import error gets no such hint.
+    (tmp_path / "plain_error_i38.py").write_text('raise RuntimeError("no GPU")\n')
+    with pytest.raises(BadInput, match=r"RuntimeError: no GPU\Z"):
+        from_model.record("plain_error_i38:build", [(1, 1, 4, 4)])
+
+
 def test_bad_options_are_one_line() -> None:
     with pytest.raises(BadInput, match="--input '8x3x0x2'"):
         from_model.parse_shape("8x3x0x2")
