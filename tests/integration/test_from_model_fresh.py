@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 import time
 import tomllib
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -31,9 +33,17 @@ COMMAND = ("cases", "--from-model", "torchvision.models:resnet50", "--input", "8
            "--channels-last", "--backward", "-o", "rn50.toml")
 
 
-def test_from_model_in_a_fresh_environment_writes_lists_and_runs_resnet50s_cases(tmp_path: Path) -> None:
+@pytest.fixture
+def venv(tmp_path: Path) -> Iterator[Path]:
+    """A fresh venv's folder, removed after the test: it holds about 5.5 GB (CUDA builds), which
+    pytest's kept temporary folders would otherwise keep for three sessions."""
+    folder = tmp_path / "venv"
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_from_model_in_a_fresh_environment_writes_lists_and_runs_resnet50s_cases(tmp_path: Path, venv: Path) -> None:
     wheel = build_wheel(tmp_path)
-    venv = tmp_path / "venv"
     sh(sys.executable, "-m", "venv", venv, cwd=tmp_path)
     python = venv / "bin" / "python"
     sh(python, "-m", "pip", "install", "-q", "--disable-pip-version-check", *MODEL_PACKAGES, wheel,
