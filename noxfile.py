@@ -186,6 +186,12 @@ def nightly(session: nox.Session) -> None:
         # A nightly's results come from that night: reuse is for fix-proof and upgrade runs.
         session.error("convmatrix: --reuse-results is not for the nightly; run the lane sessions with it")
     run_options = session.posargs[:session.posargs.index("--")] if "--" in session.posargs else session.posargs
+    # The run directory named here, and the report made of it, not of reports/runs/LATEST: a run
+    # started meanwhile on this checkout (another nightly, a lane) marks itself the latest.
+    try:
+        out = options.parse(session.posargs).out
+    except BadInput as exc:
+        session.error(f"convmatrix: {exc}")
     # No CUDA stacks on a CPU runner by accident: the one line `convmatrix run` would say, before
     # the harness is built and a 55-minute ETA is printed for runs that would test nothing of cuDNN.
     matrix = the_matrix(session)
@@ -195,9 +201,9 @@ def nightly(session: nox.Session) -> None:
         session.error(f"convmatrix: {refused}")
     # A red cell comes with cuDNN's own reason: each failing case re-run with its log on (--explain).
     explain = () if any(a.startswith("--explain") for a in run_options) else ("--explain",)
-    run_cells(session, *explain, strict=False, success_codes=[0, 4])
-    # The run just made (`convmatrix run` marked it as the latest), recorded into the history first.
-    write_report(session, [], record=True)
+    run_cells(session, *explain, "--out", str(out), strict=False, success_codes=[0, 4])
+    # The run just made, recorded into the history first.
+    write_report(session, [str(out)], record=True)
 
 
 def install_locked(session: nox.Session, lock: str) -> None:

@@ -17,11 +17,11 @@ from testkit import REPO
 HOST_ONLY = 'name = "h"\n[axes]\nlane = ["host"]\n'
 
 
-def nightly(tmp_path: Path, out: Path, **env: str) -> subprocess.CompletedProcess[str]:
+def nightly(tmp_path: Path, out: Path, suite: tuple[str, ...] = (), **env: str) -> subprocess.CompletedProcess[str]:
     matrix = tmp_path / "m.toml"
     matrix.write_text(HOST_ONLY)
     command = [sys.executable, "-m", "nox", "-f", str(REPO / "noxfile.py"), "-s", "nightly", "--",
-               "--out", str(out), "--", "-k", "conv1d-fp32"]
+               "--out", str(out), "--", "-k", "conv1d-fp32", *suite]
     full = dict(os.environ, CONVMATRIX_MATRIX=str(matrix), CONVMATRIX_PYTHON=sys.executable,
                 CONVMATRIX_HOME=str(tmp_path / "home"), **env)
     full.pop("CONVMATRIX_HISTORY", None) if "CONVMATRIX_HISTORY" not in env else None
@@ -38,6 +38,19 @@ def test_the_nightly_records_its_run_and_marks_its_report(tmp_path: Path) -> Non
     engine.dispose()
     report = json.loads((tmp_path / "run" / "report.json").read_text())
     assert all("history" in cell for cell in report["cells"])
+
+
+def test_the_nightly_reports_its_own_run_when_another_starts_meanwhile(tmp_path: Path) -> None:
+    """Another run marked itself the latest while the nightly ran (two nightlies on one checkout,
+    or parallel tests: stop 43's CI): the nightly still records and reports the run it made."""
+    latest = REPO / "reports" / "runs" / "LATEST"
+    other = tmp_path / "other-run"
+    plugins = os.pathsep.join(filter(None, [str(REPO / "tests" / "plugins"), os.environ.get("PYTHONPATH")]))
+    done = nightly(tmp_path, tmp_path / "mine", suite=("-p", "convmatrix_race"), PYTHONPATH=plugins,
+                   CONVMATRIX_RACE_LATEST=f"{latest}:{other}")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert json.loads((tmp_path / "mine" / "report.json").read_text())["cells"]
+    assert not other.exists()
 
 
 def test_no_record_when_asked_and_a_broken_history_loses_no_report(tmp_path: Path) -> None:
