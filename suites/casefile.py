@@ -265,7 +265,8 @@ def sweep(entry: dict[str, Any]) -> list[tuple[dict[str, Any], str]]:
     problems = []
     for field, values in table.items():
         if field not in SWEEP_FIELDS:
-            problems.append(f"sweep.{_printable(field)}: not a field a sweep takes{_hint(field, SWEEP_FIELDS)} "
+            hint = " (did you mean batch?)" if field in ("n", "N") else _hint(field, SWEEP_FIELDS)
+            problems.append(f"sweep.{_printable(field)}: not a field a sweep takes{hint} "
                             f"(one of {', '.join(SWEEP_FIELDS)})")
         elif not isinstance(values, list) or not values:
             problems.append(f"sweep.{field}: {_shown(values)}: expected a list of values")

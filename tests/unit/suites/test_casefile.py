@@ -289,6 +289,7 @@ def test_a_sweep_past_its_bound_is_one_line(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("sweep", "says"), [
     ("kernal = [1, 3]\n", "sweep.kernal: not a field a sweep takes (did you mean kernel?)"),
     ("name = [\"b\"]\n", "sweep.name: not a field a sweep takes"),
+    ("n = [31, 32]\n", "sweep.n: not a field a sweep takes (did you mean batch?)"),
     ("kernel = 3\n", "sweep.kernel: 3: expected a list of values"),
     ("kernel = []\n", "sweep.kernel: []: expected a list of values"),
     ("batch = [1]\ninput = [[1, 4, 8, 8]]\n", "sweep.batch: sweep the input's shape or its batch, not both"),
