@@ -9,7 +9,9 @@ by one step of one dimension across the bound, so a run tells which side a stack
   largest batch whose tensors all fit, and that batch + 1);
 - else, at batch 1, by the input's last spatial extent (one sample alone is past the bound).
 
-A case whose weight alone crosses (no batch or extent helps) has no such pair: ValueError. Like
+A case with its own view (input_strides) keeps it, its strides recomputed for each shape
+(Case.view_strides). A case whose weight alone crosses (no batch or extent helps) has no such
+pair: ValueError. Like
 catalog.py and sizing.py, this module imports neither torch nor pytest, nor catalog at run time
 (the harness may load it by path): it works on a Case through its fields, over_int32 and
 dataclasses.replace.
@@ -29,16 +31,25 @@ def int32_pair(case: Case) -> tuple[Case, Case]:
     by one in the batch (or, where batch 1 is already over, in the input's last spatial extent)."""
     if not case.over_int32:
         raise ValueError(f"{case.id}: no tensor of it is over 2^31 - 1 elements: no boundary to pair")
-    if not dataclasses.replace(case, n=1).over_int32:
-        return _edge(case, "batch", lambda n: dataclasses.replace(case, n=n), case.n)
-    one = dataclasses.replace(case, n=1)
+    if not _reshaped(case, n=1).over_int32:
+        return _edge(case, "batch", lambda n: _reshaped(case, n=n), case.n)
+    one = _reshaped(case, n=1)
     extents = one.expand(one.size)
 
     def by_extent(extent: int) -> Case:
         size = extent if isinstance(one.size, int) else (*extents[:-1], extent)
-        return dataclasses.replace(one, size=size)
+        return _reshaped(one, size=size)
 
     return _edge(case, "last spatial extent at batch 1", by_extent, extents[-1])
+
+
+def _reshaped(case: Case, *, n: int | None = None, size: int | tuple[int, ...] | None = None) -> Case:
+    """The case at another batch or size, its view's strides (if it has one) recomputed for it."""
+    n = case.n if n is None else n
+    size = case.size if size is None else size
+    extents = (size,) if isinstance(size, int) else size
+    shape = (n, case.c_in, *extents)
+    return dataclasses.replace(case, n=n, size=size, input_strides=case.view_strides(shape))
 
 
 def _edge(case: Case, what: str, made: Callable[[int], Case], over: int) -> tuple[Case, Case]:

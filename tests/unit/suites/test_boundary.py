@@ -53,3 +53,15 @@ def test_every_catalogue_case_past_the_bound_has_a_pair(case: catalog.Case) -> N
     assert step[1] == step[0] + 1
     assert (below.op, below.dtype, below.kernel, below.groups, below.kind) == (case.op, case.dtype, case.kernel,
                                                                               case.groups, case.kind)
+
+
+def test_a_case_with_its_own_view_keeps_it_on_both_sides() -> None:
+    # Channels last from a permute, batch past the bound: each side's strides are its own shape's.
+    case = catalog.Case("conv2d", 200, 64, 64, (512, 512), 3, padding=1, source="test",
+                        input_strides=(64 * 512 * 512, 1, 64 * 512, 64))
+    below, above = boundary.int32_pair(case)
+    assert (below.n, above.n) == (127, 128)
+    assert below.input_strides == above.input_strides == case.input_strides
+    tall = catalog.Case("conv1d", 1, 1024, 1024, 3_000_000, 1, source="test", input_strides=(3_000_000 * 1024, 1, 1024))
+    below, above = boundary.int32_pair(tall)
+    assert below.input_strides == (below.size * 1024, 1, 1024) and above.input_strides == (above.size * 1024, 1, 1024)
