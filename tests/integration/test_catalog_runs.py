@@ -286,7 +286,7 @@ EXPECTED_IDS = (
 )
 WORKLOADS = {"sd_unet", "vae_decoder", "video_temporal", "whisper_frontend", "patch_embed",
              "stylegan_transposed"}
-FACT_KEYS = {"timing", "fingerprint", "need_mb", "scaled", "shapes", "trigger", "sources", "backend", "cudnn_path"}
+FACT_KEYS = {"timing", "fingerprint", "need_mb", "scaled", "shapes", "view", "trigger", "sources", "backend", "cudnn_path"}
 CPU_RUN_LIMIT_S = 120
 
 

@@ -9,7 +9,10 @@ import re
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
+import strategies
 from catalogkit import TRIGGER_FAMILIES, catalog, load_test_conv, past_int32, sizing
 
 
@@ -227,3 +230,33 @@ def test_a_views_id_names_its_strides_and_the_weights_format() -> None:
     assert dataclasses.replace(base, weight_memory_format="contiguous") == base
     listed: Any = [288, 1, 48, 8]  # as a JSON case file gives it
     assert dataclasses.replace(base, input_strides=listed).input_strides == (288, 1, 48, 8)
+
+
+def _offsets(shape: tuple[int, ...], strides: tuple[int, ...]) -> list[int]:
+    found = [0]
+    for size, stride in zip(shape, strides, strict=True):
+        found = [base + i * stride for base in found for i in range(size)]
+    return found
+
+
+@given(strategies.views())
+def test_a_restrided_view_keeps_its_order_and_never_overlaps(view: strategies.View) -> None:
+    """restride of a view laid out in some order: the same strides for the same shape, and for a
+    smaller one a view that reaches no element twice, its dimensions over 1 in the same order."""
+    assert not catalog.view_overlaps(view.shape, view.strides)
+    assert catalog.restride(view.shape, view.strides, view.shape) == view.strides
+    made = catalog.restride(view.shape, view.strides, view.smaller)
+    offsets = _offsets(view.smaller, made)
+    assert len(set(offsets)) == len(offsets)
+    assert not catalog.view_overlaps(view.smaller, made)
+    assert catalog.view_extent(view.smaller, made) == max(offsets) + 1
+    over_1 = [d for d in range(len(made)) if view.shape[d] > 1 and view.smaller[d] > 1]
+    assert sorted(over_1, key=lambda d: made[d]) == sorted(over_1, key=lambda d: view.strides[d])
+
+
+@given(st.lists(st.integers(1, 4), min_size=2, max_size=4).flatmap(
+    lambda shape: st.tuples(st.just(tuple(shape)), st.tuples(*(st.integers(0, 12) for _ in shape)))))
+def test_view_overlaps_is_the_enumerations_answer(drawn: tuple[tuple[int, ...], tuple[int, ...]]) -> None:
+    shape, strides = drawn
+    offsets = _offsets(shape, strides)
+    assert catalog.view_overlaps(shape, strides) == (len(set(offsets)) < len(offsets))
