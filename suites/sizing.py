@@ -8,10 +8,10 @@ Like catalog.py, this module imports neither torch nor pytest.
 - A case the CPU cannot run quickly (need_mb or multiply-adds over CPU_BUDGET_MB, CPU_BUDGET_MACS)
   runs as scaled(case): same op, dtype, autocast, layout, memory format, groups structure
   (depthwise stays depthwise), kernel, stride, padding, dilation and forced settings, with
-  batch, channels and spatial extents cut down. A case's own view (input_strides) is kept:
-  its strides recomputed for the smaller shape in the same order and pattern (catalog.restride),
-  its gaps at most MOST_GAP, its storage offset kept (past OFFSET_KEEP, cut to OFFSET_KEEP plus its remainder modulo
-  OFFSET_KEEP, so that its alignment stays).
+  batch, channels and spatial extents cut down. A case's own view (input_strides) is kept: its
+  strides recomputed for the smaller shape in the same order and pattern (catalog.restride), its
+  gaps at most MOST_GAP, its storage offset kept (from 2 * OFFSET_KEEP on, cut to OFFSET_KEEP
+  plus its remainder modulo OFFSET_KEEP, so that its alignment stays).
 - sliced(case): whether the float64 CPU reference covers only a slice of the output (a block of
   output positions of one batch entry, and a few output channels), because the full reference
   would cost too much. A scaled case keeps the slicing of its full-size case.
