@@ -26,6 +26,12 @@ product (at most MAX_SWEEP, 256, a table), each expanded case tagged with its va
     kernel = [1, 3]
     dtype = ["float32", "bfloat16"]  # 8 cases: prod-conv2d-bf16-k3-...-unet_up_1280-batch32-kernel3-dtype_bfloat16
 
+A view of the input's own, and the weight's format apart from the input's:
+
+    input_strides = [1024, 1, 1]   # the input's exact strides (as_strided over a buffer large enough)
+    storage_offset = 0             # elements before the view's first, in that buffer
+    weight_memory_format = "contiguous"  # e.g. an NCHW weight beside a channels_last input
+
 The other keys: groups, bias, autocast, layout (permuted, sliced, transposed, nhwc_strided),
 deterministic, allow_tf32, via (eager, compile: through torch.compile; cuda_graph: replayed from a
 captured CUDA graph, forward only, GPU only), gpu_only, source (a sentence: why the case exists) and
@@ -77,12 +83,14 @@ REQUIRED = ("name", "op", "input", "out_channels", "kernel")
 # key -> (what it takes, checker). Checkers return the value for the case, or raise Bad.
 KEYS = ("name", "op", "input", "out_channels", "kernel", "stride", "padding", "dilation", "groups",
         "output_padding", "bias", "dtype", "autocast", "memory_format", "layout", "direction", "benchmark",
-        "deterministic", "allow_tf32", "via", "sources", "source", "gpu_only", "captured_from", "sweep")
+        "deterministic", "allow_tf32", "via", "sources", "source", "gpu_only", "captured_from", "sweep",
+        "input_strides", "storage_offset", "weight_memory_format")
 # [case.sweep]: the fields a sweep may list values for (a case's shape and settings; not its name,
 # op or the texts), `batch` being the input's first number.
 SWEEP_FIELDS = ("batch", "input", "out_channels", "kernel", "stride", "padding", "dilation", "groups",
                 "output_padding", "bias", "dtype", "autocast", "memory_format", "layout", "direction", "benchmark",
-                "deterministic", "allow_tf32", "via", "gpu_only")
+                "deterministic", "allow_tf32", "via", "gpu_only", "input_strides", "storage_offset",
+                "weight_memory_format")
 MAX_SWEEP = 256  # cases one [[case]] table's sweep expands to: a product grows fast
 VIAS = ("eager", "compile", "cuda_graph")
 
@@ -265,7 +273,8 @@ def sweep(entry: dict[str, Any]) -> list[tuple[dict[str, Any], str]]:
     problems = []
     for field, values in table.items():
         if field not in SWEEP_FIELDS:
-            problems.append(f"sweep.{_printable(field)}: not a field a sweep takes{_hint(field, SWEEP_FIELDS)} "
+            hint = " (did you mean batch?)" if field in ("n", "N") else _hint(field, SWEEP_FIELDS)
+            problems.append(f"sweep.{_printable(field)}: not a field a sweep takes{hint} "
                             f"(one of {', '.join(SWEEP_FIELDS)})")
         elif not isinstance(values, list) or not values:
             problems.append(f"sweep.{field}: {_shown(values)}: expected a list of values")
@@ -365,6 +374,16 @@ def case_fields(entry: dict[str, Any], prefix: str) -> dict[str, Any]:
         "tag": name,
         "prefix": prefix,
     }
+    fields["storage_offset"] = take(_int, "storage_offset", entry.get("storage_offset", 0), 0)
+    if "weight_memory_format" in entry:
+        fields["weight_memory_format"] = take(_choice, entry, "weight_memory_format", MEMORY_FORMATS, None)
+    if dims is not None and "input_strides" in entry:
+        fields["input_strides"] = strides = take(_strides, entry, dims)
+        if strides is not None and n is not None and c_in is not None:
+            extent = view_extent((n, c_in, *size), strides, fields["storage_offset"] or 0)
+            if extent > MAX_ELEMENTS:
+                problems.append(f"input_strides: the view reaches {extent} elements of its buffer, over 2^44: "
+                                "no GPU holds it")
     if dims is not None:  # the sizes' rank is the op's: without a known op they cannot be checked
         fields["kernel"] = take(_size, entry, "kernel", dims, 1, None) if "kernel" in entry else None
         for key, least, default in (("stride", 1, 1), ("padding", 0, 0), ("dilation", 1, 1),
@@ -399,6 +418,24 @@ def _size(entry: dict[str, Any], field: str, dims: int, least: int, default: int
             raise Bad(f"{field}: {_shown(value)}: expected one number or {dims} (one per spatial dimension)")
         return tuple(_int(field, item, least) for item in value) if dims > 1 else _int(field, value[0], least)
     return _int(field, value, least)
+
+
+def _strides(entry: dict[str, Any], dims: int) -> tuple[int, ...]:
+    """The input's strides: one whole number per dimension of the input, none negative."""
+    value = entry["input_strides"]
+    if not isinstance(value, list) or len(value) != dims + 2:
+        raise Bad(f"input_strides: {_shown(value)}: expected {dims + 2} numbers, one per dimension of the "
+                  f"input (batch, channels, {dims} spatial)")
+    for stride in value:
+        if isinstance(stride, int) and not isinstance(stride, bool) and stride < 0:
+            raise Bad(f"input_strides: {_shown(value)}: a negative stride is no view as_strided builds")
+    return tuple(_int("input_strides", stride, 0) for stride in value)
+
+
+def view_extent(shape: Sequence[int], strides: Sequence[int], offset: int) -> int:
+    """Elements of the buffer a view reaches (catalog.view_extent: this module loads by path and
+    imports no sibling; a unit test holds the two equal)."""
+    return offset + sum((size - 1) * stride for size, stride in zip(shape, strides)) + 1
 
 
 def _bool(entry: dict[str, Any], field: str, default: bool | None) -> bool | None:

@@ -4,16 +4,22 @@ This module imports neither torch nor pytest, so that any tool can read the cata
 A case id is derived from the fields and is the stable key of a result across stacks:
 renaming a case breaks comparisons with older runs, so change ids only on purpose. An id names
 what the case is, in words that `pytest -k` finds: the op and dtype, `depthwise`, `dilated2`,
-`over2g` (a tensor past 2^31 elements), the trigger family or workload (`vae_decoder`,
-`whisper_frontend`, `int32_no_split`, ...), then the tag.
+`over2g` (a tensor past 2^31 elements; `below2g` / `above2g`: a case's 2^31 boundary pair), the
+trigger family or workload (`vae_decoder`, `whisper_frontend`, `int32_no_split`, ...), then the
+tag. A case may carry its own view of the input (`input_strides`, `storage_offset`: `view...`,
+`offset...`) and a weight memory format apart from the input's (`weight_...`).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import math
+import os
 import re
+import sys
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any, Tuple, Union
 
 Size = Union[int, Tuple[int, ...]]
@@ -34,6 +40,12 @@ MEMORY_FORMATS = {"contiguous": None, "channels_last": 2, "channels_last_3d": 3}
 # with x.permute(0, 3, 1, 2) of a channels-last (N, H, W, C) tensor, its weight left NCHW (a
 # channels_last memory format would put the weight in channels_last too).
 LAYOUTS = (None, "permuted", "sliced", "transposed", "nhwc_strided")
+# The sides of the 2^31 boundary a case may stand on (boundary.int32_pair): the largest step
+# whose tensors all fit in 32-bit indexing, and the next, which does not.
+EDGES = (None, "below", "above")
+# Elements the strided checks enumerate at most to tell a view that interleaves its dimensions
+# from one that overlaps itself (beyond it, only a view ordered by its strides is taken).
+VIEW_ENUMERATE = 1 << 16
 # What a case differentiates: nothing, input and weight (`backward`), one of them (the dgrad and
 # wgrad paths alone), or the gradient of grad_input again (a gradient penalty: WGAN-GP, R1).
 DIRECTIONS = ("forward", "backward", "backward_input", "backward_weight", "double_backward")
@@ -104,6 +116,66 @@ def _is_default(value: Size, default: int) -> bool:
     return all(v == default for v in value)
 
 
+# --- views ---------------------------------------------------------------------------------------
+
+def view_extent(shape: tuple[int, ...], strides: tuple[int, ...], offset: int = 0) -> int:
+    """Elements of the buffer a strided view needs: its offset and the farthest element it reaches."""
+    return offset + sum((size - 1) * stride for size, stride in zip(shape, strides)) + 1
+
+
+def view_overlaps(shape: tuple[int, ...], strides: tuple[int, ...]) -> bool:
+    """Whether two elements of the view share memory. A view whose dimensions (those over 1), in
+    the order of their strides, each step past all the smaller ones cannot; one that interleaves
+    them is enumerated when small (VIEW_ENUMERATE), and taken as overlapping when not."""
+    spans = sorted((stride, size) for size, stride in zip(shape, strides) if size > 1)
+    reach = 0  # the farthest offset the dimensions so far reach
+    for stride, size in spans:
+        if stride <= reach:
+            break
+        reach += (size - 1) * stride
+    else:
+        return False
+    count = math.prod(shape)
+    if count > VIEW_ENUMERATE:
+        return True
+    offsets = {0}
+    for size, stride in zip(shape, strides):
+        offsets = {base + i * stride for base in offsets for i in range(size)}
+    return len(offsets) < count
+
+
+def restride(shape: tuple[int, ...], strides: tuple[int, ...], new: tuple[int, ...],
+             most_gap: int | None = None) -> tuple[int, ...]:
+    """The strides of a view like `strides` (of `shape`) for the shape `new`: the same order of the
+    dimensions in memory, the same broadcast (0) strides, the same gaps where a stride is a whole
+    multiple of what the dimensions before it span (a sliced buffer stays twice as wide), equal
+    strides kept equal (a size-1 dimension's), the smallest stride kept as it is; a stride the
+    dimensions before it do not divide (an interleaved view) is made dense after them. `most_gap`
+    bounds each gap and the smallest stride (a scaled-down case's buffer stays small)."""
+    bound = most_gap if most_gap is not None else max(max(strides, default=1), 1)
+    order = sorted(range(len(shape)), key=lambda d: (strides[d] == 0, strides[d], -d))
+    made = list(strides)
+    span_old = span_new = 0  # what the dimensions placed so far reach, in the old and the new shape
+    placed: dict[int, int] = {}  # an old stride -> its new one
+    for d in order:
+        old = strides[d]
+        if old == 0:
+            made[d] = 0
+            continue
+        if old in placed:
+            made[d] = placed[old]
+        elif span_old == 0:
+            made[d] = min(old, bound)  # the first: its step (2 in a sliced view) kept
+        elif old % span_old == 0:
+            made[d] = span_new * min(old // span_old, bound)
+        else:
+            made[d] = span_new
+        placed.setdefault(old, made[d])
+        span_old = max(span_old, old * shape[d])
+        span_new = max(span_new, made[d] * new[d])
+    return tuple(made)
+
+
 class CaseError(ValueError):
     """A case that cannot be; `problems` lists what is wrong, a phrase each."""
 
@@ -145,10 +217,21 @@ class Case:
     direction: str | None = None
     prefix: str | None = None  # a user case file's stem: its cases' ids start with it
     via: str | None = None  # VIAS: None (eager), "compile", "cuda_graph"
+    # Any view: the input's exact strides (one per dimension, batch and channels first) and storage
+    # offset, built with as_strided over a buffer large enough for it (None: the layout's or the
+    # memory format's). The weight's memory format apart from the input's (None: the input's).
+    input_strides: tuple[int, ...] | None = None
+    storage_offset: int = 0
+    weight_memory_format: str | None = None
+    edge: str | None = None  # EDGES: the side of the 2^31 boundary of a boundary pair's case
 
     def __post_init__(self) -> None:
         if self.direction not in (None, "forward") and not self.backward:
             object.__setattr__(self, "backward", True)  # frozen: normalised once, at construction
+        if isinstance(self.input_strides, list):  # a case file's (JSON) list: the hashable tuple
+            object.__setattr__(self, "input_strides", tuple(self.input_strides))
+        if self.weight_memory_format is not None and self.weight_memory_format == self.memory_format:
+            object.__setattr__(self, "weight_memory_format", None)  # one case, one id
         problems = self._problems()
         if problems:
             raise CaseError(f"bad case {self!r}: {'; '.join(problems)}", problems)
@@ -183,7 +266,11 @@ class Case:
         elif self.via == "cuda_graph" and self.backward:
             problems.append("via: a cuda_graph case is forward only")
         if self.layout == "transposed" and (self.n < 2 or self.c_in < 2):
-            problems.append("layout: a transposed layout needs a batch and channels of 2 or more")
+            problems.append("layout: a transposed layout needs a batch and channels of 2 or more (or give the "
+                            "view's input_strides)")
+        problems += self._view_problems()
+        if self.edge not in EDGES:
+            problems.append(f"edge: unknown side of the 2^31 boundary {self.edge}")
         if self.trigger is not None and self.trigger not in TRIGGERS:
             problems.append(f"trigger: unknown trigger family {self.trigger}")
         if self.trigger is not None and not self.sources:
@@ -212,6 +299,54 @@ class Case:
                             "and padding do not fit the input")
         return problems
 
+    def _view_problems(self) -> list[str]:
+        problems = []
+        if self.weight_memory_format is not None:
+            if self.weight_memory_format not in MEMORY_FORMATS:
+                problems.append(f"weight_memory_format: unknown memory format {self.weight_memory_format}")
+            elif MEMORY_FORMATS[self.weight_memory_format] not in (None, self.spatial_dims):
+                problems.append(f"weight_memory_format: {self.weight_memory_format} needs another spatial rank")
+        if type(self.storage_offset) is not int or self.storage_offset < 0:
+            problems.append(f"storage_offset: {self.storage_offset!r}: expected a whole number, 0 or more")
+        strides = self.input_strides
+        if strides is None:
+            if self.storage_offset:
+                problems.append("storage_offset: goes with input_strides (the view it offsets)")
+            return problems
+        rank = self.spatial_dims + 2
+        if len(strides) != rank or not all(type(s) is int for s in strides):
+            problems.append(f"input_strides: {list(strides)}: {self.op} takes {rank} whole numbers (batch, "
+                            f"channels, {self.spatial_dims} spatial)")
+            return problems
+        if any(s < 0 for s in strides):
+            problems.append(f"input_strides: {list(strides)}: a negative stride is no view as_strided builds")
+            return problems
+        if self.layout is not None:
+            problems.append("input_strides: give a layout or the view's strides, not both")
+        if self.memory_format != "contiguous":
+            problems.append("input_strides: the strides say how the input lies; memory_format would rewrite "
+                            "them (weight_memory_format sets the weight's)")
+        shape = (self.n, self.c_in, *self.expand(self.size))
+        if len(shape) == rank and view_overlaps(shape, strides):
+            problems.append(f"input_strides: {list(strides)}: the view of {list(shape)} overlaps itself (two "
+                            "elements share memory: a stride 0 or too small a stride on a dimension over 1)")
+        return problems
+
+    @property
+    def view_extent(self) -> int | None:
+        """Elements of the buffer the input's view needs (its offset and every element it reaches);
+        None without input_strides."""
+        if self.input_strides is None:
+            return None
+        return view_extent(self.shapes()["input"], self.input_strides, self.storage_offset)
+
+    def view_strides(self, shape: tuple[int, ...], most_gap: int | None = None) -> tuple[int, ...] | None:
+        """The case's input_strides recomputed for another input shape (the CPU's scaled-down
+        variant, a boundary pair's, a padded input): see restride."""
+        if self.input_strides is None:
+            return None
+        return restride(self.shapes()["input"], self.input_strides, shape, most_gap)
+
     @property
     def kind(self) -> str:
         """The direction: forward, backward, backward_input, backward_weight, double_backward."""
@@ -225,13 +360,17 @@ class Case:
     @property
     def needs_gpu(self) -> bool:
         """TF32, CUDA graphs and the sub-sm80 dtype cases mean nothing on a CPU."""
-        return self.gpu_only or self.tf32 is not None or self.via == "cuda_graph"
+        return self.gpu_only or self.tf32 is not None or self.via == "cuda_graph" or self.edge is not None
 
     @property
     def gpu_reason(self) -> str:
         """Why a case that needs_gpu means nothing on a CPU (its skip reason there)."""
         if self.via == "cuda_graph":
             return "it replays a captured CUDA graph"
+        if self.edge is not None:
+            # Scaled down to the CPU's size, a pair's case is its full-size case's scaled twin again.
+            return (f"it is the {self.edge} side of a 2^31 boundary pair, which means something at full size "
+                    "only (the CPU runs the scaled-down case it pairs)")
         if self.benchmark and self.workload:
             return "it forces cudnn.benchmark, which picks among cuDNN's algorithms (the CPU runs its twin)"
         if self.tf32 is not None:
@@ -317,6 +456,12 @@ class Case:
             parts.append(self.memory_format)
         if self.layout:
             parts.append(self.layout)
+        if self.input_strides is not None:
+            parts.append("view" + _fmt(self.input_strides))
+            if self.storage_offset:
+                parts.append(f"offset{self.storage_offset}")
+        if self.weight_memory_format is not None:
+            parts.append("weight_" + self.weight_memory_format)
         if not self.bias:
             parts.append("nobias")
         if self.kind != "forward":
@@ -331,6 +476,8 @@ class Case:
             parts.append("cuda_graph")
         if self.over_int32:
             parts.append("over2g")
+        if self.edge is not None:
+            parts.append(f"{self.edge}2g")
         if self.trigger:
             parts.append(self.trigger)
         if self.workload:
@@ -772,7 +919,42 @@ _WORKLOAD_SHAPES: tuple[Case, ...] = (
 
 WORKLOAD_CASES: tuple[Case, ...] = _variants(_WORKLOAD_SHAPES)
 
-CASES: tuple[Case, ...] = BASE_CASES + TRIGGER_CASES + WORKLOAD_CASES
+
+
+def _sibling(stem: str) -> ModuleType:
+    """suites/<stem>.py beside this file, loaded by its path: the harness loads this module by
+    path too (rundir.suite_module), with no suites/ on sys.path to import a sibling by name."""
+    name = f"{__name__}_{stem}"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                                                         f"{stem}.py"))
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+def _with_pairs(cases: tuple[Case, ...]) -> tuple[Case, ...]:
+    """Each case past 2^31 - 1 elements followed by its boundary pair (boundary.int32_pair): the
+    largest batch (or last extent) within the bound and the next, their ids the case's with
+    `below2g` / `above2g` (the case's own id, a key of results and history, stays as it is). A
+    case whose weight alone is past the bound has no pair. The pairs run on a GPU only: scaled
+    down for the CPU they would repeat the case's scaled twin."""
+    int32_pair = _sibling("boundary").int32_pair
+    out: list[Case] = []
+    for case in cases:
+        out.append(case)
+        if case.over_int32 and case.edge is None:
+            try:
+                below, above = int32_pair(case)
+            except ValueError:
+                continue
+            out += [dataclasses.replace(below, edge="below"), dataclasses.replace(above, edge="above")]
+    return tuple(out)
+
+
+CASES: tuple[Case, ...] = _with_pairs(BASE_CASES + TRIGGER_CASES + WORKLOAD_CASES)
 
 
 def _check_unique(cases: tuple[Case, ...]) -> None:

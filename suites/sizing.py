@@ -8,7 +8,10 @@ Like catalog.py, this module imports neither torch nor pytest.
 - A case the CPU cannot run quickly (need_mb or multiply-adds over CPU_BUDGET_MB, CPU_BUDGET_MACS)
   runs as scaled(case): same op, dtype, autocast, layout, memory format, groups structure
   (depthwise stays depthwise), kernel, stride, padding, dilation and forced settings, with
-  batch, channels and spatial extents cut down.
+  batch, channels and spatial extents cut down. A case's own view (input_strides) is kept: its
+  strides recomputed for the smaller shape in the same order and pattern (catalog.restride), its
+  gaps at most MOST_GAP, its storage offset kept (from 2 * OFFSET_KEEP on, cut to OFFSET_KEEP
+  plus its remainder modulo OFFSET_KEEP, so that its alignment stays).
 - sliced(case): whether the float64 CPU reference covers only a slice of the output (a block of
   output positions of one batch entry, and a few output channels), because the full reference
   would cost too much. A scaled case keeps the slicing of its full-size case.
@@ -35,6 +38,8 @@ REFERENCE_BUDGET_ELEMENTS = 1 << 25
 SLICE_POSITIONS = 4  # output positions per spatial dimension in a slice
 SLICE_CHANNELS = 16  # output channels in a slice (groups == 1 only)
 MIB = 1 << 20
+OFFSET_KEEP = 4096  # elements: an offset's alignment beyond this is no different on a scaled case
+MOST_GAP = 4  # a scaled view's gaps between its dimensions (a sliced view's 2 kept), at most
 # Convolutions of the forward's size that a direction computes: the forward, then one per gradient.
 PASSES = {"forward": 1, "backward": 3, "backward_input": 2, "backward_weight": 2, "double_backward": 5}
 
@@ -62,7 +67,7 @@ def macs(case: Case) -> int:
 
 def need_bytes(case: Case) -> int:
     found = shapes(case)
-    elements = sum(numel(shape) for shape in found.values())
+    elements = sum(numel(shape) for shape in found.values()) + (case.view_extent or 0)  # the view's buffer
     size = elements * BYTES[case.dtype]
     if case.autocast:  # the casted copies of input, weight and bias
         size += (elements - numel(found["output"])) * BYTES[case.autocast]
@@ -114,8 +119,13 @@ def scaled(case: Case) -> Case:
         extent = d * (k - 1) + 1
         size.append(min(i, max(12 if case.spatial_dims < 3 else 6, 2 * extent)))
     n = min(case.n, 2)
-    small = dataclasses.replace(case, n=n, c_in=c_in, c_out=c_out, groups=groups,
-                                size=size[0] if isinstance(case.size, int) else tuple(size))
+    new_size = size[0] if isinstance(case.size, int) else tuple(size)
+    offset = case.storage_offset
+    if offset >= 2 * OFFSET_KEEP:
+        offset = OFFSET_KEEP + offset % OFFSET_KEEP
+    small = dataclasses.replace(case, n=n, c_in=c_in, c_out=c_out, groups=groups, size=new_size,
+                                input_strides=case.view_strides((n, c_in, *size), MOST_GAP),
+                                storage_offset=offset)
     if case.layout == "transposed" and (small.n < 2 or small.c_in < 2):
         small = dataclasses.replace(small, n=2)
     return small

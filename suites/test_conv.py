@@ -37,6 +37,7 @@ import torch.nn.functional as F
 import sizing
 import tolerance
 from catalog import CASES, Case
+from catalog import view_extent as catalog_view_extent
 
 TORCH_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 MEMORY_FORMATS = {"channels_last": torch.channels_last, "channels_last_3d": torch.channels_last_3d}
@@ -108,7 +109,7 @@ def test_conv(case: Case, device: str, request: pytest.FixtureRequest,
               record_numeric: Callable[[dict[str, float]], None],
               record_facts: Callable[..., None]) -> None:
     record_facts(need_mb=sizing.need_mb(case), trigger=case.trigger, sources=list(case.sources),
-                 scaled=False, shapes=None, timing=None, fingerprint=None, backend=None, cudnn_path=None)
+                 scaled=False, shapes=None, view=None, timing=None, fingerprint=None, backend=None, cudnn_path=None)
     if device == "cpu" and case.needs_gpu:
         pytest.skip("the case needs CUDA: " + case.gpu_reason)
     if device == "cpu" and case.via == "compile" and not asked_for_compiled(request.config):
@@ -397,6 +398,14 @@ def memory_format_for(case: Case, remedy: Remedy, rank: int) -> torch.memory_for
     return None  # conv1d inputs stay as they are
 
 
+def weight_format_for(case: Case, remedy: Remedy, rank: int) -> torch.memory_format | None:
+    """The weight's memory format: the case's weight_memory_format where it sets one (contiguous:
+    an NCHW weight beside a channels_last input), else the input's (memory_format_for)."""
+    if case.weight_memory_format is not None:
+        return MEMORY_FORMATS.get(case.weight_memory_format, torch.contiguous_format)
+    return memory_format_for(case, remedy, rank)
+
+
 def run_on_device(case: Case, inputs: Tensors, drawn: Drawn, device: str, remedy: Remedy,
                   record_facts: Callable[..., None] | None = None) -> tuple[Tensors, dict[str, Any], dict[str, Any]]:
     grad_out = drawn.grad_output
@@ -421,12 +430,17 @@ def run_on_device(case: Case, inputs: Tensors, drawn: Drawn, device: str, remedy
             bias = pad_dim(bias, 0, case.groups, out_g, groups, new_out)
     input_format = memory_format_for(case, remedy, x.dim())
     x = place_input(case, x, input_format)
-    fmt = memory_format_for(case, remedy, weight.dim())
+    fmt = weight_format_for(case, remedy, weight.dim())
     if fmt is not None:
         weight = weight.contiguous(memory_format=fmt)
     if record_facts is not None:  # before the call: a failing one is explained by what was chosen
         backend = selected_backend(case, x, weight, bias, groups, device)
-        record_facts(backend=backend, cudnn_path=cudnn_path(backend))
+        # The view the conv got (scaled, padded: not the params'), which a repro builds again.
+        view = None
+        if case.input_strides is not None or case.weight_memory_format is not None:
+            view = {"input_strides": list(x.stride()), "storage_offset": x.storage_offset(),
+                    "weight_strides": list(weight.stride())}
+        record_facts(backend=backend, cudnn_path=cudnn_path(backend), view=view)
     def call(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
         # Looked up at call time, so that a fault plugin's patch is what runs (or is compiled).
         return convolve(getattr(torch.nn.functional, case.op), case, x, weight, bias, groups=groups)
@@ -595,9 +609,23 @@ def place_input(case: Case, x: torch.Tensor, fmt: torch.memory_format | None) ->
         x = x.transpose(0, 1).contiguous().transpose(0, 1)
     elif case.layout == "nhwc_strided":  # channels last in memory, as x.permute(0, 3, 1, 2) leaves it
         x = x.movedim(1, -1).contiguous().movedim(-1, 1)
+    elif case.input_strides is not None:
+        x = as_view(x, case)
     if fmt is not None:
         x = x.contiguous(memory_format=fmt)
     return x
+
+
+def as_view(x: torch.Tensor, case: Case) -> torch.Tensor:
+    """x as the case's own view: its values copied into a zeroed buffer just large enough, through
+    as_strided with the case's strides (recomputed for x's shape where --pad-channels widened it)
+    and storage offset; differentiable (the copy's gradient reaches x). The case file's checks
+    refuse a view that overlaps itself, which could not hold x's values."""
+    strides = case.view_strides(tuple(x.shape))
+    assert strides is not None
+    buffer = x.new_zeros(catalog_view_extent(tuple(x.shape), strides, case.storage_offset))
+    buffer.as_strided(x.shape, strides, case.storage_offset).copy_(x)
+    return buffer.as_strided(x.shape, strides, case.storage_offset)
 
 
 # --- numerics ----------------------------------------------------------------------------------

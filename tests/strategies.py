@@ -307,3 +307,29 @@ def snapshot(folder: Path) -> dict[str, tuple[str, bytes | None]]:
 def series_states(max_size: int = 60) -> st.SearchStrategy[list[bool]]:
     """A series' red (True) or green (False) runs, oldest first, tonight last."""
     return st.lists(st.booleans(), min_size=1, max_size=max_size)
+
+
+# --- strided views of a conv input (issue 39: any view) -------------------------------------------
+
+@dataclass(frozen=True, kw_only=True)
+class View:
+    """A shape, strides that lay it out densely in some order with gaps, and a smaller shape of the
+    same rank (a scaled-down case's), each extent at least 1 and at most the first's."""
+
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+    smaller: tuple[int, ...]
+
+
+@st.composite
+def views(draw: st.DrawFn, rank: int | None = None) -> View:
+    rank = draw(st.integers(3, 5)) if rank is None else rank
+    shape = tuple(draw(st.lists(st.integers(1, 6), min_size=rank, max_size=rank)))
+    order = draw(st.permutations(range(rank)))  # fastest dimension first
+    strides = [0] * rank
+    span = draw(st.integers(1, 3))  # the fastest dimension's step
+    for d in order:
+        strides[d] = span
+        span = span * shape[d] * draw(st.sampled_from((1, 1, 1, 2, 3)))  # a gap now and then
+    smaller = tuple(draw(st.integers(1, extent)) for extent in shape)
+    return View(shape=shape, strides=tuple(strides), smaller=smaller)

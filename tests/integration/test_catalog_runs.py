@@ -23,6 +23,8 @@ from testkit import REPO
 # (Issue 22 added cases, the workloads' bf16 and benchmark-on twins among them, and renamed none.)
 # (Renamed on purpose so that `-k vae`, `-k depthwise`, `-k 2g`, ... find what they name: results
 # recorded under the older ids, such as `conv2d-fp16-k3-p1-out2048_128`, no longer match.)
+# (Issue 39 added each over-2^31 case's boundary pair after it, `below2g` and `above2g`, and
+# renamed none.)
 EXPECTED_IDS = (
     "conv1d-fp32-k3-p1",
     "conv1d-fp16-k5-s2-dilated2",
@@ -55,9 +57,17 @@ EXPECTED_IDS = (
     "conv_transpose3d-fp32-k3-s2",
     "conv_transpose3d-fp16-k2-s2-channels_last_3d",
     "conv2d-fp32-k3-p1-over2g-int32_split_batch-n1024",
+    "conv2d-fp32-k3-p1-below2g-int32_split_batch-n1024",
+    "conv2d-fp32-k3-p1-over2g-above2g-int32_split_batch-n1024",
     "conv2d-fp16-k3-p1-bwd-over2g-int32_split_batch-n64",
+    "conv2d-fp16-k3-p1-bwd-below2g-int32_split_batch-n64",
+    "conv2d-fp16-k3-p1-bwd-over2g-above2g-int32_split_batch-n64",
     "conv2d-fp32-k3-p1-depthwise-over2g-int32_no_split-n1",
+    "conv2d-fp32-k3-p1-depthwise-below2g-int32_no_split-n1",
+    "conv2d-fp32-k3-p1-depthwise-over2g-above2g-int32_no_split-n1",
     "conv2d-fp16-k3-p1-over2g-int32_no_split-n1",
+    "conv2d-fp16-k3-p1-below2g-int32_no_split-n1",
+    "conv2d-fp16-k3-p1-over2g-above2g-int32_no_split-n1",
     "conv3d-fp32-k3-p2-dilated2-bwd-large_3d-vol256",
     "conv3d-fp16-k3-p1-large_3d",
     "conv3d-fp16-k3-p1-bwd-large_3d",
@@ -105,14 +115,30 @@ EXPECTED_IDS = (
     "conv2d-bf16-k3-p1-g3-channels_last-bwd-bench_on-cudnn_benchmark-c30",
     "conv2d-fp32-k5-p2-bench_on-cudnn_benchmark-rtx8000",
     "conv3d-fp16-k3-p1-over2g-int32_other_ops-n1",
+    "conv3d-fp16-k3-p1-below2g-int32_other_ops-n1",
+    "conv3d-fp16-k3-p1-over2g-above2g-int32_other_ops-n1",
     "conv3d-bf16-k3-p1-over2g-int32_other_ops-split",
+    "conv3d-bf16-k3-p1-below2g-int32_other_ops-split",
+    "conv3d-bf16-k3-p1-over2g-above2g-int32_other_ops-split",
     "conv3d-bf16-k3-p1-channels_last_3d-over2g-int32_other_ops-out5g",
+    "conv3d-bf16-k3-p1-channels_last_3d-below2g-int32_other_ops-out5g",
+    "conv3d-bf16-k3-p1-channels_last_3d-over2g-above2g-int32_other_ops-out5g",
     "conv1d-fp16-k3-p1-over2g-int32_other_ops-n1",
+    "conv1d-fp16-k3-p1-below2g-int32_other_ops-n1",
+    "conv1d-fp16-k3-p1-over2g-above2g-int32_other_ops-n1",
     "conv_transpose2d-fp16-k4-s2-p1-over2g-int32_other_ops-out2g",
+    "conv_transpose2d-fp16-k4-s2-p1-below2g-int32_other_ops-out2g",
+    "conv_transpose2d-fp16-k4-s2-p1-over2g-above2g-int32_other_ops-out2g",
     "conv_transpose3d-fp16-k4-s2-p1-over2g-int32_other_ops-out4g",
+    "conv_transpose3d-fp16-k4-s2-p1-below2g-int32_other_ops-out4g",
+    "conv_transpose3d-fp16-k4-s2-p1-over2g-above2g-int32_other_ops-out4g",
     "conv2d-fp16-k3-p1-depthwise-bwd-over2g-int32_other_ops-depthwise_n1",
+    "conv2d-fp16-k3-p1-depthwise-bwd-below2g-int32_other_ops-depthwise_n1",
+    "conv2d-fp16-k3-p1-depthwise-bwd-over2g-above2g-int32_other_ops-depthwise_n1",
     "conv2d-fp32-k4-nobias-large_batch-b1025",
     "conv2d-fp32-k3-p1-nobias-over2g-large_batch-b1024",
+    "conv2d-fp32-k3-p1-nobias-below2g-large_batch-b1024",
+    "conv2d-fp32-k3-p1-nobias-over2g-above2g-large_batch-b1024",
     "conv2d-fp16-k3-p1-channels_last-bwd-large_batch-b2048",
     "conv2d-fp16-k3-s2-p1-bwd_input-large_batch-dgrad_b70000",
     "conv2d-fp32-k3x1-s2x1-depthwise-bwd_input-large_batch-b131072",
@@ -260,7 +286,7 @@ EXPECTED_IDS = (
 )
 WORKLOADS = {"sd_unet", "vae_decoder", "video_temporal", "whisper_frontend", "patch_embed",
              "stylegan_transposed"}
-FACT_KEYS = {"timing", "fingerprint", "need_mb", "scaled", "shapes", "trigger", "sources", "backend", "cudnn_path"}
+FACT_KEYS = {"timing", "fingerprint", "need_mb", "scaled", "shapes", "view", "trigger", "sources", "backend", "cudnn_path"}
 CPU_RUN_LIMIT_S = 120
 
 
@@ -332,7 +358,10 @@ KEYWORDS: dict[str, Callable[[catalog.Case], bool]] = {
     "video": lambda c: c.workload == "video_temporal",
     "depthwise": lambda c: c.groups == c.c_in > 1,
     "dilated": lambda c: c.dilation not in (1, (1,) * c.spatial_dims),
-    "2g": past_int32,  # a tensor (or its gradient) past 2^31 elements
+    "2g": lambda c: past_int32(c) or c.edge is not None,  # past 2^31 elements, or a boundary pair's
+    "over2g": past_int32,  # a tensor (or its gradient) past 2^31 elements
+    "below2g": lambda c: c.edge == "below",
+    "above2g": lambda c: c.edge == "above",
     "int32": lambda c: c.trigger in ("int32_split_batch", "int32_no_split", "int32_other_ops"),
     "compiled": lambda c: c.via == "compile",
     "cuda_graph": lambda c: c.via == "cuda_graph",

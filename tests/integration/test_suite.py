@@ -27,7 +27,8 @@ RESULT_KEYS = {
     "message", "warnings", "numeric", "duration_s", "worker", "started", "ended",
 }
 # What a case may add through the record_facts fixture (suites/conftest.py FACT_FIELDS).
-FACT_KEYS = {"timing", "fingerprint", "need_mb", "scaled", "shapes", "trigger", "sources", "backend", "cudnn_path"}
+FACT_KEYS = {"timing", "fingerprint", "need_mb", "scaled", "shapes", "view", "trigger", "sources", "backend",
+             "cudnn_path"}
 NOT_SUPPORTED = ("cuDNN error: CUDNN_STATUS_NOT_SUPPORTED. This error may appear if you passed "
                  "in a non-contiguous input.\nException raised from run_conv_plan at "
                  "/pytorch/aten/src/ATen/native/cudnn/Conv_v8.cpp:384 (most recent call first):\n"

@@ -29,6 +29,9 @@ def add_parser(sub: Any) -> None:
                     "given inputs, recorded on the meta device (no weights, no memory, no GPU), one [[case]] "
                     "per distinct convolution.")
     c.add_argument("files", nargs="*", metavar="FILE", help="case files (TOML or JSON)")
+    c.add_argument("--catalog", action="store_true",
+                   help="list the suite's own catalogue instead (each case past 2^31 elements with its pair "
+                        "just below and just above the bound)")
     c.add_argument("--from-log", metavar="LOG", help="a failed job's log (plain, .gz, rank-prefixed)")
     c.add_argument("--from-model", metavar="MODULE:CALLABLE",
                    help="a callable returning a torch.nn.Module (built on the meta device), e.g. "
@@ -54,6 +57,15 @@ def run(args: argparse.Namespace) -> int:
                                            ("--channels-last", args.channels_last), ("--backward", args.backward),
                                            ("--kwargs", args.kwargs), ("--dtype", args.dtype != "float32"))
                   if given]
+    if args.catalog:
+        if args.files or args.from_log is not None or args.from_model is not None or model_only:
+            raise BadInput("cases: --catalog lists the suite's catalogue alone (no files, --from-log or --from-model)")
+        if args.output is not None:
+            raise BadInput("cases: -o goes with --from-log or --from-model")
+        rows = [describe(case) for case in rundir.suite_module("catalog").CASES]
+        text = json.dumps(rows, indent=2) + "\n" if args.format == "json" else table(rows, ["the catalogue"])
+        write_output(text, None)
+        return 0
     if args.from_model is not None:
         if args.files or args.from_log is not None:
             raise BadInput("cases: give case files, --from-log LOG or --from-model MODULE:CALLABLE, one of them")
@@ -83,7 +95,10 @@ def describe(case: Any) -> dict[str, Any]:
     small = sizing.scaled(case)
     return {"id": case.id, "params": case.params(), "shapes": {k: list(v) for k, v in case.shapes().items()},
             "need_mb": sizing.need_mb(case),
-            "cpu_shapes": None if small is case else {k: list(v) for k, v in small.shapes().items()}}
+            "cpu_shapes": None if small is case else {k: list(v) for k, v in small.shapes().items()},
+            "cpu_view": None if small is case or small.input_strides is None else
+            {"input_strides": list(small.input_strides), "storage_offset": small.storage_offset},
+            "over_int32": case.over_int32, "cpu_skip": case.gpu_reason if case.needs_gpu else None}
 
 
 def table(rows: list[dict[str, Any]], files: list[str]) -> str:
@@ -98,18 +113,40 @@ def table(rows: list[dict[str, Any]], files: list[str]) -> str:
         flags = [f"{name}={'on' if p[key] else 'off'}" for name, key in
                  (("benchmark", "benchmark"), ("deterministic", "deterministic"), ("tf32", "tf32"))
                  if p[key] is not None]
+        cpu = "as is"
+        if row.get("cpu_skip"):
+            cpu = "skipped (needs CUDA)"
+        elif row["cpu_shapes"]:
+            cpu = shape(row["cpu_shapes"]["input"])
+            if row.get("cpu_view"):
+                cpu += " " + view_text(row["cpu_view"]["input_strides"], row["cpu_view"]["storage_offset"])
         body.append([
             one_line(row["id"]), shape(row["shapes"]["input"]), shape(row["shapes"]["weight"]),
             f"{p['dtype']} autocast {p['autocast']}" if p["autocast"] else p["dtype"],
-            p["layout"] or p["memory_format"], p["direction"] or ("backward" if p["backward"] else "forward"),
+            layout_text(p), p["direction"] or ("backward" if p["backward"] else "forward"),
             " ".join(flags) or "-",
-            shape(row["cpu_shapes"]["input"]) if row["cpu_shapes"] else "as is",
-            one_line(" ".join(p["sources"])) or "-",
+            {"below": "below", "above": "above"}.get(p.get("edge") or "", "over" if row.get("over_int32") else "-"),
+            cpu, one_line(" ".join(p["sources"])) or "-",
         ])
     head = f"{len(rows)} cases from {', '.join(one_line(f) for f in files)}\n\n"
     return head + tabulate(body, headers=["case", "input", "weight", "dtype", "layout", "direction", "forced",
-                                          "on the CPU", "sources"],
+                                          "2^31", "on the CPU", "sources"],
                            tablefmt="simple", disable_numparse=True) + "\n"
+
+
+def view_text(strides: list[int], offset: int) -> str:
+    """A view as the table shows it: `strides 1024x1x1` (`+3`: its storage offset)."""
+    return "strides " + "x".join(str(v) for v in strides) + (f"+{offset}" if offset else "")
+
+
+def layout_text(p: dict[str, Any]) -> str:
+    """How the input lies (its layout, view or memory format) and the weight's format where apart."""
+    text = str(p["layout"] or p["memory_format"])
+    if p.get("input_strides") is not None:
+        text = view_text(p["input_strides"], p.get("storage_offset") or 0)
+    if p.get("weight_memory_format") is not None:
+        text += f", weight {p['weight_memory_format']}"
+    return text
 
 
 def from_log(log: str, output: Path | None) -> int:

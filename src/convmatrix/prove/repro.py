@@ -33,6 +33,7 @@ from convmatrix.results.read import MAX_SOURCES, SOURCE, numbered, result_dirs
 from convmatrix.results.rundir import records
 
 sizing = rundir.suite_module("sizing")  # the suite's budgets: which references cover a slice
+catalog = rundir.suite_module("catalog")  # the suite's view arithmetic: a view that overlaps itself
 
 SPATIAL_DIMS = {"conv1d": 1, "conv2d": 2, "conv3d": 3,
                 "conv_transpose1d": 1, "conv_transpose2d": 2, "conv_transpose3d": 3}
@@ -73,6 +74,11 @@ class Spec:
     bias: bool
     memory_format: str | None  # channels_last, channels_last_3d or None (contiguous)
     layout: str | None
+    # The input's own view as the conv got it (the results line's `view`: scaled, padded), and
+    # the weight's memory format apart from the input's (None: the input's).
+    input_strides: tuple[int, ...] | None = None
+    storage_offset: int = 0
+    weight_memory_format: str | None = None
     channels_last_knob: bool  # the cell's --channels-last on
     direction: str
     via: str | None
@@ -262,12 +268,21 @@ def spec_of(line: dict[str, Any], env: dict[str, Any], device: str | None = None
         raise _bad(case_id, "params.layout", "a layout tweak applies to contiguous inputs only")
     if layout == "transposed" and (ran["input"][0] < 2 or ran["input"][1] < 2):
         raise _bad(case_id, "params.layout", "a transposed layout needs a batch and channels of 2 or more")
+    weight_format = _choice(case_id, "params.weight_memory_format", params.get("weight_memory_format"),
+                            (None, *MEMORY_FORMATS))
+    if weight_format is not None and MEMORY_FORMATS[weight_format] not in (None, rank):
+        raise _bad(case_id, "params.weight_memory_format", f"{weight_format} needs another spatial rank")
     knobs: dict[str, Any] = line["knobs"] if isinstance(line.get("knobs"), dict) else {}
     pad_to = _int(case_id, "knobs.pad_channels", knobs.get("pad_channels", 0))
     if pad_to > MAX_PAD:
         raise _bad(case_id, "knobs.pad_channels", f"{pad_to}: not a channel multiple up to {MAX_PAD}")
     c_in_ran = ran["weight"][0] if transposed else ran["input"][1]
     c_out_ran = ran["output"][1]
+    pad = pad_plan(c_in_ran, c_out_ran, groups, pad_to)
+    view = _view(case_id, line, params, full["input"], ran["input"] if pad is None else
+                 (ran["input"][0], pad[0] * pad[3], *ran["input"][2:]))
+    if view is not None and layout is not None:
+        raise _bad(case_id, "params.input_strides", "a layout and the view's strides, not both")
     run_benchmark = _choice(case_id, "knobs.cudnn_benchmark", knobs.get("cudnn_benchmark", False), (True, False))
     run_deterministic = _choice(case_id, "knobs.cudnn_deterministic", knobs.get("cudnn_deterministic", False),
                                 (True, False))
@@ -288,8 +303,36 @@ def spec_of(line: dict[str, Any], env: dict[str, Any], device: str | None = None
         cudnn_enabled=_choice(case_id, "knobs.cudnn_enabled", knobs.get("cudnn_enabled", True), (True, False)),
         sliced=_sliced(full, transposed, c_in, c_out, full_groups),
         scaled=ran != full, device=device,
-        pad_to=pad_to if pad_to > 1 else 0, pad=pad_plan(c_in_ran, c_out_ran, groups, pad_to),
+        pad_to=pad_to if pad_to > 1 else 0, pad=pad,
+        input_strides=None if view is None else view[0], storage_offset=0 if view is None else view[1],
+        weight_memory_format=weight_format,
     )
+
+
+def _view(case_id: str, line: dict[str, Any], params: dict[str, Any], own: tuple[int, ...],
+          shape: tuple[int, ...]) -> tuple[tuple[int, ...], int] | None:
+    """(strides, storage offset) of the case's own view as the conv got it, checked: the results
+    line's `view` (what the cell built: scaled, padded), else the params' where the line has none
+    and the shape is the params' own; None for a case without one. A view that overlaps itself
+    cannot hold the input's values: refused, as the case file's checks refuse it."""
+    if params.get("input_strides") is None:
+        return None
+    seen = line.get("view")
+    if isinstance(seen, dict) and seen.get("input_strides") is not None:
+        field, strides, offset = "view", seen.get("input_strides"), seen.get("storage_offset", 0)
+    else:
+        field, strides, offset = "params", params.get("input_strides"), params.get("storage_offset", 0)
+    if type(strides) is not list:
+        raise _bad(case_id, f"{field}.input_strides", f"expected {len(shape)} integers, got {_shown(strides)}")
+    found = _ints(case_id, f"{field}.input_strides", strides, len(shape))
+    start = _int(case_id, f"{field}.storage_offset", offset)
+    if field == "params" and shape != own:
+        raise _bad(case_id, "view", "missing for a case run at another shape than its params' (scaled or padded)")
+    if catalog.view_extent(shape, found, start) > MAX_INT:
+        raise _bad(case_id, f"{field}.input_strides", f"the view reaches past {MAX_INT} elements")
+    if catalog.view_overlaps(shape, found):
+        raise _bad(case_id, f"{field}.input_strides", f"{list(found)}: the view of {list(shape)} overlaps itself")
+    return found, start
 
 
 def pad_plan(c_in: int, c_out: int, groups: int, multiple: int) -> tuple[int, int, int, int, int] | None:
@@ -463,6 +506,10 @@ def constants(spec: Spec) -> list[str]:
         ("BIAS", spec.bias, "False: the conv gets None (the reference adds zeros)"),
         ("MEMORY_FORMAT", spec.memory_format, "input and weight in this memory format, or None"),
         ("LAYOUT", spec.layout, "the input's non-contiguous layout: permuted, sliced, transposed, nhwc_strided"),
+        ("INPUT_STRIDES", spec.input_strides, "the input's own view (as_strided over a zeroed buffer), or None"),
+        ("STORAGE_OFFSET", spec.storage_offset, "the view's storage offset"),
+        ("WEIGHT_MEMORY_FORMAT", spec.weight_memory_format, "the weight's memory format apart from the "
+                                                            "input's, or None"),
         ("CHANNELS_LAST_KNOB", spec.channels_last_knob, "the cell's --channels-last on"),
         ("DIRECTION", spec.direction, "forward, backward, backward_input, backward_weight, double_backward"),
         ("VIA", spec.via, "None (eager), compile (torch.compile) or cuda_graph"),
@@ -560,7 +607,8 @@ BODY_IMPORTS = [
 # (suites/test_conv.py) and bound/evaluate/magnitudes (suites/tolerance.py).
 BODY = r'''
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
-FORMATS = {"channels_last": torch.channels_last, "channels_last_3d": torch.channels_last_3d}
+FORMATS = {"channels_last": torch.channels_last, "channels_last_3d": torch.channels_last_3d,
+           "contiguous": torch.contiguous_format}
 SPATIAL = len(INPUT_SHAPE) - 2
 TRANSPOSED = OP.startswith("conv_transpose")
 COMPUTE = AUTOCAST or DTYPE
@@ -751,6 +799,11 @@ def place_input(x, fmt):
         x = x.transpose(0, 1).contiguous().transpose(0, 1)
     elif LAYOUT == "nhwc_strided":  # channels last in memory, as x.permute(0, 3, 1, 2) of (N, H, W, C) leaves it
         x = x.movedim(1, -1).contiguous().movedim(-1, 1)
+    elif INPUT_STRIDES is not None:  # the case's own view: x copied into a buffer just large enough
+        extent = STORAGE_OFFSET + sum((n - 1) * s for n, s in zip(x.shape, INPUT_STRIDES)) + 1
+        buffer = x.new_zeros(extent)
+        buffer.as_strided(x.shape, INPUT_STRIDES, STORAGE_OFFSET).copy_(x)
+        x = buffer.as_strided(x.shape, INPUT_STRIDES, STORAGE_OFFSET)
     if fmt is not None:
         x = x.contiguous(memory_format=fmt)
     return x
@@ -792,7 +845,7 @@ def run_case(made, device, via):
     bias = made["bias"].to(device) if BIAS else None
     x, weight, bias, groups = padded(x_leaf, w_leaf, bias)
     x = place_input(x, memory_format(x.dim()))
-    fmt = memory_format(weight.dim())
+    fmt = FORMATS[WEIGHT_MEMORY_FORMAT] if WEIGHT_MEMORY_FORMAT is not None else memory_format(weight.dim())
     weight = weight.contiguous(memory_format=fmt) if fmt is not None else weight
 
     def call(x, weight, bias):

@@ -96,8 +96,8 @@ def _no_failure(found: Explanation) -> str:
 
 # The parameters a case view shows, in this order: what the conv is, then how it ran.
 _SHOWN = ("op", "n", "c_in", "c_out", "size", "kernel", "stride", "padding", "dilation", "groups", "output_padding",
-          "bias", "dtype", "autocast", "memory_format", "layout", "direction", "benchmark", "deterministic", "tf32",
-          "via")
+          "bias", "dtype", "autocast", "memory_format", "layout", "input_strides", "storage_offset",
+          "weight_memory_format", "direction", "benchmark", "deterministic", "tf32", "via", "edge")
 
 
 def parameters(case: CaseRow) -> str | None:
@@ -106,7 +106,8 @@ def parameters(case: CaseRow) -> str | None:
     params = case.params
     if not params:
         return None
-    quiet = {"stride": 1, "padding": 0, "dilation": 1, "groups": 1, "output_padding": 0, "bias": True}
+    quiet = {"stride": 1, "padding": 0, "dilation": 1, "groups": 1, "output_padding": 0, "bias": True,
+             "storage_offset": 0}
     shown = []
     for key in _SHOWN:
         value = params.get(key)

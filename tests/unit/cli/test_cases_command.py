@@ -154,3 +154,51 @@ def test_a_sweep_past_its_bound_exits_2_with_one_line(tmp_path: Path) -> None:
     assert proc.returncode == 2
     assert proc.stderr.splitlines() == [f"convmatrix: {path}: case 1 (a): sweep: 2 x 2 x 69 x 2 = 552 cases, at most "
                                         "256 a [[case]] table"]
+
+
+# --- issue 39: any view, and the catalogue's 2^31 pairs ----------------------------------------------
+VIEWS = ('[[case]]\nname = "t"\nop = "conv_transpose1d"\ninput = [1, 1024, 1]\nout_channels = 1\nkernel = 1\n'
+         'input_strides = [1024, 1, 1]\n\n'
+         '[[case]]\nname = "cl"\nop = "conv2d"\ninput = [2, 8, 6, 6]\nout_channels = 4\nkernel = 3\n'
+         'memory_format = "channels_last"\nweight_memory_format = "contiguous"\n\n'
+         '[[case]]\nname = "big"\nop = "conv2d"\ninput = [16, 256, 64, 64]\nout_channels = 256\nkernel = 3\n'
+         'input_strides = [2097152, 1, 32768, 512]\nstorage_offset = 5\n')
+
+
+def test_a_cases_view_is_listed_with_the_cpus_own(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "views.toml"
+    path.write_text(VIEWS)
+    assert main(["cases", str(path)]) == 0
+    rows = {line.split()[0]: line for line in capsys.readouterr().out.splitlines() if line.startswith("views-")}
+    assert "strides 1024x1x1 " in rows["views-conv_transpose1d-fp32-k1-view1024x1x1-t"]
+    assert "channels_last, weight contiguous" in rows["views-conv2d-fp32-k3-channels_last-weight_contiguous-cl"]
+    big = rows["views-conv2d-fp32-k3-view2097152x1x32768x512-offset5-big"]
+    assert "strides 2097152x1x32768x512+5" in big and "2x8x12x12 strides 2304x1x192x16+5" in big
+    assert main(["cases", str(path), "--format", "json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert listed[2]["cpu_view"] == {"input_strides": [2304, 1, 192, 16], "storage_offset": 5}
+
+
+def test_a_bad_view_exits_2_with_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "views.toml"
+    path.write_text(VIEWS.replace("[1024, 1, 1]", "[1024, -1, 1]"))
+    proc = subprocess.run([sys.executable, "-m", "convmatrix", "cases", str(path)], capture_output=True, text=True,
+                          check=False)
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines() == [f"convmatrix: {path}: case 1 (t): input_strides: [1024, -1, 1]: a negative "
+                                        "stride is no view as_strided builds"]
+
+
+def test_the_catalogue_lists_each_case_past_2g_with_its_pair(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["cases", "--catalog"]) == 0
+    out = capsys.readouterr().out
+    rows = [line.split() for line in out.splitlines()]
+    ids = [row[0] for row in rows if row]
+    at = ids.index("conv2d-fp32-k3-p1-over2g-int32_split_batch-n1024")
+    assert ids[at + 1:at + 3] == ["conv2d-fp32-k3-p1-below2g-int32_split_batch-n1024",
+                                  "conv2d-fp32-k3-p1-over2g-above2g-int32_split_batch-n1024"]
+    below, above = (next(row for row in rows if row and row[0] == ids[at + k]) for k in (1, 2))
+    assert below[1] == "668x3x224x224" and "below" in below and "skipped" in below
+    assert above[1] == "669x3x224x224" and "above" in above
+    assert sum(1 for row in rows if "below" in row[7:9]) == 12
+    assert main(["cases", "--catalog", "x.toml"]) == 2

@@ -350,3 +350,72 @@ def test_a_direct_run_without_cell_json_still_makes_a_script(tmp_path: Path) -> 
     text = repro.repro(run, "direct", line["case"])
     assert "pip install torch==2.5.1 --index-url https://download.pytorch.org/whl/cu124" in text
     assert json.loads(json.dumps(constant(text, "INPUT_SHAPE"))) == line["shapes"]["input"]
+
+
+# --- issue 39: any view ----------------------------------------------------------------------------
+VIEW_CASES = {
+    "pytorch3512": catalog.Case("conv_transpose1d", 1, 1024, 1, 1, 1, source="test", input_strides=(1024, 1, 1),
+                                direction="backward", prefix="views", tag="pytorch3512"),
+    "nhwc_weight_nchw": catalog.Case("conv2d", 2, 8, 4, (6, 6), 3, source="test", memory_format="channels_last",
+                                     weight_memory_format="contiguous", prefix="views", tag="cl"),
+    "scaled_offset": catalog.Case("conv2d", 16, 256, 256, (64, 64), 3, padding=1, dtype="bfloat16", source="test",
+                                  input_strides=(2 * 256 * 64 * 64, 1, 2 * 256 * 64, 2 * 256), storage_offset=12289,
+                                  direction="backward", prefix="views", tag="scaled"),
+}
+
+
+def view_line(case: catalog.Case, **extra: Any) -> dict[str, Any]:
+    """The line the suite writes for a case with a view: its `view`, the strides the conv got."""
+    ran = sizing.scaled(case)
+    view = None if ran.input_strides is None else {"input_strides": list(ran.input_strides),
+                                                   "storage_offset": ran.storage_offset}
+    return line_of(case, view=view, **extra)
+
+
+@pytest.mark.parametrize("key", sorted(VIEW_CASES))
+def test_the_script_builds_the_view_the_suite_built(key: str, tmp_path: Path, pytestconfig: pytest.Config) -> None:
+    test_conv = load_test_conv(pytestconfig)
+    made = VIEW_CASES[key]
+    ran = sizing.scaled(made)
+    text = script_for(tmp_path, view_line(made))
+    assert constant(text, "INPUT_STRIDES") == ran.input_strides
+    assert constant(text, "STORAGE_OFFSET") == ran.storage_offset
+    assert constant(text, "WEIGHT_MEMORY_FORMAT") == made.weight_memory_format
+    script = as_module(text)
+    x = torch.randn(ran.shapes()["input"])
+    remedy = test_conv.Remedy(False, 0)
+    theirs = test_conv.place_input(ran, x, test_conv.memory_format_for(ran, remedy, x.dim()))
+    mine = script.place_input(x, script.memory_format(x.dim()))
+    assert (mine.stride(), mine.storage_offset()) == (theirs.stride(), theirs.storage_offset())
+    assert torch.equal(mine, x) and torch.equal(theirs, x)
+    weight = torch.randn(ran.shapes()["weight"])
+    fmt = script.FORMATS[script.WEIGHT_MEMORY_FORMAT] if script.WEIGHT_MEMORY_FORMAT else script.memory_format(4)
+    suite_fmt = test_conv.weight_format_for(ran, remedy, weight.dim())
+    if fmt is not None or suite_fmt is not None:
+        assert weight.contiguous(memory_format=fmt).stride() == weight.contiguous(memory_format=suite_fmt).stride()
+    if key == "nhwc_weight_nchw":  # a channels_last input beside an NCHW weight
+        assert theirs.is_contiguous(memory_format=torch.channels_last) and not theirs.is_contiguous()
+        assert weight.contiguous(memory_format=suite_fmt).is_contiguous()
+
+
+@pytest.mark.parametrize(("view", "field"), [
+    ({"input_strides": ["1", 1, 1], "storage_offset": 0}, "view.input_strides"),
+    ({"input_strides": [1024, -1, 1], "storage_offset": 0}, "view.input_strides"),
+    ({"input_strides": [1024, 1], "storage_offset": 0}, "view.input_strides"),
+    ({"input_strides": 7, "storage_offset": 0}, "view.input_strides"),
+    ({"input_strides": [1024, 1, 1], "storage_offset": "0"}, "view.storage_offset"),
+    ({"input_strides": [0, 0, 0], "storage_offset": 0}, "view.input_strides"),
+    ({"input_strides": [1024, 2**40, 1], "storage_offset": 0}, "view.input_strides"),
+], ids=str)
+def test_a_hostile_view_is_refused(view: dict[str, Any], field: str, tmp_path: Path) -> None:
+    with pytest.raises(BadInput, match=f"{field}:") as caught:
+        script_for(tmp_path, line_of(VIEW_CASES["pytorch3512"], view=view))
+    assert "\n" not in str(caught.value)
+
+
+def test_a_scaled_view_without_the_lines_view_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(BadInput, match="view: missing for a case run at another shape"):
+        script_for(tmp_path, line_of(VIEW_CASES["scaled_offset"]))
+    # Run as written, the params' own strides are the view.
+    text = script_for(tmp_path / "as_written", line_of(VIEW_CASES["pytorch3512"]))
+    assert constant(text, "INPUT_STRIDES") == (1024, 1, 1)

@@ -565,3 +565,20 @@ def test_a_hostile_last_operation_is_never_shown(tmp_path: Path, operation: Any)
     for fmt in ("text", "markdown", "html"):
         assert "the last plan it executed: CONVOLUTION_FORWARD" in render.render(rebuilt, fmt), fmt
     assert '"last_operation": "CONVOLUTION_FORWARD"' in render.render(rebuilt, "json")
+
+
+def test_a_cases_view_and_weight_format_are_in_its_parameters(tmp_path: Path) -> None:
+    """Issue 39: a case's own view (its input strides and storage offset) and its weight's memory
+    format apart from the input's show where its parameters do."""
+    params = {"op": "conv_transpose1d", "n": 1, "c_in": 1024, "c_out": 1, "size": 1, "kernel": 1, "stride": 1,
+              "padding": 0, "dilation": 1, "groups": 1, "bias": True, "dtype": "float32", "autocast": None,
+              "memory_format": "contiguous", "layout": None, "input_strides": [1024, 1, 1], "storage_offset": 3,
+              "weight_memory_format": "channels_last", "direction": "backward", "edge": None}
+    write_result(tmp_path, "control", [record("c", params=params)], env=env_json("control"))
+    write_result(tmp_path, "cell", [record("c", status="failed", message="boom", params=params)], env=env_json("cell"))
+    built = report_model.build(results.load([str(tmp_path)]).results, "control")
+    shown = ("parameters: op=conv_transpose1d n=1 c_in=1024 c_out=1 size=1 kernel=1 dtype=float32 "
+             "memory_format=contiguous input_strides=1024x1x1 storage_offset=3 weight_memory_format=channels_last "
+             "direction=backward")
+    assert escape.html_cell(shown) in render.render(built, "html")
+    assert json.loads(render.render(built, "json"))["cases"][0]["params"]["input_strides"] == [1024, 1, 1]

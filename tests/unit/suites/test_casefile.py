@@ -3,6 +3,7 @@ catalog's with the file's stem first, and one line per problem naming the file, 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -289,6 +290,7 @@ def test_a_sweep_past_its_bound_is_one_line(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("sweep", "says"), [
     ("kernal = [1, 3]\n", "sweep.kernal: not a field a sweep takes (did you mean kernel?)"),
     ("name = [\"b\"]\n", "sweep.name: not a field a sweep takes"),
+    ("n = [31, 32]\n", "sweep.n: not a field a sweep takes (did you mean batch?)"),
     ("kernel = 3\n", "sweep.kernel: 3: expected a list of values"),
     ("kernel = []\n", "sweep.kernel: []: expected a list of values"),
     ("batch = [1]\ninput = [[1, 4, 8, 8]]\n", "sweep.batch: sweep the input's shape or its batch, not both"),
@@ -316,3 +318,84 @@ def test_a_swept_id_over_the_bound_is_refused(tmp_path: Path) -> None:
 def test_repeated_swept_values_are_the_same_case(tmp_path: Path) -> None:
     (line,) = problems(tmp_path, "[[case]]\n" + BASE + "[case.sweep]\nkernel = [3, 3]\n")
     assert "sweep kernel=3: name: the same case as case 1, sweep kernel=3" in line
+
+
+# --- issue 39: any view (input_strides, storage_offset, weight_memory_format) ----------------------
+VIEWS = """
+[[case]]
+name = "pytorch3512"
+op = "conv_transpose1d"
+input = [1, 1024, 1]
+out_channels = 1
+kernel = 1
+input_strides = [1024, 1, 1]
+
+[[case]]
+name = "nhwc_in_nchw_weight"
+op = "conv2d"
+input = [2, 8, 6, 6]
+out_channels = 4
+kernel = 3
+memory_format = "channels_last"
+weight_memory_format = "contiguous"
+
+[[case]]
+name = "offset"
+op = "conv2d"
+input = [2, 8, 6, 6]
+out_channels = 4
+kernel = 3
+input_strides = [576, 1, 96, 16]
+storage_offset = 3
+"""
+VIEW = 'name = "v"\nop = "conv2d"\ninput = [2, 8, 6, 6]\nout_channels = 4\nkernel = 3\n'
+
+
+def test_a_case_may_give_its_views_strides_offset_and_weight_format(tmp_path: Path) -> None:
+    """Issue 39: the transposed (1, 1024, 1) view was refused ('a transposed layout needs a batch and
+    channels of 2 or more'), and a channels_last input could not have an NCHW weight."""
+    one, two, three = casefile.load([str(write(tmp_path, VIEWS))], catalog.Case)
+    assert (one.input_strides, one.storage_offset, one.id) == (
+        (1024, 1, 1), 0, "prod-conv_transpose1d-fp32-k1-view1024x1x1-pytorch3512")
+    assert (two.memory_format, two.weight_memory_format) == ("channels_last", "contiguous")
+    assert two.id == "prod-conv2d-fp32-k3-channels_last-weight_contiguous-nhwc_in_nchw_weight"
+    assert (three.input_strides, three.storage_offset) == ((576, 1, 96, 16), 3) and "-offset3-" in three.id
+    assert three.view_extent == 3 + 576 + 7 + 5 * 96 + 5 * 16 + 1  # the buffer the view reaches
+    assert sizing.need_bytes(three) > sizing.need_bytes(dataclasses.replace(three, input_strides=None,
+                                                                            storage_offset=0))
+
+
+@pytest.mark.parametrize(("fields", "says"), [
+    ("input_strides = [288, -1, 48, 8]", "input_strides: [288, -1, 48, 8]: a negative stride is no view"),
+    ("input_strides = [288, 1, 48]", "input_strides: [288, 1, 48]: expected 4 numbers, one per dimension"),
+    ("input_strides = [0, 1, 48, 8]", "input_strides: [0, 1, 48, 8]: the view of [2, 8, 6, 6] overlaps itself"),
+    ("input_strides = [288, 1, 8, 8]", "input_strides: [288, 1, 8, 8]: the view of [2, 8, 6, 6] overlaps itself"),
+    ("input_strides = [1099511627776, 1099511627776, 1099511627776, 1099511627776]",
+     "input_strides: the view reaches 19791209299969 elements of its buffer, over 2^44"),
+    ('input_strides = [288, 1, 48, 8]\nlayout = "permuted"', "input_strides: give a layout or the view's strides"),
+    ('input_strides = [288, 1, 48, 8]\nmemory_format = "channels_last"',
+     "input_strides: the strides say how the input lies; memory_format would rewrite them"),
+    ("storage_offset = 3", "storage_offset: goes with input_strides"),
+    ("input_strides = [288, 1, 48, 8]\nstorage_offset = -1", "storage_offset: -1: expected 0 to 2^40"),
+    ('weight_memory_format = "channels_last_3d"', "weight_memory_format: channels_last_3d needs another spatial"),
+    ('weight_memory_format = "nchw"', "weight_memory_format: 'nchw': expected one of contiguous"),
+])
+def test_a_bad_view_is_one_line_naming_the_file_the_case_and_the_field(tmp_path: Path, fields: str,
+                                                                       says: str) -> None:
+    found = problems(tmp_path, f"[[case]]\n{VIEW}{fields}\n")
+    assert len(found) == 1 and found[0].startswith(f"{tmp_path / 'prod.toml'}: case 1 (v): {says}"), found
+
+
+def test_an_interleaved_view_is_no_overlap_and_the_buffer_bound_is_the_catalogs() -> None:
+    # (3, 2) with strides (2, 3) reaches 0 3 2 5 4 7: interleaved, no element twice.
+    assert not catalog.view_overlaps((3, 2), (2, 3)) and catalog.view_overlaps((3, 2), (1, 2))
+    assert not catalog.view_overlaps((1, 5), (0, 1)) and catalog.view_overlaps((2, 5), (0, 1))
+    for shape, strides, offset in (((1, 1024, 1), (1024, 1, 1), 0), ((2, 8, 6, 6), (576, 1, 96, 16), 3)):
+        assert casefile.view_extent(shape, strides, offset) == catalog.view_extent(shape, strides, offset)
+
+
+def test_a_view_can_be_swept(tmp_path: Path) -> None:
+    text = f"[[case]]\n{VIEW}[case.sweep]\ninput_strides = [[288, 1, 48, 8], [288, 36, 6, 1]]\n"
+    cases = casefile.load([str(write(tmp_path, text))], catalog.Case)
+    assert [c.input_strides for c in cases] == [(288, 1, 48, 8), (288, 36, 6, 1)]
+    assert cases[0].id.endswith("-v-input_strides288x1x48x8")

@@ -9,7 +9,10 @@ import re
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
+import strategies
 from catalogkit import TRIGGER_FAMILIES, catalog, load_test_conv, past_int32, sizing
 
 
@@ -24,10 +27,11 @@ def test_ids_are_derived_from_the_fields() -> None:
 
 
 def test_2g_selects_every_int32_trigger() -> None:
-    int32 = [c for c in catalog.CASES if c.trigger in ("int32_split_batch", "int32_no_split")]
+    int32 = [c for c in catalog.CASES if c.trigger in ("int32_split_batch", "int32_no_split") and c.edge != "below"]
     assert len(int32) >= 4 and all(past_int32(c) and c.over_int32 for c in int32)
     assert all(c.over_int32 == past_int32(c) for c in catalog.CASES)
-    assert all(("2g" in c.id) == c.over_int32 for c in catalog.CASES)
+    assert all(("over2g" in c.id) == c.over_int32 for c in catalog.CASES)
+    assert all(("2g" in c.id) == (c.over_int32 or c.edge == "below") for c in catalog.CASES)
 
 
 def test_every_trigger_family_has_cases_with_public_sources() -> None:
@@ -160,3 +164,99 @@ def test_pad_plan_keeps_depthwise_and_pads_groups_alike(suite: Any) -> None:
     assert plan(30, 30, 3) == (3, 10, 10, 16, 16)  # every group padded alike to 48 in all
     assert plan(16, 16, 1) is None
     assert plan(16, 16, 16) is None
+
+
+# --- issue 39: the catalogue's cases past 2^31 elements come with their boundary pairs ------------
+def test_each_case_past_2g_is_followed_by_its_pair_below_and_above() -> None:
+    """The pairs come after their case, with ids derived from it (`below2g`, `above2g`); the ids
+    of the catalogue before the pairs (keys of results and history) are all there, in order."""
+    unpaired = catalog.BASE_CASES + catalog.TRIGGER_CASES + catalog.WORKLOAD_CASES
+    assert [c.id for c in catalog.CASES if c.edge is None] == [c.id for c in unpaired]
+    limit = 2**31 - 1
+    pairs = 0
+    for index, case in enumerate(catalog.CASES):
+        if case.edge is not None or not case.over_int32:
+            continue
+        if max(sizing.numel(shape) for shape in (case.shapes()["weight"],)) > limit:  # no batch or extent helps
+            assert catalog.CASES[index + 1].edge is None, case.id
+            continue
+        below, above = catalog.CASES[index + 1:index + 3]
+        assert (below.edge, above.edge) == ("below", "above")
+        assert not below.over_int32 and above.over_int32
+        assert (below.op, below.dtype, below.kernel, below.groups, below.kind, below.trigger, below.workload) == (
+            case.op, case.dtype, case.kernel, case.groups, case.kind, case.trigger, case.workload)
+        assert below.id == case.id.replace("-over2g-", "-below2g-")
+        assert above.id == case.id.replace("-over2g-", "-over2g-above2g-")
+        assert max(len(c.id) for c in (below, above)) <= 160
+        # Scaled down to the CPU's size a pair repeats its case's twin: it runs on a GPU only.
+        assert below.needs_gpu and above.needs_gpu and "2^31 boundary pair" in below.gpu_reason
+        pairs += 1
+    assert pairs == 12 and len(catalog.CASES) == len(unpaired) + 2 * pairs
+
+
+# --- issue 39: any view ------------------------------------------------------------------------
+def test_restride_keeps_the_order_the_gaps_and_the_size_1_strides_of_a_view() -> None:
+    # A (1, 1, 1024) tensor transposed to (1, 1024, 1), as PyTorch strides it and as a report writes it.
+    assert catalog.restride((1, 1024, 1), (1024, 1, 1024), (1, 16, 1)) == (16, 1, 16)
+    assert catalog.restride((1, 1024, 1), (1024, 1, 1), (1, 16, 1)) == (16, 1, 1)
+    # x.permute(0, 3, 1, 2) of an (N, H, W, C) tensor: channels last, for any shape.
+    assert catalog.restride((2, 8, 6, 6), (288, 1, 48, 8), (2, 4, 3, 3)) == (36, 1, 12, 4)
+    # Every other element of a buffer twice as wide: still twice as wide; a broadcast stays 0.
+    assert catalog.restride((2, 8, 6, 6), (576, 72, 12, 2), (2, 4, 3, 3)) == (72, 18, 6, 2)
+    assert catalog.restride((1, 8, 6), (0, 6, 1), (1, 4, 3)) == (0, 3, 1)
+    # Unchanged shape, unchanged strides; a gap past most_gap is cut to it.
+    assert catalog.restride((2, 8, 6, 6), (2304, 1, 384, 64), (2, 8, 6, 6)) == (2304, 1, 384, 64)
+    assert catalog.restride((2, 8, 6, 6), (288 * 1024, 1, 48, 8), (2, 8, 6, 6), most_gap=4) == (288 * 4, 1, 48, 8)
+
+
+def test_the_cpu_scaling_keeps_a_cases_view() -> None:
+    case = catalog.Case("conv2d", 16, 256, 256, (64, 64), 3, padding=1, dtype="bfloat16", source="test",
+                        input_strides=(2 * 256 * 64 * 64, 1, 2 * 256 * 64, 2 * 256), storage_offset=12289)
+    small = sizing.scaled(case)
+    _n, c, h, w = small.shapes()["input"]
+    assert small is not case and sizing.fits_cpu(small)
+    assert small.input_strides == (2 * c * w * h, 1, 2 * c * w, 2 * c)  # channels last, every other pixel
+    assert small.storage_offset == 4096 + 12289 % 4096  # its alignment kept, not its distance
+    one = catalog.Case("conv_transpose1d", 1, 1024, 1, 1, 1, source="test", input_strides=(1024, 1, 1))
+    assert sizing.scaled(one) is one  # small enough: the CPU runs it as written
+
+
+def test_a_views_id_names_its_strides_and_the_weights_format() -> None:
+    base = catalog.Case("conv2d", 2, 8, 4, (6, 6), 3, source="test")
+    assert dataclasses.replace(base, input_strides=(288, 1, 48, 8)).id == "conv2d-fp32-k3-view288x1x48x8"
+    assert dataclasses.replace(base, memory_format="channels_last",
+                               weight_memory_format="contiguous").id == "conv2d-fp32-k3-channels_last-weight_contiguous"
+    # The weight in the input's own format is no other case.
+    assert dataclasses.replace(base, weight_memory_format="contiguous") == base
+    listed: Any = [288, 1, 48, 8]  # as a JSON case file gives it
+    assert dataclasses.replace(base, input_strides=listed).input_strides == (288, 1, 48, 8)
+
+
+def _offsets(shape: tuple[int, ...], strides: tuple[int, ...]) -> list[int]:
+    found = [0]
+    for size, stride in zip(shape, strides, strict=True):
+        found = [base + i * stride for base in found for i in range(size)]
+    return found
+
+
+@given(strategies.views())
+def test_a_restrided_view_keeps_its_order_and_never_overlaps(view: strategies.View) -> None:
+    """restride of a view laid out in some order: the same strides for the same shape, and for a
+    smaller one a view that reaches no element twice, its dimensions over 1 in the same order."""
+    assert not catalog.view_overlaps(view.shape, view.strides)
+    assert catalog.restride(view.shape, view.strides, view.shape) == view.strides
+    made = catalog.restride(view.shape, view.strides, view.smaller)
+    offsets = _offsets(view.smaller, made)
+    assert len(set(offsets)) == len(offsets)
+    assert not catalog.view_overlaps(view.smaller, made)
+    assert catalog.view_extent(view.smaller, made) == max(offsets) + 1
+    over_1 = [d for d in range(len(made)) if view.shape[d] > 1 and view.smaller[d] > 1]
+    assert sorted(over_1, key=lambda d: made[d]) == sorted(over_1, key=lambda d: view.strides[d])
+
+
+@given(st.lists(st.integers(1, 4), min_size=2, max_size=4).flatmap(
+    lambda shape: st.tuples(st.just(tuple(shape)), st.tuples(*(st.integers(0, 12) for _ in shape)))))
+def test_view_overlaps_is_the_enumerations_answer(drawn: tuple[tuple[int, ...], tuple[int, ...]]) -> None:
+    shape, strides = drawn
+    offsets = _offsets(shape, strides)
+    assert catalog.view_overlaps(shape, strides) == (len(set(offsets)) < len(offsets))
