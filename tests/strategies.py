@@ -307,3 +307,79 @@ def snapshot(folder: Path) -> dict[str, tuple[str, bytes | None]]:
 def series_states(max_size: int = 60) -> st.SearchStrategy[list[bool]]:
     """A series' red (True) or green (False) runs, oldest first, tonight last."""
     return st.lists(st.booleans(), min_size=1, max_size=max_size)
+
+
+# --- a40e: atlas bundles (issue 40: atlas/bundle.py) ---------------------------------------------
+# Valid model.Bundle objects, every field drawn from what the reader takes at its edges (the
+# longest texts, the widest versions, MIG profiles, nulls), for the write -> read round trip.
+def _atlas_model() -> Any:
+    from convmatrix.atlas import model  # here, not at the top: only the atlas's tests import it
+
+    return model
+
+
+ATLAS_FAMILIES = ("cudnn_not_supported", "cudnn_execution_failed", "cuda_illegal_address", "numeric_mismatch",
+                  "crash", "timeout", "other")
+# str.isprintable's own: no control, format or separator character but the space.
+_printable_line = st.text(st.characters(min_codepoint=32, max_codepoint=0x2FF, include_characters=" ",
+                                        exclude_categories=("Cc", "Cf", "Zs", "Zl", "Zp")), max_size=300)
+_versions = st.sampled_from(["2.11.0+cu130", "2.5.1", "2.13.0.dev20261201+cpu", "1.13.1+cu117", None])
+
+
+@st.composite
+def atlas_gpus(draw: st.DrawFn) -> Any:
+    model = _atlas_model()
+    capability = draw(st.sampled_from(["7.0", "7.5", "8.0", "8.6", "8.9", "9.0", "10.0", "12.0"]))
+    return model.Gpu(model=draw(st.sampled_from(["NVIDIA H200", "Tesla V100-SXM2-16GB", "NVIDIA A100 80GB PCIe",
+                                                 "NVIDIA GeForce RTX 5090"])),
+                     capability=capability, generation=f"sm{capability.replace('.', '')}",
+                     mig=draw(st.one_of(st.none(), mig_profiles())))
+
+
+@st.composite
+def atlas_repros(draw: st.DrawFn) -> Any:
+    model = _atlas_model()
+    ints = st.integers(-(1 << 40), 1 << 40)
+    values = st.one_of(st.none(), st.booleans(), ints, st.sampled_from(["conv2d", "float16", "channels_last"]),
+                       st.lists(ints, max_size=8))
+    names = st.from_regex(r"[a-z][a-z0-9_]{0,31}", fullmatch=True)
+    shapes = st.one_of(st.none(), st.dictionaries(st.sampled_from(["input", "weight", "bias", "output"]),
+                                                  st.lists(st.integers(0, 1 << 20), max_size=5)))
+    return model.Repro(params=draw(st.dictionaries(names, values, max_size=6)), shapes=draw(shapes),
+                       knobs=draw(st.dictionaries(names, values, max_size=3)),
+                       device=draw(st.sampled_from(["cuda", "cpu"])))
+
+
+@st.composite
+def atlas_cases(draw: st.DrawFn) -> Any:
+    model = _atlas_model()
+    outcome = draw(st.sampled_from([o.value for o in Outcome]))
+    return model.Case(
+        case=draw(st.sampled_from([*CASE_NAMES, "conv2d-fp32-k1-bwd-over2g-pointwise_extreme-wide_channels",
+                                   "x" * 160])),
+        verdict=draw(st.sampled_from(["ok", "regression", "control", "not-run", "declared-skip"])),
+        outcome=outcome, family=draw(st.one_of(st.none(), st.sampled_from(ATLAS_FAMILIES))),
+        subcode=draw(st.one_of(st.none(), st.integers(0, 99_999))),
+        reason=draw(st.one_of(st.none(), _printable_line)),
+        known=tuple(draw(st.lists(st.sampled_from(["cudnn-9-sm70-depthwise", "pytorch-162574", "a"]), max_size=3))),
+        sources=tuple(draw(st.lists(st.sampled_from(["https://github.com/pytorch/pytorch/issues/77844",
+                                                     "http://example.org/a?b=<c>&d='e'"]), max_size=2))),
+        repro=draw(st.one_of(st.none(), atlas_repros())))
+
+
+@st.composite
+def atlas_bundles(draw: st.DrawFn, max_runs: int = 2, max_cells: int = 3, max_cases: int = 4) -> Any:
+    model = _atlas_model()
+    dates = st.dates().map(lambda d: d.isoformat())
+    stacks = st.builds(model.Stack, torch=_versions, cuda=st.sampled_from(["13.0", "12.4", "11.8", None]),
+                       cudnn=st.sampled_from(["9.19.0", "8.9.7", None]), driver=st.sampled_from(["580.159.04", None]),
+                       image_digest=st.sampled_from([None, "sha256:" + "ab" * 32]),
+                       lane=st.sampled_from(["host", "baremetal", "container"]))
+    cells = st.builds(model.Cell, stack=stacks, gpu=atlas_gpus(),
+                      verdict=st.sampled_from(["ok", "regression", "control", "no-control", "invalid"]),
+                      control=st.booleans(), cases=st.lists(atlas_cases(), max_size=max_cases).map(tuple))
+    runs = st.builds(model.Run, run=st.from_regex(r"[0-9a-f]{16}", fullmatch=True), date=dates,
+                     cells=st.lists(cells, max_size=max_cells).map(tuple))
+    return model.Bundle(fleet=draw(st.from_regex(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", fullmatch=True)),
+                        created=draw(dates), tool="0.1.0", runs=tuple(draw(st.lists(runs, max_size=max_runs))),
+                        dropped=tuple(draw(st.lists(_printable_line, max_size=4))))
