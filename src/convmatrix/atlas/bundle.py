@@ -51,25 +51,27 @@ MAX_URL = 500
 MAX_INT = 1 << 40  # prove/repro.py's bound on any dimension, stride or padding
 MAX_SUBCODE = 99_999  # cuDNN 9's sub-codes are four digits (3002)
 
-_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}", re.ASCII)
-_FLEET = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", re.ASCII)
-_TOOL = re.compile(r"[0-9A-Za-z][0-9A-Za-z.+-]{0,39}", re.ASCII)
-_RUN_ID = re.compile(r"[0-9a-f]{16,64}", re.ASCII)
+DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}", re.ASCII)
+FLEET = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", re.ASCII)
+TOOL = re.compile(r"[0-9A-Za-z][0-9A-Za-z.+-]{0,39}", re.ASCII)
+RUN_ID = re.compile(r"[0-9a-f]{16,64}", re.ASCII)
 _SHA256 = re.compile(r"[0-9a-f]{64}", re.ASCII)
 # GPU models as nvidia-smi names them: "NVIDIA H200", "Tesla V100-SXM2-16GB", "NVIDIA A100 80GB PCIe".
-_MODEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9 ._+-]{0,63}", re.ASCII)
-_CAPABILITY = re.compile(r"[0-9]{1,2}\.[0-9]", re.ASCII)
+MODEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9 ._+-]{0,63}", re.ASCII)
+CAPABILITY = re.compile(r"[0-9]{1,2}\.[0-9]", re.ASCII)
 # torch.__version__ with its local part: 2.11.0+cu130, 2.5.0a0+git1234abc, 2.13.0.dev20261201+cpu.
-_TORCH = re.compile(r"[0-9]{1,4}(?:\.[0-9]{1,4}){1,3}(?:(?:a|b|rc|\.dev|\.post)[0-9]{1,10})?(?:\+[a-z0-9.]{1,40})?",
+TORCH = re.compile(r"[0-9]{1,4}(?:\.[0-9]{1,4}){1,3}(?:(?:a|b|rc|\.dev|\.post)[0-9]{1,10})?(?:\+[a-z0-9.]{1,40})?",
                     re.ASCII)
-_CUDA = re.compile(r"[0-9]{1,2}\.[0-9]{1,2}(?:\.[0-9]{1,3})?", re.ASCII)
-_CUDNN = re.compile(r"[0-9]{1,2}\.[0-9]{1,3}\.[0-9]{1,3}", re.ASCII)
-_DRIVER = re.compile(r"[0-9]{1,4}(?:\.[0-9]{1,4}){1,3}", re.ASCII)
-_IMAGE = re.compile(r"sha256:[0-9a-f]{64}", re.ASCII)
-_KNOWN = re.compile(r"[a-z0-9][a-z0-9-]{0,79}", re.ASCII)  # results/known.py's id
-_URL = re.compile(r"https?://[!-~]{1,490}", re.ASCII)  # printable ASCII, no space, no quote needed
-_KEY = re.compile(r"[a-z][a-z0-9_]{0,31}", re.ASCII)  # a repro's param or knob name
-_WORD = re.compile(r"[A-Za-z0-9_.+-]{1,40}", re.ASCII)  # a repro's string value: conv2d, float16, channels_last
+CUDA = re.compile(r"[0-9]{1,2}\.[0-9]{1,2}(?:\.[0-9]{1,3})?", re.ASCII)
+CUDNN = re.compile(r"[0-9]{1,2}\.[0-9]{1,3}\.[0-9]{1,3}", re.ASCII)
+DRIVER = re.compile(r"[0-9]{1,4}(?:\.[0-9]{1,4}){1,3}", re.ASCII)
+IMAGE = re.compile(r"sha256:[0-9a-f]{64}", re.ASCII)
+KNOWN = re.compile(r"[a-z0-9][a-z0-9-]{0,79}", re.ASCII)  # results/known.py's id
+# Printable ASCII without a space, a quote, a backslash, a backtick or an angle bracket: nothing
+# that ends an attribute or a string wherever the site puts it (it still escapes it).
+URL = re.compile(r"https?://[!#-&(-;=?-\[\]-_a-~]{1,490}", re.ASCII)
+KEY = re.compile(r"[a-z][a-z0-9_]{0,31}", re.ASCII)  # a repro's param or knob name
+WORD = re.compile(r"[A-Za-z0-9_.+-]{1,40}", re.ASCII)  # a repro's string value: conv2d, float16, channels_last
 _SHAPES = ("input", "weight", "bias", "output")
 DEVICES = ("cuda", "cpu")
 VERDICTS = frozenset(v.value for v in Verdict)
@@ -191,7 +193,7 @@ class _Checker:
         return got
 
     def date(self, value: dict[str, Any], at: str, key: str) -> str:
-        got = self.text(value, at, key, _DATE)
+        got = self.text(value, at, key, DATE)
         try:
             datetime.date.fromisoformat(got)
         except ValueError:
@@ -242,16 +244,16 @@ class _Checker:
         at = "bundle"
         found = self.fields(value, at, Bundle)
         return Bundle(
-            fleet=self.text(found, at, "fleet", _FLEET),
+            fleet=self.text(found, at, "fleet", FLEET),
             created=self.date(found, at, "created"),
-            tool=self.text(found, at, "tool", _TOOL),
+            tool=self.text(found, at, "tool", TOOL),
             runs=self.items(found, at, "runs", MAX_RUNS, self.run),
             dropped=self.strings(found, at, "dropped", MAX_DROPPED, None),
         )
 
     def run(self, value: Any, at: str) -> Run:
         found = self.fields(value, at, Run)
-        return Run(run=self.text(found, at, "run", _RUN_ID), date=self.date(found, at, "date"),
+        return Run(run=self.text(found, at, "run", RUN_ID), date=self.date(found, at, "date"),
                    cells=self.items(found, at, "cells", MAX_CELLS, self.cell))
 
     def cell(self, value: Any, at: str) -> Cell:
@@ -262,21 +264,21 @@ class _Checker:
 
     def stack(self, value: Any, at: str) -> Stack:
         found = self.fields(value, at, Stack)
-        return Stack(torch=self.text(found, at, "torch", _TORCH, optional=True),
-                     cuda=self.text(found, at, "cuda", _CUDA, optional=True),
-                     cudnn=self.text(found, at, "cudnn", _CUDNN, optional=True),
-                     driver=self.text(found, at, "driver", _DRIVER, optional=True),
-                     image_digest=self.text(found, at, "image_digest", _IMAGE, optional=True),
+        return Stack(torch=self.text(found, at, "torch", TORCH, optional=True),
+                     cuda=self.text(found, at, "cuda", CUDA, optional=True),
+                     cudnn=self.text(found, at, "cudnn", CUDNN, optional=True),
+                     driver=self.text(found, at, "driver", DRIVER, optional=True),
+                     image_digest=self.text(found, at, "image_digest", IMAGE, optional=True),
                      lane=self.choice(found, at, "lane", _LANES))
 
     def gpu(self, value: Any, at: str) -> Gpu:
         found = self.fields(value, at, Gpu)
-        capability = self.text(found, at, "capability", _CAPABILITY)
+        capability = self.text(found, at, "capability", CAPABILITY)
         generation = self.text(found, at, "generation", None)
         if generation != generation_of(capability):
             raise self.bad(f"{at}.generation", f"{_shown(generation)} is not capability {capability}'s "
                                                f"({generation_of(capability)})")
-        return Gpu(model=self.text(found, at, "model", _MODEL), capability=capability, generation=generation,
+        return Gpu(model=self.text(found, at, "model", MODEL), capability=capability, generation=generation,
                    mig=self.text(found, at, "mig", MIG_PROFILE, optional=True))
 
     def case(self, value: Any, at: str) -> Case:
@@ -288,8 +290,8 @@ class _Checker:
                     family=self.choice(found, at, "family", _FAMILIES, optional=True),
                     subcode=self.integer(found, at, "subcode", 0, MAX_SUBCODE),
                     reason=self.text(found, at, "reason", None, optional=True),
-                    known=self.strings(found, at, "known", MAX_LIST, _KNOWN),
-                    sources=self.strings(found, at, "sources", MAX_LIST, _URL, MAX_URL),
+                    known=self.strings(found, at, "known", MAX_LIST, KNOWN),
+                    sources=self.strings(found, at, "sources", MAX_LIST, URL, MAX_URL),
                     repro=None if repro is None else self.repro(repro, f"{at}.repro"))
 
     def repro(self, value: Any, at: str) -> Repro:
@@ -312,10 +314,10 @@ class _Checker:
         if len(found) > MAX_FIELDS:
             raise self.bad(at, f"{len(found)} fields, more than {MAX_FIELDS}")
         for key, item in found.items():
-            if not _KEY.fullmatch(key):
-                raise self.bad(f"{at}.{_shown(key)}", f"not a field name ({_KEY.pattern})")
-            if not _scalar(item) and not (isinstance(item, list) and len(item) <= MAX_LIST
-                                          and all(_integer(x) for x in item)):
+            if not KEY.fullmatch(key):
+                raise self.bad(f"{at}.{_shown(key)}", f"not a field name ({KEY.pattern})")
+            if not scalar(item) and not (isinstance(item, list) and len(item) <= MAX_LIST
+                                          and all(integer(x) for x in item)):
                 raise self.bad(f"{at}.{key}", f"expected null, true, false, an integer, a word or a list of "
                                               f"up to {MAX_LIST} integers, got {_shown(item)}")
         return dict(found)
@@ -327,13 +329,13 @@ def generation_of(capability: str) -> str:
     return f"sm{capability.replace('.', '')}"
 
 
-def _integer(value: Any) -> bool:
+def integer(value: Any) -> bool:
     return type(value) is int and -MAX_INT <= value <= MAX_INT
 
 
-def _scalar(value: Any) -> bool:
-    return value is None or type(value) is bool or _integer(value) or (isinstance(value, str)
-                                                                      and _WORD.fullmatch(value) is not None)
+def scalar(value: Any) -> bool:
+    return value is None or type(value) is bool or integer(value) or (isinstance(value, str)
+                                                                      and WORD.fullmatch(value) is not None)
 
 
 def summary(bundle: Bundle) -> Mapping[str, int]:
