@@ -43,6 +43,10 @@ INDEX, JSON_FILE, CSV_FILE, PAGES, REPROS = "index.html", "atlas.json", "atlas.c
 SHOWN_FLEETS = 4  # fleets a grid cell names one by one; the rest are counted (a page lists all)
 SHOWN_FAMILIES = 3
 SEARCH_CASES = 40  # failing case ids a row carries for the search
+# Rows the table holds at once (a filter's first matches; a button shows more): laying out rows is
+# most of a filter's time, 300 rows some 170 ms and 10,000 seconds (bench/atlas.py). site.js's SHOWN.
+SHOWN_ROWS = 150
+ROW_FIELDS = ("torch", "cudnn key", "families", "generations", "search", "html")  # a measured row's data
 _CSV_FORMULA = ("=", "+", "-", "@", "\t", "\r")
 
 
@@ -59,8 +63,7 @@ class Page:
         """A file name made of safe characters only, unique by digest (the strings are untrusted)."""
         key = json.dumps([self.row.torch, self.row.cuda, self.row.cudnn, self.column.capability, self.column.mig,
                           self.family])
-        words = re.sub(r"[^a-z0-9.]+", "-", f"{self.row.torch}-{self.row.cuda}-{self.row.cudnn}-"
-                       f"{self.column.key}-{self.family}".lower()).strip("-.")[:80]
+        words = re.sub(r"[^a-z0-9.]+", "-", f"{self.column.generation}-{self.family}".lower()).strip("-.")[:40]
         return f"{words}-{hashlib.sha256(key.encode()).hexdigest()[:10]}.html"
 
 
@@ -166,6 +169,7 @@ def index(atlas: Atlas, sources: tuple[Source, ...], pages: dict[tuple[Row, Colu
     runs = {(fleet, run) for cell in atlas.cells.values() for fleet, t in cell.tallies.items() for run in t.runs}
     families = sorted({f for cell in atlas.cells.values() for f in cell.families}
                       | {f for s in sources for f in s.issue.families})
+    measured = [grid_row(atlas, row, columns, gen_index, pages) for row in atlas.rows]
     torches = sorted({r.torch for r in atlas.rows if r.torch}, key=lambda t: version_key(t) or 0)
     body = [
         "<header>", "<h1>convmatrix atlas</h1>",
@@ -184,19 +188,24 @@ def index(atlas: Atlas, sources: tuple[Source, ...], pages: dict[tuple[Row, Colu
         '<label>family <select id="f-family"><option value="">all</option>'
         + "".join(f'<option value="{html_cell(f)}">{html_cell(f)}</option>' for f in families) + "</select></label>",
         '<label>search <input id="f-search" type="search" size="24" placeholder="case, fleet, sub-code"></label>',
-        '<span class="hint"><span id="shown">0</span> row(s) shown</span>',
+        '<span class="hint"><span id="shown">0</span> row(s) match</span>',
         "</section>",
-        '<table class="atlas grid" id="atlas">', "<thead><tr><th>stack (torch · CUDA · cuDNN)</th>",
+        '<table class="atlas grid" id="atlas">', "<thead><tr><th class=\"stack\">stack (torch · CUDA · cuDNN)</th>",
         *[f'<th data-g="{gen_index[c.generation]}" class="col">{html_cell(c.generation)}'
           f'<span class="gen">{html_cell(c.mig or generation_name(c))}</span></th>' for c in columns],
         "</tr></thead>", '<tbody id="measured">',
-        *[line for row in atlas.rows for line in grid_row(atlas, row, columns, gen_index, pages)],
+        # Without JS the first rows are here; site.js draws the rows the filters leave from the data block.
+        *[str(r[-1]) for r in measured[:SHOWN_ROWS]],
+        *([f'<tr class="group"><th colspan="{len(columns) + 1}">{len(measured) - SHOWN_ROWS} more row(s): '
+           f"the page lists them with JavaScript on; {CSV_FILE} has them all</th></tr>"]
+          if len(measured) > SHOWN_ROWS else []),
         "</tbody>", '<tbody id="sources">',
         f'<tr class="group"><th colspan="{len(columns) + 1}">From published sources (not measured: what a '
         "release note, an issue or a packager says; the GPU columns its capability range covers)</th></tr>",
         *[source_row(source, columns, gen_index) for source in sources],
         "</tbody>", "</table>",
-        *legend(), *disagreements(atlas, pages), *notes(atlas),
+        f'<p><button id="more" type="button" hidden>show {SHOWN_ROWS} more</button></p>',
+        data_block("rows", measured), *legend(), *disagreements(atlas, pages), *notes(atlas),
     ]
     return document("convmatrix atlas", body, css=css, js=asset("site.js"))
 
@@ -212,53 +221,59 @@ def legend() -> list[str]:
 
 
 def grid_row(atlas: Atlas, row: Row, columns: list[Column], gen_index: dict[str, int],
-             pages: dict[tuple[Row, Column, str], Page]) -> list[str]:
+             pages: dict[tuple[Row, Column, str], Page]) -> list[str | int]:
+    """A measured row: what the filters read of it, and its html (escaped here, once), which
+    site.js puts in the table when the row is among those shown."""
     cells = [atlas.cells.get((row, column)) for column in columns]
     present = [c for c in cells if c is not None]
     families = sorted({f for c in present for f in c.families})
-    words = [row.label, *families, *(str(s) for c in present for s in c.subcodes),
-             *(f for c in present for f in c.tallies), *(c.column.key for c in present),
-             *sorted({k for c in present for seen in c.cases.values() for s in seen for k in s.case.known}),
-             *sorted({case for c in present for case, seen in c.cases.items() if any(s.failing for s in seen)})
-             [:SEARCH_CASES]]
-    attributes = {
-        "torch": row.torch or "", "tk": str(version_key(row.torch) or 0), "ck": str(version_key(row.cudnn) or 0),
-        "families": " ".join(families),
-        "gens": " ".join(sorted({str(gen_index[c.column.generation]) for c in present})),
-        "search": one_line(" ".join(words)).lower(),
-    }
-    shown = " ".join(f'data-{k}="{html_cell(v)}"' for k, v in attributes.items())
-    out = [f'<tr class="row measured" {shown}>', f"<th>{html_cell(row.label)}</th>"]
-    for column, cell in zip(columns, cells, strict=True):
-        g = gen_index[column.generation]
-        out.append(f'<td data-g="{g}" class="c empty"></td>' if cell is None else grid_cell(cell, g, pages))
-    out.append("</tr>")
-    return out
+    words = dict.fromkeys([
+        row.label, *families, *(str(s) for c in present for s in c.subcodes), *(f for c in present for f in c.tallies),
+        *(c.column.key for c in present),
+        *sorted({k for c in present for seen in c.cases.values() for s in seen for k in s.case.known}),
+        *sorted({case for c in present for case, seen in c.cases.items()
+                 if any(s.failing for s in seen)})[:SEARCH_CASES]])
+    html = "".join([f"<tr class='row measured'><th>{html_cell(row.label)}</th>",
+                    *(f"<td data-g='{gen_index[column.generation]}' class='c empty'></td>" if cell is None
+                      else grid_cell(cell, gen_index[column.generation], pages)
+                      for column, cell in zip(columns, cells, strict=True)), "</tr>"])
+    # A list, not an object: ROW_FIELDS names its items (site.js reads them by place), and 10,000
+    # rows do not repeat six keys each.
+    return [row.torch or "", version_key(row.cudnn) or 0, f" {' '.join(families)} ",
+            f" {' '.join(sorted({str(gen_index[c.column.generation]) for c in present}))} ",
+            one_line(" ".join(words)).lower(), html]
+
+
+def data_block(element_id: str, value: object) -> str:
+    """JSON inside the page, as a data block (type application/json: never run, so outside the
+    CSP's script hashes), with nothing left that ends the element or opens a comment (the page is
+    UTF-8; JSON.parse takes U+2028 and U+2029 in strings)."""
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    # In a script element only "</" (which may end it) and "<!--" (which changes how its end is
+    # found) matter (HTML, "script data" states); JSON allows "\\/" in a string, and outside
+    # strings it has no "<". Escaping every "<" instead made a 10,000-row page a third larger.
+    text = text.replace("</", "<\\/").replace("<!--", "\\u003c!--")
+    return f'<script type="application/json" id="{element_id}">{text}</script>'
 
 
 def grid_cell(cell: AtlasCell, g: int, pages: dict[tuple[Row, Column, str], Page]) -> str:
-    status = cell.status
+    """One cell, as small as it reads: a 10,000-row atlas holds 40,000 of them (bench/atlas.py), and
+    the page's size is most of its load time. Single-quoted attributes (html_cell escapes ' too), so
+    the row's html needs no escaping in the JSON block; <i> is the sub-code line, <small> the dates."""
     tallies = sorted(cell.tallies.values(), key=lambda t: (t.status != FAIL, t.fleet))
-    lines = [f'<span class="fl s-{t.status}" title="{html_cell(t.first)} to {html_cell(t.last)}; '
-             f'{html_cell(", ".join(sorted(t.models)))}"><b>{html_cell(t.fleet)}</b> '
-             f"{t.count(FAIL)}✗ {t.count(PASS)}✓{f' {t.count(OTHER)}·' if t.count(OTHER) else ''}</span>"
-             for t in tallies[:SHOWN_FLEETS]]
+    parts = [f"<b class='s-{t.status}'>{html_cell(t.fleet)} {t.count(FAIL)}✗{t.count(PASS)}✓"
+             f"{f'{t.count(OTHER)}·' if t.count(OTHER) else ''}</b>" for t in tallies[:SHOWN_FLEETS]]
     if len(tallies) > SHOWN_FLEETS:
-        lines.append(f'<span class="more">+{len(tallies) - SHOWN_FLEETS} fleet(s)</span>')
-    families = [f'<a href="{PAGES}/{pages[(cell.row, cell.column, f)].name}">{html_cell(f)}</a> ×{n}'
-                for f, n in cell.families.most_common(SHOWN_FAMILIES)]
+        parts.append(f"<b>+{len(tallies) - SHOWN_FLEETS} fleet(s)</b>")
+    parts += [f"<a href='{PAGES}/{pages[(cell.row, cell.column, f)].name}'>{html_cell(f)}</a>×{n}"
+              for f, n in cell.families.most_common(SHOWN_FAMILIES)]
     if len(cell.families) > SHOWN_FAMILIES:
-        families.append(f"+{len(cell.families) - SHOWN_FAMILIES}")
-    subcodes = ", ".join(str(code) for code, _ in cell.subcodes.most_common(3))
+        parts.append(f"+{len(cell.families) - SHOWN_FAMILIES}")
+    if cell.subcodes:
+        parts.append(f"<i>sub-code {', '.join(str(code) for code, _ in cell.subcodes.most_common(3))}</i>")
     first, last = cell.first, cell.last
-    summary = (f"{len(cell.tallies)} fleet(s), {sum(len(t.runs) for t in cell.tallies.values())} run(s): "
-               f"{cell.runs(FAIL)} failed, {cell.runs(PASS)} passed")
-    return (f'<td data-g="{g}" data-families="{html_cell(" ".join(sorted(cell.families)))}" '
-            f'class="c s-{status}" title="{html_cell(summary)}">'
-            f'<div class="fleets">{"".join(lines)}</div>'
-            + (f'<div class="fam">{" ".join(families)}</div>' if families else "")
-            + (f'<div class="sub">sub-code {html_cell(subcodes)}</div>' if subcodes else "")
-            + f'<div class="seen">{html_cell(first)}{" – " + html_cell(last) if last != first else ""}</div></td>')
+    parts.append(f"<small>{html_cell(first)}{'–' + html_cell(last) if last != first else ''}</small>")
+    return f"<td data-g='{g}' class='c s-{cell.status}'>{''.join(parts)}</td>"
 
 
 def source_row(source: Source, columns: list[Column], gen_index: dict[str, int]) -> str:

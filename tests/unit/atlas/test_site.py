@@ -7,16 +7,19 @@ from __future__ import annotations
 
 import ast
 import csv
+import dataclasses
 import io
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import atlaskit
 from atlaskit import HOSTILE
 from convmatrix.atlas import merge, site, sources
+from convmatrix.atlas.model import Bundle
 from convmatrix.errors import BadInput
 
 
@@ -30,20 +33,35 @@ def text(files: dict[str, bytes], name: str) -> str:
     return files[name].decode()
 
 
+def rows_of(index: str) -> list[list[Any]]:
+    """The measured rows' data block, as site.js reads it."""
+    found = re.search(r'<script type="application/json" id="rows">(.*?)</script>', index, re.DOTALL)
+    assert found is not None
+    return json.loads(found[1])  # type: ignore[no-any-return]
+
+
+def test_the_data_block_cannot_end_its_element_or_open_a_comment() -> None:
+    value = ["</script><script>alert(1)</script>", "<!--<script>", "</SCRIPT >", "a\u2028b"]
+    block = site.data_block("rows", value)
+    inner = block.removeprefix('<script type="application/json" id="rows">').removesuffix("</script>")
+    assert "</" not in inner and "<!--" not in inner
+    assert json.loads(inner) == value
+
+
 def test_the_grid_has_both_generations_and_the_mig_slice_under_its_gpu() -> None:
     index = text(built(), "index.html")
     heads = re.findall(r'<th data-g="(\d+)" class="col">([^<]+)<span class="gen">([^<]*)</span>', index)
     assert heads == [("0", "sm70", "Volta"), ("1", "sm90", "Hopper"), ("1", "sm90", "1g.18gb")]
-    assert index.count('<tr class="row measured"') == 2
+    assert index.count("<tr class='row measured'>") == 2 * 2  # in the table (no JS) and in the data block
+    assert rows_of(index)[0][0] == "2.5.1+cu124" and rows_of(index)[1][5].startswith("<tr class='row measured'>")
 
 
 def test_a_disagreement_shows_each_fleet_side_by_side() -> None:
     index = text(built(), "index.html")
-    cell = re.search(r'<td data-g="1" data-families="cudnn_not_supported" class="c s-disagree".*?</td>', index)
+    cell = re.search(r"<td data-g='1' class='c s-disagree'>.*?</td>", index)
     assert cell is not None
-    assert '<span class="fl s-fail"' in cell[0] and "<b>fleet-a</b> 2✗ 0✓" in cell[0]
-    assert '<span class="fl s-pass"' in cell[0] and "<b>fleet-b</b> 0✗ 1✓" in cell[0]
-    assert "2026-12-01 – 2026-12-05" in cell[0] and "sub-code 3002" in cell[0]
+    assert "<b class='s-fail'>fleet-a 2✗0✓</b><b class='s-pass'>fleet-b 0✗1✓</b>" in cell[0]
+    assert "<i>sub-code 3002</i><small>2026-12-01–2026-12-05</small>" in cell[0]
     section = index[index.index('<section id="disagreements">'):]
     assert "fleet-a</b> fail: 2 of 2 run(s) failed" in section and "fleet-b</b> pass: 0 of 1 run(s) failed" in section
 
@@ -52,10 +70,9 @@ def test_each_failing_family_has_a_page_with_its_cases_and_repro_scripts() -> No
     files = built()
     pages = sorted(name for name in files if name.startswith("pages/"))
     assert [re.sub(r"-[0-9a-f]{10}\.html$", "", p) for p in pages] == [
-        "pages/2.9.1-cu128-12.8-9.11.0-sm70-crash", "pages/2.9.1-cu128-12.8-9.11.0-sm70-cudnn-arch-mismatch",
-        "pages/2.9.1-cu128-12.8-9.11.0-sm90-cudnn-not-supported"]
+        "pages/sm70-crash", "pages/sm70-cudnn-arch-mismatch", "pages/sm90-cudnn-not-supported"]
     index = text(files, "index.html")
-    assert all(f'href="{p}"' in index for p in pages)
+    assert all(f"href='{p}'" in index for p in pages)
     page = text(files, pages[2])
     assert page.count("<tr class=\"s-fail\">") == 2 and page.count("<tr class=\"s-pass\">") == 1  # fleet b's pass
     assert '<span class="badge s-disagree">disagree</span>' in page
@@ -108,6 +125,11 @@ def test_every_bundle_string_is_escaped_in_every_output() -> None:
     for name, data in files.items():
         if name.endswith(".html"):
             page = data.decode()
+            if name == "index.html":  # the data block holds each row's search text as it is (JSON)
+                rows = rows_of(page)
+                assert all(HOSTILE not in str(row[5]) and "<img" not in str(row[5]) for row in rows)
+                assert any(HOSTILE.lower() in str(row[4]) for row in rows)
+                page = re.sub(r'<script type="application/json" id="rows">.*?</script>', "", page, flags=re.DOTALL)
             assert HOSTILE not in page and "<img" not in page, name
             assert page.count("<script") == (1 if name == "index.html" else 0), name
             assert "javascript:" not in page
@@ -153,3 +175,18 @@ def test_the_site_is_written_into_a_folder_of_its_own(tmp_path: Path) -> None:
     link.symlink_to(out)
     with pytest.raises(BadInput, match=r"-o .*link: cannot write the site \(.*symlink"):
         site.publish(link, atlas, sources.load())
+
+
+def many(rows: int) -> Bundle:
+    stacks = [dataclasses.replace(atlaskit.OLD, torch=f"2.{i // 10}.{i % 10}") for i in range(rows)]
+    return Bundle(fleet="f", created="2026-12-05", tool="0.1.0", runs=(atlaskit.run(
+        "r1", "2026-12-05", *(atlaskit.cell(s, atlaskit.H200, atlaskit.passed("x")) for s in stacks)),))
+
+
+def test_without_js_the_table_holds_the_first_rows_and_says_how_many_more() -> None:
+    index = text(built(many(site.SHOWN_ROWS + 7)), "index.html")
+    table = index[index.index('<tbody id="measured">'):index.index('<tbody id="sources">')]
+    assert table.count("<tr class='row measured'>") == site.SHOWN_ROWS
+    assert "7 more row(s): the page lists them with JavaScript on; atlas.csv has them all" in table
+    assert len(rows_of(index)) == site.SHOWN_ROWS + 7
+    assert f"var SHOWN = {site.SHOWN_ROWS};" in site.asset("site.js")
