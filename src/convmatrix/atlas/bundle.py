@@ -72,7 +72,7 @@ KNOWN = re.compile(r"[a-z0-9][a-z0-9-]{0,79}", re.ASCII)  # results/known.py's i
 URL = re.compile(r"https?://[!#-&(-;=?-\[\]-_a-~]{1,490}", re.ASCII)
 KEY = re.compile(r"[a-z][a-z0-9_]{0,31}", re.ASCII)  # a repro's param or knob name
 WORD = re.compile(r"[A-Za-z0-9_.+-]{1,40}", re.ASCII)  # a repro's string value: conv2d, float16, channels_last
-_SHAPES = ("input", "weight", "bias", "output")
+SHAPES = ("input", "weight", "bias", "output")
 DEVICES = ("cuda", "cpu")
 VERDICTS = frozenset(v.value for v in Verdict)
 OUTCOMES = frozenset(o.value for o in Outcome)
@@ -299,8 +299,8 @@ class _Checker:
         shapes = found["shapes"]
         if shapes is not None:
             shapes = self.table(shapes, f"{at}.shapes")
-            if extra := sorted(set(shapes) - set(_SHAPES)):
-                raise self.bad(f"{at}.shapes.{extra[0]}", f"not one of {', '.join(_SHAPES)}")
+            if extra := sorted(set(shapes) - set(SHAPES)):
+                raise self.bad(f"{at}.shapes.{extra[0]}", f"not one of {', '.join(SHAPES)}")
             if bad := next((k for k, v in shapes.items() if not isinstance(v, list)), None):
                 raise self.bad(f"{at}.shapes.{bad}", f"expected a list of integers, got {_shown(shapes[bad])}")
         return Repro(params=self.table(found["params"], f"{at}.params"), shapes=shapes,
