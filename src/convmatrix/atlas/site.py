@@ -265,7 +265,7 @@ def grid_cell(cell: AtlasCell, g: int, pages: dict[tuple[Row, Column, str], Page
              f"{f'{t.count(OTHER)}·' if t.count(OTHER) else ''}</b>" for t in tallies[:SHOWN_FLEETS]]
     if len(tallies) > SHOWN_FLEETS:
         parts.append(f"<b>+{len(tallies) - SHOWN_FLEETS} fleet(s)</b>")
-    parts += [f"<a href='{PAGES}/{pages[(cell.row, cell.column, f)].name}'>{html_cell(f)}</a>×{n}"
+    parts += [f"<a href='{PAGES}/{pages[(cell.row, cell.column, f)].name}'>{html_cell(f)}</a>×{n} "
               for f, n in cell.families.most_common(SHOWN_FAMILIES)]
     if len(cell.families) > SHOWN_FAMILIES:
         parts.append(f"+{len(cell.families) - SHOWN_FAMILIES}")
