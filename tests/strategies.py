@@ -383,3 +383,30 @@ def atlas_bundles(draw: st.DrawFn, max_runs: int = 2, max_cells: int = 3, max_ca
     return model.Bundle(fleet=draw(st.from_regex(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", fullmatch=True)),
                         created=draw(dates), tool="0.1.0", runs=tuple(draw(st.lists(runs, max_size=max_runs))),
                         dropped=tuple(draw(st.lists(_printable_line, max_size=4))))
+
+
+# --- a40s: the atlas site (issue 40: atlas/merge.py, atlas/site.py) ------------------------------
+# The site is handed Bundle objects, not only what the reader let through: every free text of a
+# drawn bundle (the reason, what was dropped, the GPU model and MIG profile, the fleet label, known
+# ids and sources) may be markup, a spreadsheet formula or a link of another scheme.
+ATLAS_MARKUP = ('<script>alert(1)</script>', '"><img src=x onerror=alert(2)>', "'><svg onload=alert(3)>",
+                "</script><!--", "=HYPERLINK(\"http://x\")", "+1", "-1", "@SUM(A1)", "javascript:alert(4)",
+                "a\u2028b\u202e", "&amp;&lt;", "\x1b[31mred")
+atlas_texts = st.one_of(_printable_line, st.sampled_from(ATLAS_MARKUP),
+                        st.lists(st.sampled_from(ATLAS_MARKUP), min_size=1, max_size=3).map("".join))
+
+
+@st.composite
+def atlas_hostile_bundles(draw: st.DrawFn) -> Any:
+    """atlas_bundles with their free text replaced by atlas_texts (the whole bundle as objects)."""
+    bundle = draw(atlas_bundles())
+
+    def case(found: Any) -> Any:
+        return replace(found, reason=draw(atlas_texts), known=(draw(atlas_texts),), sources=(draw(atlas_texts),))
+
+    def cell(found: Any) -> Any:
+        gpu = replace(found.gpu, model=draw(atlas_texts), mig=draw(st.one_of(st.none(), atlas_texts)))
+        return replace(found, gpu=gpu, cases=tuple(case(c) for c in found.cases))
+
+    runs = tuple(replace(r, cells=tuple(cell(c) for c in r.cells)) for r in bundle.runs)
+    return replace(bundle, fleet=draw(atlas_texts), runs=runs, dropped=(draw(atlas_texts),))

@@ -15,8 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import atlaskit
+import strategies
 from atlaskit import HOSTILE
 from convmatrix.atlas import merge, site, sources
 from convmatrix.atlas.model import Bundle
@@ -190,3 +193,32 @@ def test_without_js_the_table_holds_the_first_rows_and_says_how_many_more() -> N
     assert "7 more row(s): the page lists them with JavaScript on; atlas.csv has them all" in table
     assert len(rows_of(index)) == site.SHOWN_ROWS + 7
     assert f"var SHOWN = {site.SHOWN_ROWS};" in site.asset("site.js")
+
+
+# --- properties (tests/strategies.py, sections a40e and a40s) -------------------------------------
+SITE_TAGS = {"a", "b", "body", "br", "button", "code", "details", "div", "h1", "h2", "head", "header", "html", "i", "input",
+             "label", "li", "link", "meta", "option", "p", "script", "section", "select", "small", "span", "style",
+             "summary", "table", "tbody", "td", "th", "thead", "title", "tr", "ul"}
+
+
+@given(st.lists(strategies.atlas_hostile_bundles(), min_size=1, max_size=3))
+def test_no_bundle_text_becomes_markup_a_formula_or_a_link(found: list[Bundle]) -> None:
+    files = built(*found)
+    for name, data in files.items():
+        if name.endswith(".html"):
+            page = data.decode()
+            if name == "index.html":
+                rows = rows_of(page)
+                page = re.sub(r'<script type="application/json" id="rows">.*?</script>', "", page, flags=re.DOTALL)
+                page += "".join(str(row[5]) for row in rows)  # the rows' html, as site.js puts it in
+            assert set(re.findall(r"<([A-Za-z][A-Za-z0-9]*)", page)) - SITE_TAGS == set(), name
+            assert page.count("<script") == (1 if name == "index.html" else 0), name
+            tags = re.findall(r"<[A-Za-z][^>]*>", page)  # real ones: a bundle's '<' is &lt; by now
+            assert not [t for t in tags if re.search(r"""\son[a-z]+\s*=|href=["'](?!https?://|pages/|\.\./|atlas\.|data:,)""",
+                                                     t)], name
+            assert "\x1b" not in page and "\u202e" not in page, name
+        elif name.endswith(".py"):
+            ast.parse(data.decode())
+    for row in csv.reader(io.StringIO(text(files, "atlas.csv"))):
+        assert all(not cell.startswith(("=", "+", "-", "@", "\t", "\r")) and "\n" not in cell for cell in row)
+    assert json.loads(files["atlas.json"])["fleets"] == list(dict.fromkeys(b.fleet for b in found))
