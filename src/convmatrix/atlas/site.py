@@ -357,15 +357,27 @@ def case_page(page: Page, cell: AtlasCell, known: dict[str, Source], repros: dic
              "<th>verdict</th><th>outcome</th><th>family</th><th>sub-code</th><th>reason</th><th>known</th>"
              "<th>sources</th><th>repro</th></tr></thead><tbody>"]
     for case_id, seen in cases.items():
-        split = len({s.failing for s in seen}) > 1
+        badge, split = case_badge(seen)
         for index_, s in enumerate(seen):
-            badge = '<span class="badge s-disagree">disagree</span>' if split else ""
             head = (f'<th rowspan="{len(seen)}" class="{"split" if split else ""}"><code>{html_cell(case_id)}</code>'
                     f"{badge}</th>" if index_ == 0 else "")
             body.append(f'<tr class="{"s-fail" if s.failing else "s-pass"}">{head}' + "".join(
                 f"<td>{part}</td>" for part in case_cells(s, known, repros)) + "</tr>")
     body += ["</tbody></table>"]
     return document(title, body, css=asset("site.css"))
+
+
+def case_badge(seen: list[Seen]) -> tuple[str, bool]:
+    """`disagree` when a fleet failed the case where another fleet only passed it; `mixed` when the
+    failing and passing records are one fleet's (two nights, or two knob sets of one run: a bundle
+    keeps no knob set but a failing case's repro's)."""
+    failed = {s.fleet for s in seen if s.failing}
+    passed = {s.fleet for s in seen if not s.failing and s.case.outcome == "pass"}
+    if failed and passed - failed:
+        return '<span class="badge s-disagree">disagree</span>', True
+    if failed & passed:
+        return '<span class="badge s-flaky">mixed</span>', False
+    return "", False
 
 
 def case_cells(seen: Seen, known: dict[str, Source], repros: dict[str, bytes]) -> list[str]:

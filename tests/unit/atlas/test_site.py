@@ -222,3 +222,12 @@ def test_no_bundle_text_becomes_markup_a_formula_or_a_link(found: list[Bundle]) 
     for row in csv.reader(io.StringIO(text(files, "atlas.csv"))):
         assert all(not cell.startswith(("=", "+", "-", "@", "\t", "\r")) and "\n" not in cell for cell in row)
     assert json.loads(files["atlas.json"])["fleets"] == list(dict.fromkeys(b.fleet for b in found))
+
+
+def test_a_case_one_fleet_both_failed_and_passed_is_mixed_not_a_disagreement() -> None:
+    one = Bundle(fleet="f", created="2026-12-05", tool="0.1.0", runs=(atlaskit.run(
+        "r1", "2026-12-05", atlaskit.cell(atlaskit.NEW, atlaskit.H200, atlaskit.passed("x"), verdict="control"),
+        atlaskit.cell(atlaskit.NEW, atlaskit.H200, atlaskit.failed("x"))),))
+    files = built(one)
+    page = text(files, next(n for n in files if n.startswith("pages/")))
+    assert '<span class="badge s-flaky">mixed</span>' in page and "badge s-disagree" not in page
