@@ -385,6 +385,28 @@ def atlas_bundles(draw: st.DrawFn, max_runs: int = 2, max_cells: int = 3, max_ca
                         dropped=tuple(draw(st.lists(_printable_line, max_size=4))))
 
 
+# A failure message quoting a fleet's own names among ordinary words (atlas/scrub.py).
+_PLACEHOLDER_WORDS = {"url", "user", "host", "path", "uuid", "ip", "hex"}
+atlas_names = st.from_regex(r"[a-z][a-z0-9-]{1,20}[a-z0-9]", fullmatch=True).filter(
+    lambda n: n not in _PLACEHOLDER_WORDS)
+atlas_ipv4 = st.tuples(*[st.integers(0, 255)] * 4).map(lambda parts: ".".join(map(str, parts)))
+atlas_paths = st.lists(st.from_regex(r"[A-Za-z0-9_.-]{1,12}", fullmatch=True).filter(lambda p: p not in (".", "..")),
+                       min_size=1, max_size=4).map(lambda parts: "/" + "/".join(parts))
+
+
+@st.composite
+def leaky_messages(draw: st.DrawFn) -> tuple[str, str, str, str, str]:
+    """(message, host, user, ip, path): the message holds each, between words and punctuation."""
+    host, user, ip, path = draw(atlas_names), draw(atlas_names), draw(atlas_ipv4), draw(atlas_paths)
+    words = st.sampled_from(["RuntimeError:", "cuDNN", "error", "at", "on", "(", ")", ",", "CUDNN_STATUS_NOT_SUPPORTED",
+                             "by", "from", "'", '"', "=", ":"])
+    parts = [*draw(st.lists(words, max_size=6)), host, *draw(st.lists(words, max_size=3)), user,
+             *draw(st.lists(words, max_size=3)), ip, draw(st.sampled_from(["", ":8080"])),
+             *draw(st.lists(words, max_size=3)), path, *draw(st.lists(words, max_size=3))]
+    order = draw(st.permutations(parts))
+    return " ".join(order), host, user, ip, path
+
+
 # --- a40s: the atlas site (issue 40: atlas/merge.py, atlas/site.py) ------------------------------
 # The site is handed Bundle objects, not only what the reader let through: every free text of a
 # drawn bundle (the reason, what was dropped, the GPU model and MIG profile, the fleet label, known

@@ -72,7 +72,7 @@ class Judged:
 
 
 @dataclass(kw_only=True)
-class _Drops:
+class Drops:
     """What export left out of these runs in particular, counted for `dropped`."""
 
     counts: Counter[str] = field(default_factory=Counter)
@@ -86,11 +86,17 @@ class _Drops:
 
 def bundle_of(runs: Sequence[Judged], *, fleet: str | None, today: datetime.date) -> Bundle:
     """The bundle of runs; fleet: the owner's label (None: an opaque one from the runs' digests)."""
-    drops = _Drops()
+    drops = Drops()
     secrets = secrets_of(runs)
-    made = tuple(_run(judged, secrets, drops) for judged in runs)
-    label = fleet or "anon-" + _digest("\0".join(sorted(r.run for r in made)))[:12]
-    return Bundle(fleet=label, created=today.isoformat(), tool=_tool(), runs=made,
+    return assembled(tuple(_run(judged, secrets, drops, today) for judged in runs), fleet=fleet, today=today,
+                     drops=drops)
+
+
+def assembled(runs: tuple[Run, ...], *, fleet: str | None, today: datetime.date, drops: Drops) -> Bundle:
+    """The bundle around runs: the label (the owner's, or an opaque one from the runs' digests),
+    the date, the tool, and what was dropped."""
+    label = fleet or "anon-" + _digest("\0".join(sorted(r.run for r in runs)))[:12]
+    return Bundle(fleet=label, created=today.isoformat(), tool=_tool(), runs=runs,
                   dropped=(*DROPPED, *drops.lines())[:bundle.MAX_DROPPED])
 
 
@@ -112,21 +118,32 @@ def _tool() -> str:
     return __version__ if bundle.TOOL.fullmatch(__version__) else "unknown"
 
 
-def run_id(judged: Judged) -> str:
-    """An opaque id, the same each time a run is exported (the site counts a run once): a digest
-    of its folder's name and its cells' end times to the millisecond, which no one can guess back."""
-    ends = sorted(r.ended.isoformat() for r in judged.results)
-    return _digest("\0".join(["convmatrix-run", judged.path.name, *ends]))[:16]
+def run_id(key: str, at: datetime.datetime | None) -> str:
+    """An opaque id, the same each time a run is exported (a run in two bundles is one run to the
+    atlas): a digest of its key (the run folder's name, as `record` keys it by default) and the
+    moment its first cell ended, to the microsecond, which no one can guess back. A run exported
+    from its folder and from the history it was recorded in gets the same id."""
+    moment = utc(at).isoformat(timespec="microseconds") if at is not None else ""
+    return _digest("\0".join(["convmatrix-run", key, moment]))[:16]
 
 
-def run_date(judged: Judged, today: datetime.date | None = None) -> str:
-    """The day (UTC) its first cell ended; no time of day."""
+def utc(moment: datetime.datetime) -> datetime.datetime:
+    """UTC without a zone, as the history stores it (history/record.utc)."""
+    return moment.astimezone(datetime.UTC).replace(tzinfo=None) if moment.tzinfo is not None else moment
+
+
+def first_end(judged: Judged) -> datetime.datetime | None:
+    """When the run ran: its first cell's end (as `record` takes it), None when none ended."""
     ended = [r.ended for r in judged.results if r.ended != EPOCH]
-    day = min(ended).astimezone(datetime.UTC).date() if ended else (today or datetime.datetime.now(datetime.UTC).date())
-    return day.isoformat()
+    return min(ended) if ended else None
 
 
-def _run(judged: Judged, secrets: Secrets, drops: _Drops) -> Run:
+def day_of(at: datetime.datetime | None, today: datetime.date) -> str:
+    """The day (UTC) of a moment; no time of day."""
+    return (utc(at).date() if at is not None else today).isoformat()
+
+
+def _run(judged: Judged, secrets: Secrets, drops: Drops, today: datetime.date) -> Run:
     by_path = {(r.cell, str(r.path)): r for r in judged.results}
     rows: dict[tuple[str, str], list[CaseRow]] = {}
     for case in judged.report.cases:
@@ -140,15 +157,17 @@ def _run(judged: Judged, secrets: Secrets, drops: _Drops) -> Run:
         made = _cell(row, result, rows.get((row.cell, row.gpu.key), []), judged.report.control, secrets, drops)
         if made is not None:
             cells.append(made)
-    return Run(run=run_id(judged), date=run_date(judged), cells=tuple(cells)[:bundle.MAX_CELLS])
+    at = first_end(judged)
+    return Run(run=run_id(judged.path.resolve().name, at), date=day_of(at, today),
+               cells=tuple(cells)[:bundle.MAX_CELLS])
 
 
 def _cell(row: CellRow, result: CellResult, cases: list[CaseRow], control: str | None, secrets: Secrets,
-          drops: _Drops) -> Cell | None:
+          drops: Drops) -> Cell | None:
     if result.gpu_key == CPU_KEY:
         drops.add("CPU-only cells")
         return None
-    gpu = gpu_of(result)
+    gpu = gpu_of(result.gpu_key, result.gpu)
     if gpu is None:
         drops.add("cells whose GPU has no compute capability on record")
         return None
@@ -159,10 +178,11 @@ def _cell(row: CellRow, result: CellResult, cases: list[CaseRow], control: str |
                             if records.CASE_ID.fullmatch(c.case))[:bundle.MAX_CASES])
 
 
-def gpu_of(result: CellResult) -> Gpu | None:
-    """The GPU by model, capability and MIG profile: cell.json's record, else what its key says."""
-    parts = key_parts(result.gpu_key)
-    recorded = result.gpu or {}
+def gpu_of(key: str, recorded: Mapping[str, Any] | None) -> Gpu | None:
+    """The GPU by model, capability and MIG profile: cell.json's record, else what its key says;
+    None when neither gives a compute capability."""
+    parts = key_parts(key)
+    recorded = recorded or {}
     capability = _fit(recorded.get("capability"), bundle.CAPABILITY) or (parts[1] if parts else None)
     if capability is None or not bundle.CAPABILITY.fullmatch(capability):
         return None
@@ -183,9 +203,11 @@ def _fit(value: object, pattern: re.Pattern[str]) -> str | None:
     return value if isinstance(value, str) and pattern.fullmatch(value) else None
 
 
-def stack_of(observed: Mapping[str, Any], lane: str, drops: _Drops) -> Stack:
+def stack_of(observed: Mapping[str, Any], lane: str, drops: Drops) -> Stack:
     """The stack env.json observed, each version fitted to its pattern (None where it fits none)."""
     cudnn = observed.get("cudnn")
+    if isinstance(cudnn, str) and cudnn.isascii() and cudnn.isdigit() and len(cudnn) <= 6:
+        cudnn = int(cudnn)  # as the history stores it: "91900"
     if type(cudnn) is int and 0 < cudnn < 1_000_000:  # torch.backends.cudnn.version(): 91900
         cudnn = dotted_cudnn(cudnn)
     seen = {"torch": (observed.get("torch"), bundle.TORCH), "cuda": (observed.get("cuda"), bundle.CUDA),
@@ -213,7 +235,7 @@ def _lines(result: CellResult) -> dict[str, dict[str, Any]]:
 
 
 def _case(row: CaseRow, result: CellResult, gpu: Gpu, line: dict[str, Any] | None, secrets: Secrets,
-          drops: _Drops) -> Case:
+          drops: Drops) -> Case:
     failing = row.outcome.failing
     family = row.family if row.family in families.FAMILIES else None
     return Case(case=row.case, verdict=str(row.verdict), outcome=str(row.outcome), family=family,
@@ -241,11 +263,16 @@ def reason_of(row: CaseRow, family: str | None, secrets: Secrets) -> str:
     explained = row.explained
     status = explained.status if explained is not None and explained.status else None
     if status is not None and _STATUS.fullmatch(status):
-        meaning, _cause = families.explain_status(status)
-        number = subcode_of(row)
-        return f"{prefix}: {status}{f' ({number})' if number is not None else ''}: {meaning}"[:bundle.MAX_TEXT]
+        return structured(prefix, status, subcode_of(row))
     said = scrub(row.message or "", secrets)
     return f"{prefix}: {said}" if said else prefix
+
+
+def structured(prefix: str, status: str, number: int | None) -> str:
+    """'cudnn_not_supported: CUDNN_STATUS_NOT_SUPPORTED_SHAPE (3002): no engine supports this
+    tensor shape': the status's meaning from convmatrix's own table (results/families.py)."""
+    meaning, _cause = families.explain_status(status)
+    return f"{prefix}: {status}{f' ({number})' if number is not None else ''}: {meaning}"[:bundle.MAX_TEXT]
 
 
 def known_ids(row: CaseRow, result: CellResult, gpu: Gpu) -> tuple[str, ...]:
@@ -262,7 +289,7 @@ def _text(value: object) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
-def public_sources(sources: Sequence[str], drops: _Drops) -> tuple[str, ...]:
+def public_sources(sources: Sequence[str], drops: Drops) -> tuple[str, ...]:
     """The sources on a public host (PUBLIC_HOSTS), https or http, no user, password or port."""
     kept = []
     for url in sources:
@@ -280,7 +307,7 @@ def public_sources(sources: Sequence[str], drops: _Drops) -> tuple[str, ...]:
     return tuple(dict.fromkeys(kept))[:bundle.MAX_LIST]
 
 
-def repro_of(line: Mapping[str, Any], observed: Mapping[str, Any], drops: _Drops) -> Repro | None:
+def repro_of(line: Mapping[str, Any], observed: Mapping[str, Any], drops: Drops) -> Repro | None:
     """The results-line fields prove/repro.py's spec_of reads (REPRO_PARAMS, the shapes, REPRO_KNOBS,
     the device), each value one the bundle takes; None for a line without params (crashed)."""
     params = line.get("params")
@@ -293,7 +320,7 @@ def repro_of(line: Mapping[str, Any], observed: Mapping[str, Any], drops: _Drops
                  knobs=_table(knobs, REPRO_KNOBS, drops) if isinstance(knobs, dict) else {}, device=device)
 
 
-def _table(found: Mapping[str, Any], allowed: Sequence[str], drops: _Drops) -> dict[str, Any]:
+def _table(found: Mapping[str, Any], allowed: Sequence[str], drops: Drops) -> dict[str, Any]:
     kept = {}
     for key in allowed:
         if key not in found:

@@ -5,12 +5,15 @@ host name, the user name, an IP and a home folder)."""
 from __future__ import annotations
 
 import getpass
+import re
 import socket
 from pathlib import Path
 
 import pytest
+from hypothesis import given
 
 from convmatrix.atlas.scrub import MAX_REASON, Secrets, scrub, secrets_here
+from strategies import leaky_messages
 
 
 def test_a_message_holding_everything_identifying(tmp_path: Path) -> None:
@@ -65,3 +68,12 @@ def test_secrets_here_knows_this_machine(tmp_path: Path) -> None:
     found = secrets_here(hosts=["box-1.example.org", "b"], paths=[tmp_path])
     assert socket.gethostname() in found.hosts and "box-1" in found.hosts and "b" not in found.hosts
     assert getpass.getuser() in found.users and str(tmp_path) in found.paths and str(Path.home()) in found.paths
+
+
+@given(leaky_messages())
+def test_no_generated_message_lets_a_name_an_address_or_a_path_through(found: tuple[str, str, str, str, str]) -> None:
+    message, host, user, ip, path = found
+    said = scrub(message, Secrets(hosts=(host,), users=(user,)))
+    for name in (host, user):
+        assert not re.search(rf"(?<![A-Za-z0-9]){re.escape(name)}(?![A-Za-z0-9])", said, re.IGNORECASE), (message, said)
+    assert ip not in said and path not in said, (message, said)
