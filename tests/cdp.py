@@ -34,6 +34,25 @@ def chromium() -> str | None:
     return given or next((found for name in NAMES if (found := shutil.which(name))), None)
 
 
+def require_chromium() -> str:
+    """chromium's path for a browser test, which is skipped without it (or without websocket-client),
+    except under CI, which installs both (.ci/run) and fails instead."""
+    import pytest
+
+    executable = chromium()
+    problem = None if executable else "no chromium on PATH (apt-get install chromium)"
+    try:
+        import websocket  # noqa: F401
+    except ImportError:
+        problem = "websocket-client is not installed (tests/requirements.txt)"
+    if problem and os.environ.get("CI"):
+        pytest.fail(f"CI must run the browser tests: {problem}")
+    if problem:
+        pytest.skip(problem)
+    assert executable is not None
+    return executable
+
+
 class Page:
     """One page target over its websocket: calls wait for their answer; events are kept in order."""
 

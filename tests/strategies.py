@@ -333,3 +333,128 @@ def views(draw: st.DrawFn, rank: int | None = None) -> View:
         span = span * shape[d] * draw(st.sampled_from((1, 1, 1, 2, 3)))  # a gap now and then
     smaller = tuple(draw(st.integers(1, extent)) for extent in shape)
     return View(shape=shape, strides=tuple(strides), smaller=smaller)
+
+
+# --- a40e: atlas bundles (issue 40: atlas/bundle.py) ---------------------------------------------
+# Valid model.Bundle objects, every field drawn from what the reader takes at its edges (the
+# longest texts, the widest versions, MIG profiles, nulls), for the write -> read round trip.
+def _atlas_model() -> Any:
+    from convmatrix.atlas import model  # here, not at the top: only the atlas's tests import it
+
+    return model
+
+
+ATLAS_FAMILIES = ("cudnn_not_supported", "cudnn_execution_failed", "cuda_illegal_address", "numeric_mismatch",
+                  "crash", "timeout", "other")
+# str.isprintable's own: no control, format or separator character but the space.
+_printable_line = st.text(st.characters(min_codepoint=32, max_codepoint=0x2FF, include_characters=" ",
+                                        exclude_categories=("Cc", "Cf", "Zs", "Zl", "Zp")), max_size=300)
+_versions = st.sampled_from(["2.11.0+cu130", "2.5.1", "2.13.0.dev20261201+cpu", "1.13.1+cu117", None])
+
+
+@st.composite
+def atlas_gpus(draw: st.DrawFn) -> Any:
+    model = _atlas_model()
+    capability = draw(st.sampled_from(["7.0", "7.5", "8.0", "8.6", "8.9", "9.0", "10.0", "12.0"]))
+    return model.Gpu(model=draw(st.sampled_from(["NVIDIA H200", "Tesla V100-SXM2-16GB", "NVIDIA A100 80GB PCIe",
+                                                 "NVIDIA GeForce RTX 5090"])),
+                     capability=capability, generation=f"sm{capability.replace('.', '')}",
+                     mig=draw(st.one_of(st.none(), mig_profiles())))
+
+
+@st.composite
+def atlas_repros(draw: st.DrawFn) -> Any:
+    model = _atlas_model()
+    ints = st.integers(-(1 << 40), 1 << 40)
+    values = st.one_of(st.none(), st.booleans(), ints, st.sampled_from(["conv2d", "float16", "channels_last"]),
+                       st.lists(ints, max_size=8))
+    names = st.from_regex(r"[a-z][a-z0-9_]{0,31}", fullmatch=True)
+    shapes = st.one_of(st.none(), st.dictionaries(st.sampled_from(["input", "weight", "bias", "output"]),
+                                                  st.lists(st.integers(0, 1 << 20), max_size=5)))
+    return model.Repro(params=draw(st.dictionaries(names, values, max_size=6)), shapes=draw(shapes),
+                       knobs=draw(st.dictionaries(names, values, max_size=3)),
+                       device=draw(st.sampled_from(["cuda", "cpu"])))
+
+
+@st.composite
+def atlas_cases(draw: st.DrawFn) -> Any:
+    model = _atlas_model()
+    outcome = draw(st.sampled_from([o.value for o in Outcome]))
+    return model.Case(
+        case=draw(st.sampled_from([*CASE_NAMES, "conv2d-fp32-k1-bwd-over2g-pointwise_extreme-wide_channels",
+                                   "x" * 160])),
+        verdict=draw(st.sampled_from(["ok", "regression", "control", "not-run", "declared-skip"])),
+        outcome=outcome, family=draw(st.one_of(st.none(), st.sampled_from(ATLAS_FAMILIES))),
+        subcode=draw(st.one_of(st.none(), st.integers(0, 99_999))),
+        reason=draw(st.one_of(st.none(), _printable_line)),
+        known=tuple(draw(st.lists(st.sampled_from(["cudnn-9-sm70-depthwise", "pytorch-162574", "a"]), max_size=3))),
+        sources=tuple(draw(st.lists(st.sampled_from(["https://github.com/pytorch/pytorch/issues/77844",
+                                                     "http://example.org/a?b=c&d=e#f"]), max_size=2))),
+        repro=draw(st.one_of(st.none(), atlas_repros())))
+
+
+@st.composite
+def atlas_bundles(draw: st.DrawFn, max_runs: int = 2, max_cells: int = 3, max_cases: int = 4) -> Any:
+    model = _atlas_model()
+    dates = st.dates().map(lambda d: d.isoformat())
+    stacks = st.builds(model.Stack, torch=_versions, cuda=st.sampled_from(["13.0", "12.4", "11.8", None]),
+                       cudnn=st.sampled_from(["9.19.0", "8.9.7", None]), driver=st.sampled_from(["580.159.04", None]),
+                       image_digest=st.sampled_from([None, "sha256:" + "ab" * 32]),
+                       lane=st.sampled_from(["host", "baremetal", "container"]))
+    cells = st.builds(model.Cell, stack=stacks, gpu=atlas_gpus(),
+                      verdict=st.sampled_from(["ok", "regression", "control", "no-control", "invalid"]),
+                      control=st.booleans(), cases=st.lists(atlas_cases(), max_size=max_cases).map(tuple))
+    runs = st.builds(model.Run, run=st.from_regex(r"[0-9a-f]{16}", fullmatch=True), date=dates,
+                     cells=st.lists(cells, max_size=max_cells).map(tuple))
+    return model.Bundle(fleet=draw(st.from_regex(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", fullmatch=True)),
+                        created=draw(dates), tool="0.1.0", runs=tuple(draw(st.lists(runs, max_size=max_runs))),
+                        dropped=tuple(draw(st.lists(_printable_line, max_size=4))))
+
+
+# A failure message quoting a fleet's own names among ordinary words (atlas/scrub.py).
+_PLACEHOLDER_WORDS = {"url", "user", "host", "path", "uuid", "ip", "hex"}
+atlas_names = st.from_regex(r"[a-z][a-z0-9-]{1,20}[a-z0-9]", fullmatch=True).filter(
+    lambda n: n not in _PLACEHOLDER_WORDS)
+atlas_ipv4 = st.tuples(*[st.integers(0, 255)] * 4).map(lambda parts: ".".join(map(str, parts)))
+atlas_paths = st.lists(st.from_regex(r"[A-Za-z0-9_.-]{1,12}", fullmatch=True).filter(lambda p: p not in (".", "..")),
+                       min_size=1, max_size=4).map(lambda parts: "/" + "/".join(parts))
+
+
+@st.composite
+def leaky_messages(draw: st.DrawFn) -> tuple[str, str, str, str, str]:
+    """(message, host, user, ip, path): the message holds each, between words and punctuation."""
+    host, user, ip, path = draw(atlas_names), draw(atlas_names), draw(atlas_ipv4), draw(atlas_paths)
+    words = st.sampled_from(["RuntimeError:", "cuDNN", "error", "at", "on", "(", ")", ",", "CUDNN_STATUS_NOT_SUPPORTED",
+                             "by", "from", "'", '"', "=", ":"])
+    parts = [*draw(st.lists(words, max_size=6)), host, *draw(st.lists(words, max_size=3)), user,
+             *draw(st.lists(words, max_size=3)), ip, draw(st.sampled_from(["", ":8080"])),
+             *draw(st.lists(words, max_size=3)), path, *draw(st.lists(words, max_size=3))]
+    order = draw(st.permutations(parts))
+    return " ".join(order), host, user, ip, path
+
+
+# --- a40s: the atlas site (issue 40: atlas/merge.py, atlas/site.py) ------------------------------
+# The site is handed Bundle objects, not only what the reader let through: every free text of a
+# drawn bundle (the reason, what was dropped, the GPU model and MIG profile, the fleet label, known
+# ids and sources) may be markup, a spreadsheet formula or a link of another scheme.
+ATLAS_MARKUP = ('<script>alert(1)</script>', '"><img src=x onerror=alert(2)>', "'><svg onload=alert(3)>",
+                "</script><!--", "=HYPERLINK(\"http://x\")", "+1", "-1", "@SUM(A1)", "javascript:alert(4)",
+                "a\u2028b\u202e", "&amp;&lt;", "\x1b[31mred")
+atlas_texts = st.one_of(_printable_line, st.sampled_from(ATLAS_MARKUP),
+                        st.lists(st.sampled_from(ATLAS_MARKUP), min_size=1, max_size=3).map("".join))
+
+
+@st.composite
+def atlas_hostile_bundles(draw: st.DrawFn) -> Any:
+    """atlas_bundles with their free text replaced by atlas_texts (the whole bundle as objects)."""
+    bundle = draw(atlas_bundles())
+
+    def case(found: Any) -> Any:
+        return replace(found, reason=draw(atlas_texts), known=(draw(atlas_texts),), sources=(draw(atlas_texts),))
+
+    def cell(found: Any) -> Any:
+        gpu = replace(found.gpu, model=draw(atlas_texts), mig=draw(st.one_of(st.none(), atlas_texts)))
+        return replace(found, gpu=gpu, cases=tuple(case(c) for c in found.cases))
+
+    runs = tuple(replace(r, cells=tuple(cell(c) for c in r.cells)) for r in bundle.runs)
+    return replace(bundle, fleet=draw(atlas_texts), runs=runs, dropped=(draw(atlas_texts),))

@@ -18,24 +18,10 @@ import pytest
 
 import cdp
 import realrun
+from cdp import require_chromium
 
 pytestmark = pytest.mark.slow
 SELECTION = ("-k", "conv1d or conv3d or conv2d-fp32-k3")  # signature, illegal address and clean cases
-
-
-def require_chromium() -> str:
-    executable = cdp.chromium()
-    problem = None if executable else "no chromium on PATH (apt-get install chromium)"
-    try:
-        import websocket  # noqa: F401
-    except ImportError:
-        problem = "websocket-client is not installed (tests/requirements.txt)"
-    if problem and os.environ.get("CI"):
-        pytest.fail(f"CI must run the browser tests: {problem}")
-    if problem:
-        pytest.skip(problem)
-    assert executable is not None
-    return executable
 
 
 @pytest.fixture(scope="module")

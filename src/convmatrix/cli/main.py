@@ -1,6 +1,7 @@
 """The convmatrix command: matrix, cases, stacks, build, report, record, history, run, triage, gc,
-repro, slurm, k8s, prove and bisect (docs/contracts.md; README.md). Each subcommand is a module of this package with an
-`add_parser` and a `run`; this one parses and dispatches, and turns errors into exit codes."""
+repro, export, slurm, k8s, prove and bisect (docs/contracts.md; README.md). Each subcommand is a
+module of this package with an `add_parser` and a `run`; this one parses and dispatches, and turns
+errors into exit codes."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ import threading
 from collections.abc import Callable, Sequence
 
 from convmatrix import __version__, interrupts
-from convmatrix.cli import bisect, build, cases, fleet, gc, history, prove, record, report, repro, stacks, triage
+from convmatrix.cli import atlas, bisect, build, cases, fleet, gc, history, prove, record, report, repro, stacks, triage
+from convmatrix.cli import export as export_cmd
 from convmatrix.cli import matrix as matrix_cmd
 from convmatrix.cli import run as run_cmd
 from convmatrix.errors import ConvmatrixError, InfrastructureError
@@ -20,12 +22,12 @@ from convmatrix.escape import one_line
 from convmatrix.results import rundir
 
 # In the order `convmatrix --help` lists them.
-SUBCOMMANDS = (matrix_cmd, cases, stacks, build, report, record, history, run_cmd, triage, gc, repro)
+SUBCOMMANDS = (matrix_cmd, cases, stacks, build, report, record, history, run_cmd, triage, gc, repro, export_cmd, atlas)
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "matrix": matrix_cmd.run, "cases": cases.run, "stacks": stacks.run, "build": build.run, "report": report.run,
     "run": run_cmd.run, "triage": triage.run, "gc": gc.run, "repro": repro.run, "bisect": bisect.run,
     "record": record.run, "history": history.run,
-    "prove": prove.run, **fleet.FLEET_COMMANDS,
+    "prove": prove.run, "export": export_cmd.run, "atlas": atlas.run, **fleet.FLEET_COMMANDS,
 }
 
 
@@ -75,7 +77,8 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
 
 # The commands that only read and write files: SIGTERM and Ctrl-C end them through Interrupted,
 # so that a half-written -o is removed and one line says so (`run` handles its own).
-READERS = ("report", "triage", "prove", "matrix", "cases", "stacks", "repro", "history", "record")
+READERS = ("report", "triage", "prove", "matrix", "cases", "stacks", "repro", "history", "record", "export",
+           "atlas")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

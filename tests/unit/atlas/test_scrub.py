@@ -1,0 +1,79 @@
+"""atlas/scrub.py: a failure message's first line with the fleet's names, every path, address,
+URL and long identifier replaced, bounded (issue 40: a message holding the run's own path, the
+host name, the user name, an IP and a home folder)."""
+
+from __future__ import annotations
+
+import getpass
+import re
+import socket
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+
+from convmatrix.atlas.scrub import MAX_REASON, Secrets, scrub, secrets_here
+from strategies import leaky_messages
+
+
+def test_a_message_holding_everything_identifying(tmp_path: Path) -> None:
+    run = tmp_path / "runs" / "night-7"
+    host, user = socket.gethostname(), getpass.getuser()
+    message = (f"RuntimeError: CUDNN_STATUS_NOT_SUPPORTED at {run}/host@h200-sm90@{host}/log.txt on {host} by "
+               f"{user} from 192.168.7.21, home /home/{user}/.cache/torch and ~/.nv\nTraceback (most recent call)")
+    said = scrub(message, secrets_here(hosts=[host], paths=[run]))
+    assert said.startswith("RuntimeError: CUDNN_STATUS_NOT_SUPPORTED at <path>")
+    for leak in (str(run), str(tmp_path), "192.168", "/home/", "~/.nv", "Traceback"):
+        assert leak not in said, said
+    assert f" {host} " not in said and f" {user} " not in said, said
+
+
+@pytest.mark.parametrize(("text", "gone", "kept"), [
+    ("see https://wiki.corp.example/x?y=1 now", "wiki.corp", "see <url> now"),
+    ("mail ops@gpu-7.lab", "ops@", "mail <user@host>"),
+    ("on GPU-5b2dd5e9-7a3c-4f1e-9d4a-0c8e2f6a1b02 and MIG-0929581a-2be6-5dec-bf34-0954c6c529a6",
+     "5b2dd5e9", "on <uuid> and <uuid>"),
+    ("at fe80::1ff:fe23:4567:890a port", "fe80", "at <ip> port"),
+    ("at 10.0.0.12:8080.", "10.0.0", "at <ip>."),
+    ("ptr 0x7ffd1234abcd5678 bad", "7ffd", "ptr <hex> bad"),
+    ("file C:\\Users\\bob\\a.py here", "bob", "file <path> here"),
+    ("from ../../etc/passwd and ~bob/x", "passwd", "from <path> and <path>"),
+])
+def test_shapes_of_identifiers_are_replaced(text: str, gone: str, kept: str) -> None:
+    said = scrub(text, Secrets())
+    assert gone not in said and said == kept
+
+
+@pytest.mark.parametrize("text", [
+    "RuntimeError: cuDNN error: CUDNN_STATUS_NOT_SUPPORTED. This error may appear if you passed in a non-contiguous input.",
+    "c10::Error at::native::conv_depthwise2d failed",
+    "numeric mismatch: max abs error 3.1 > tolerance 0.01 (1/2 of the output)",
+])
+def test_what_says_what_failed_stays(text: str) -> None:
+    assert scrub(text, Secrets()) == text
+
+
+def test_the_fleets_own_names_go_as_words_wherever_left() -> None:
+    secrets = Secrets(hosts=("gpu-node-17.lab.example.com", "gpu-node-17"), users=("alice",), paths=("/srv/r",))
+    said = scrub("node GPU-NODE-17 user Alice ran /srv/r/x; gpu-node-170 stays", secrets)
+    assert said == "node <host> user <user> ran <path>; gpu-node-170 stays"
+
+
+def test_one_printable_bounded_line() -> None:
+    said = scrub("\n\n  a\x1b[31m red \u202e" + "x" * 500 + "\nnext", Secrets())
+    assert len(said) == MAX_REASON and said.isprintable() and "next" not in said and "\x1b" not in said
+
+
+def test_secrets_here_knows_this_machine(tmp_path: Path) -> None:
+    found = secrets_here(hosts=["box-1.example.org", "b"], paths=[tmp_path])
+    assert socket.gethostname() in found.hosts and "box-1" in found.hosts and "b" not in found.hosts
+    assert getpass.getuser() in found.users and str(tmp_path) in found.paths and str(Path.home()) in found.paths
+
+
+@given(leaky_messages())
+def test_no_generated_message_lets_a_name_an_address_or_a_path_through(found: tuple[str, str, str, str, str]) -> None:
+    message, host, user, ip, path = found
+    said = scrub(message, Secrets(hosts=(host,), users=(user,)))
+    for name in (host, user):
+        assert not re.search(rf"(?<![A-Za-z0-9]){re.escape(name)}(?![A-Za-z0-9])", said, re.IGNORECASE), (message, said)
+    assert ip not in said and path not in said, (message, said)
