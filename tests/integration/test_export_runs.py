@@ -46,7 +46,8 @@ def test_two_runs_on_two_stub_gpus_export_with_nothing_identifying(tmp_path: Pat
     bundles = []
     for run in runs:
         out = tmp_path / f"{run.name}.bundle.json"
-        done = subprocess.run([sys.executable, "-m", "convmatrix", "export", str(run), "-o", str(out), "--show"],
+        done = subprocess.run([sys.executable, "-m", "convmatrix", "export", str(run), "-o", str(out), "--show",
+                               "--fleet", "lab"],
                               cwd=REPO, capture_output=True, text=True, check=False, timeout=600)
         assert done.returncode == 0, done.stderr
         shown = [line for line in done.stdout.splitlines() if not line.startswith(f"wrote {out}: ")]

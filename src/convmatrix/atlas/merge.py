@@ -10,7 +10,7 @@ case failed, and is **other** when the cell never ran or did not complete (`inva
 `unsupported`). Each case keeps its one verdict for the pages.
 
 Disagreement is kept, never averaged away: a fleet whose runs all fail beside one whose runs all
-pass makes the cell `disagree`, and the site shows both (docs/atlas-site.md)."""
+pass makes the cell `disagree`, and the site shows both (docs/atlas.md)."""
 
 from __future__ import annotations
 

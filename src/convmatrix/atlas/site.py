@@ -1,4 +1,4 @@
-"""The atlas as a static, self-contained site (docs/atlas-site.md): index.html (the grid of stacks
+"""The atlas as a static, self-contained site (docs/atlas.md): index.html (the grid of stacks
 by GPU generation, the rows from published sources, the fleets that disagree, filters and a search
 in a little JS), a page per stack x column x failure family under pages/, each failing case's
 repro script under repro/, and the same data as atlas.json and atlas.csv. No server, no network:

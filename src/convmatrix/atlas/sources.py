@@ -1,7 +1,7 @@
 """The atlas's rows from published sources: every known issue the project carries
 (results/known_issues.toml) and the few published facts only the atlas shows (sources.toml beside
 this module), each with its public link. The site shows them as rows of their own, marked as from
-a source and never merged with what fleets measured (docs/atlas-site.md).
+a source and never merged with what fleets measured (docs/atlas.md).
 
 Both files have one schema and one checker (results/known.parse): a fact without an https link,
 or with a range that does not parse, stops the atlas (KnownIssuesError, exit 2) rather than being

@@ -1,5 +1,5 @@
 """`convmatrix atlas BUNDLE... -o SITE/`: many fleets' bundles merged into a static site, with the
-same data as atlas.json and atlas.csv (atlas/merge.py, atlas/site.py; docs/atlas-site.md)."""
+same data as atlas.json and atlas.csv (atlas/merge.py, atlas/site.py; docs/atlas.md)."""
 
 from __future__ import annotations
 

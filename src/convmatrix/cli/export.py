@@ -31,8 +31,8 @@ def add_parser(sub: Any) -> None:
     e.add_argument("--last", type=int, default=None, metavar="N",
                    help="with --history: the newest N recorded runs (default 30)")
     e.add_argument("-o", "--output", type=Path, help="the bundle file to write")
-    e.add_argument("--fleet", help="the public label of this fleet (letters, digits, '_.-', at most 64; "
-                                   "default: an opaque one, new with each set of runs)")
+    e.add_argument("--fleet", help="the public label of this fleet, the same every night (letters, digits, '_.-', "
+                                   "at most 64); needed with -o")
     e.add_argument("--show", action="store_true", help="print what the bundle keeps and drops (with -o: then write)")
     e.add_argument("--control", help="the control cell id (default: the cell the matrix marked)")
 
@@ -44,6 +44,11 @@ def run(args: argparse.Namespace) -> int:
         raise BadInput(f"--last: with --history, 1 to {bundle.MAX_RUNS:,} runs")
     if args.output is None and not args.show:
         raise BadInput("export: -o BUNDLE says where to write it (or --show, to see what it would keep)")
+    if args.output is not None and args.fleet is None:
+        # An unlabelled bundle would be a new fleet to the atlas each night: one fleet's nights
+        # counted as many, and its own flaky cases shown as fleets that disagree.
+        raise BadInput("export: -o needs --fleet LABEL, your fleet's public name, the same every night "
+                       "(--show alone previews without one)")
     if args.fleet is not None and not bundle.FLEET.fullmatch(args.fleet):
         raise BadInput(f"--fleet {one_line(args.fleet)[:80]!r}: letters, digits and '_.-', starting with a letter "
                        f"or digit, at most 64")

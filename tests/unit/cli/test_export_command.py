@@ -38,13 +38,15 @@ def test_show_without_output_prints_and_writes_nothing(tmp_path: Path, capsys: p
 
 def test_show_with_output_prints_then_writes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "b.json"
-    assert main(["export", str(write_run(tmp_path / "run", tmp_path, H100)), "--show", "-o", str(out)]) == 0
+    assert main(["export", str(write_run(tmp_path / "run", tmp_path, H100)), "--show", "-o", str(out),
+                 "--fleet", "lab"]) == 0
     shown = capsys.readouterr().out
     assert shown.index("dropped:") < shown.index(f"wrote {out}") and bundle.read(out).runs
 
 
 @pytest.mark.parametrize(("extra", "said"), [
     ([], "export: -o BUNDLE says where to write it"),
+    (["-o", "b.json"], "export: -o needs --fleet LABEL"),
     (["--show", "--fleet", "<script>"], "--fleet '<script>': letters, digits"),
     (["--show", "--fleet", "a" * 65], "--fleet"),
 ])
@@ -57,7 +59,7 @@ def test_bad_arguments_are_one_line_exit_2(tmp_path: Path, capsys: pytest.Captur
 
 def test_no_results_is_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "empty").mkdir()
-    assert main(["export", str(tmp_path / "empty"), "-o", str(tmp_path / "b.json")]) == 2
+    assert main(["export", str(tmp_path / "empty"), "-o", str(tmp_path / "b.json"), "--fleet", "lab"]) == 2
     assert "no results here" in capsys.readouterr().err and not (tmp_path / "b.json").exists()
 
 
@@ -69,6 +71,6 @@ def test_an_unreadable_line_is_reported_and_the_rest_exported(tmp_path: Path,
     with (cell / "results.jsonl").open("a") as handle:
         handle.write("{not json\n")
     out = tmp_path / "b.json"
-    assert main(["export", str(run), "-o", str(out)]) == 2
+    assert main(["export", str(run), "-o", str(out), "--fleet", "lab"]) == 2
     assert "results.jsonl" in capsys.readouterr().err
     assert json.loads(out.read_text())["format"] == "convmatrix-bundle"
