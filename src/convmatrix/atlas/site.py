@@ -19,7 +19,7 @@ import hashlib
 import io
 import json
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -34,7 +34,7 @@ from convmatrix.escape import html_cell, one_line
 from convmatrix.matrix import stacks as stack_facts
 from convmatrix.matrix.stacks import cudnn_int
 from convmatrix.prove import repro as repro_script
-from convmatrix.report.html import digest
+from convmatrix.report.html import document
 from convmatrix.results.read import SOURCE
 
 FORMAT = "convmatrix-atlas"
@@ -122,19 +122,6 @@ def files(atlas: Atlas, sources: tuple[Source, ...], *, refused: int = 0) -> Ite
 
 def asset(name: str) -> str:
     return (resources.files("convmatrix.atlas") / name).read_text(encoding="utf-8")
-
-
-def document(title: str, body: Iterable[str], *, css: str, js: str | None = None) -> str:
-    scripts = f"script-src '{digest(js)}'" if js is not None else "script-src 'none'"
-    policy = (f"default-src 'none'; style-src '{digest(css)}'; {scripts}; img-src data:; base-uri 'none'; "
-              "form-action 'none'")
-    head = ["<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">',
-            f'<meta http-equiv="Content-Security-Policy" content="{policy}">',
-            '<meta name="viewport" content="width=device-width, initial-scale=1">',
-            '<meta name="color-scheme" content="light dark">', '<link rel="icon" href="data:,">',
-            f"<title>{html_cell(title)}</title>", f"<style>{css}</style>", "</head>", "<body>"]
-    tail = [f"<script>{js}</script>"] if js is not None else []
-    return "\n".join([*head, *body, *tail, "</body>", "</html>"]) + "\n"
 
 
 def link(url: str, text: str, cls: str = "") -> str:

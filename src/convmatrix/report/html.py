@@ -81,15 +81,23 @@ def render(report: Report) -> str:
 
 
 def page(title: str, body: list[str]) -> str:
-    css, js = asset("report.css"), asset("report.js")
-    policy = (f"default-src 'none'; style-src '{digest(css)}'; script-src '{digest(js)}'; img-src data:; "
-              "base-uri 'none'; form-action 'none'")
+    return document(title, body, css=asset("report.css"), js=asset("report.js"))
+
+
+def document(title: str, body: Iterable[str], *, css: str, js: str | None = None) -> str:
+    """A whole page whose Content-Security-Policy lets only this style sheet and this script (by
+    hash; none without one) apply and loads nothing: a string that got into the markup stays
+    inert. The report's page and the atlas's (atlas/site.py) are both this one."""
+    scripts = f"script-src '{digest(js)}'" if js is not None else "script-src 'none'"
+    policy = (f"default-src 'none'; style-src '{digest(css)}'; {scripts}; img-src data:; base-uri 'none'; "
+              "form-action 'none'")
     head = ["<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">',
             f'<meta http-equiv="Content-Security-Policy" content="{policy}">',
             '<meta name="viewport" content="width=device-width, initial-scale=1">',
             '<meta name="color-scheme" content="light dark">', '<link rel="icon" href="data:,">',
             f"<title>{html_cell(title)}</title>", f"<style>{css}</style>", "</head>", "<body>"]
-    return "\n".join([*head, *body, f"<script>{js}</script>", "</body>", "</html>"]) + "\n"
+    tail = [f"<script>{js}</script>"] if js is not None else []
+    return "\n".join([*head, *body, *tail, "</body>", "</html>"]) + "\n"
 
 
 def asset(name: str) -> str:
