@@ -19,7 +19,8 @@ A file is TOML (read where the interpreter has tomllib, Python 3.11+) or the sam
     sources = ["https://github.com/pytorch/pytorch/issues/..."]
 
 A `[case.sweep]` table after a case lists values for named fields; the case expands to their
-product (at most MAX_SWEEP, 256, a table), each expanded case tagged with its values:
+product (at most MAX_SWEEP, 256, a table; MAX_CASES a file, counted as the tables expand), each
+expanded case tagged with its values:
 
     [case.sweep]
     batch = [31, 32]               # the input's first number; or any of SWEEP_FIELDS
@@ -178,6 +179,7 @@ def parse(path: str, case_class: Callable[..., Any], *, stem: str | None = None)
     listed, problems = entries(path, read(path))
     made: list[Any] = []
     by_id: dict[str, str] = {}
+    swept = 0  # cases the tables so far expand to: bounded before they are made, not after
     for number, entry in enumerate(listed, 1):
         where = f"{path}: case {number}"
         if not isinstance(entry, dict):
@@ -191,6 +193,12 @@ def parse(path: str, case_class: Callable[..., Any], *, stem: str | None = None)
         except Bad as exc:
             problems += [f"{where}: {problem}" for problem in exc.problems]
             continue
+        swept += len(expanded)
+        if swept > MAX_CASES:
+            # 3,000 tables of 256 each would take a minute to make before one count refused them.
+            problems.append(f"{where}: sweep: the file's cases pass {MAX_CASES} here, once swept (at most "
+                            f"{MAX_CASES} a file)")
+            break
         said: set[str] = set()  # a bad swept value fails each case it is in: said once
         for one, point in expanded:
             at = f"{where}, sweep {point}" if point else where
@@ -222,8 +230,6 @@ def parse(path: str, case_class: Callable[..., Any], *, stem: str | None = None)
                 continue
             by_id[case.id] = f"case {number}" + (f", sweep {point}" if point else "")
             made.append(case)
-    if len(made) > MAX_CASES:
-        problems.append(f"{path}: case: {len(made)} cases once swept, at most {MAX_CASES} a file")
     if problems:
         raise CaseFileError(problems)
     return made

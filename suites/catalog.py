@@ -151,7 +151,13 @@ def restride(shape: tuple[int, ...], strides: tuple[int, ...], new: tuple[int, .
     multiple of what the dimensions before it span (a sliced buffer stays twice as wide), equal
     strides kept equal (a size-1 dimension's), the smallest stride kept as it is; a stride the
     dimensions before it do not divide (an interleaved view) is made dense after them. `most_gap`
-    bounds each gap and the smallest stride (a scaled-down case's buffer stays small)."""
+    bounds each gap and the smallest stride (a scaled-down case's buffer stays small). The same
+    shape with no bound is the view itself: the suite builds a case's strides as written, a row
+    pitch or an interleaving included. A size-1 dimension that grows (--pad-channels widens one
+    channel) steps past the dimensions before it like any other: a stride it shared with one (a
+    broadcast 0, an unsqueezed dimension's) would make the view overlap itself."""
+    if most_gap is None and tuple(new) == tuple(shape):
+        return tuple(strides)
     bound = most_gap if most_gap is not None else max(max(strides, default=1), 1)
     order = sorted(range(len(shape)), key=lambda d: (strides[d] == 0, strides[d], -d))
     made = list(strides)
@@ -159,10 +165,12 @@ def restride(shape: tuple[int, ...], strides: tuple[int, ...], new: tuple[int, .
     placed: dict[int, int] = {}  # an old stride -> its new one
     for d in order:
         old = strides[d]
-        if old == 0:
+        if old == 0 and new[d] == 1:
             made[d] = 0
             continue
-        if old in placed:
+        if old == 0:  # a broadcast dimension of size 1 that grew: the outermost, past all the others
+            made[d] = max(span_new, 1)
+        elif old in placed and new[d] == 1:
             made[d] = placed[old]
         elif span_old == 0:
             made[d] = min(old, bound)  # the first: its step (2 in a sliced view) kept

@@ -10,8 +10,9 @@ Like catalog.py, this module imports neither torch nor pytest.
   (depthwise stays depthwise), kernel, stride, padding, dilation and forced settings, with
   batch, channels and spatial extents cut down. A case's own view (input_strides) is kept: its
   strides recomputed for the smaller shape in the same order and pattern (catalog.restride), its
-  gaps at most MOST_GAP, its storage offset kept (from 2 * OFFSET_KEEP on, cut to OFFSET_KEEP
-  plus its remainder modulo OFFSET_KEEP, so that its alignment stays).
+  gaps at most MOST_GAP (2, then none, where the view's buffer would pass CPU_BUDGET_MB), its
+  storage offset kept (from 2 * OFFSET_KEEP on, cut to OFFSET_KEEP plus its remainder modulo
+  OFFSET_KEEP, so that its alignment stays).
 - sliced(case): whether the float64 CPU reference covers only a slice of the output (a block of
   output positions of one batch entry, and a few output channels), because the full reference
   would cost too much. A scaled case keeps the slicing of its full-size case.
@@ -123,9 +124,15 @@ def scaled(case: Case) -> Case:
     offset = case.storage_offset
     if offset >= 2 * OFFSET_KEEP:
         offset = OFFSET_KEEP + offset % OFFSET_KEEP
-    small = dataclasses.replace(case, n=n, c_in=c_in, c_out=c_out, groups=groups, size=new_size,
-                                input_strides=case.view_strides((n, c_in, *size), MOST_GAP),
-                                storage_offset=offset)
+    # A view's gaps multiply its buffer (MOST_GAP per dimension: 4^5 over a conv3d input's
+    # elements): where the CPU budget cannot hold that, smaller gaps, down to none (dense in the
+    # view's order).
+    for gap in (MOST_GAP, 2, 1):
+        small = dataclasses.replace(case, n=n, c_in=c_in, c_out=c_out, groups=groups, size=new_size,
+                                    input_strides=case.view_strides((n, c_in, *size), gap),
+                                    storage_offset=offset)
+        if small.input_strides is None or need_bytes(small) - WORKSPACE_MB * MIB <= CPU_BUDGET_MB * MIB:
+            break
     if case.layout == "transposed" and (small.n < 2 or small.c_in < 2):
         small = dataclasses.replace(small, n=2)
     return small

@@ -283,6 +283,9 @@ def spec_of(line: dict[str, Any], env: dict[str, Any], device: str | None = None
                  (ran["input"][0], pad[0] * pad[3], *ran["input"][2:]))
     if view is not None and layout is not None:
         raise _bad(case_id, "params.input_strides", "a layout and the view's strides, not both")
+    if view is not None and memory_format != "contiguous":
+        # As the suite's Case refuses it: the script would rewrite the view it claims to build.
+        raise _bad(case_id, "params.input_strides", "a memory_format and the view's strides, not both")
     run_benchmark = _choice(case_id, "knobs.cudnn_benchmark", knobs.get("cudnn_benchmark", False), (True, False))
     run_deterministic = _choice(case_id, "knobs.cudnn_deterministic", knobs.get("cudnn_deterministic", False),
                                 (True, False))

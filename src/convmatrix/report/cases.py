@@ -113,5 +113,23 @@ def parameters(case: CaseRow) -> str | None:
         value = params.get(key)
         if value is None or (key in quiet and quiet[key] == value and type(value) is type(quiet[key])):
             continue
-        shown.append(f"{key}={'x'.join(str(v) for v in value) if isinstance(value, list) else value}")
+        shown.append(f"{key}={_value(value)}")
     return "parameters: " + " ".join(shown) if shown else None
+
+
+# A results line is untrusted: its params are what it says (an input_strides of 200,000 numbers, a
+# list in a list, a page of text), so each value shows at most SHOWN_ITEMS numbers and SHOWN_CHARS
+# characters (the json report keeps the line's params as they are, JSON-escaped).
+SHOWN_ITEMS = 8  # a conv's input has 5 dimensions at most
+SHOWN_CHARS = 80
+
+
+def _value(value: object) -> str:
+    """One parameter's value in a few characters: a list of numbers as 2x8x6x6, anything else in
+    a list as `?` (no nesting is walked), cut to SHOWN_CHARS."""
+    if isinstance(value, list):
+        items = ["?" if isinstance(v, list | dict) else str(v) for v in value[:SHOWN_ITEMS]]
+        text = "x".join(items) + ("x..." if len(value) > SHOWN_ITEMS else "")
+    else:
+        text = str(value)
+    return text if len(text) <= SHOWN_CHARS else text[:SHOWN_CHARS - 3] + "..."

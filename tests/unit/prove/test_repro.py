@@ -413,6 +413,18 @@ def test_a_hostile_view_is_refused(view: dict[str, Any], field: str, tmp_path: P
     assert "\n" not in str(caught.value)
 
 
+def test_a_view_with_a_memory_format_is_refused(tmp_path: Path) -> None:
+    """h39: a line claiming both (no Case makes one) made a script that built the view and then
+    rewrote it in channels_last: not the view it printed in INPUT_STRIDES."""
+    case = catalog.Case("conv2d", 2, 8, 4, (6, 6), 3, source="test", input_strides=(288, 1, 48, 8), prefix="views",
+                        tag="nhwc")
+    line = line_of(case, scaled=False)
+    line["params"]["memory_format"] = "channels_last"
+    with pytest.raises(BadInput, match=r"params\.input_strides: a memory_format and the view's strides, not both"):
+        script_for(tmp_path, line)
+    assert constant(script_for(tmp_path / "as_written", line_of(case, scaled=False)), "INPUT_STRIDES") == (288, 1, 48, 8)
+
+
 def test_a_scaled_view_without_the_lines_view_is_refused(tmp_path: Path) -> None:
     with pytest.raises(BadInput, match="view: missing for a case run at another shape"):
         script_for(tmp_path, line_of(VIEW_CASES["scaled_offset"]))

@@ -20,6 +20,7 @@ import pytest
 
 from convmatrix import escape, results
 from convmatrix.history import marks
+from convmatrix.report import cases as report_cases
 from convmatrix.report import json as report_json
 from convmatrix.report import model as report_model
 from convmatrix.report import render
@@ -582,3 +583,22 @@ def test_a_cases_view_and_weight_format_are_in_its_parameters(tmp_path: Path) ->
              "direction=backward")
     assert escape.html_cell(shown) in render.render(built, "html")
     assert json.loads(render.render(built, "json"))["cases"][0]["params"]["input_strides"] == [1024, 1, 1]
+
+
+@pytest.mark.parametrize("strides", [list(range(200_000)), [[1, [2, [3]]], {"a": 1}, 5], ["<script>alert(1)</script>",
+                                     "\x1b[2J", "a" * 5000], json.loads("[" * 500 + "]" * 500)], ids=str)
+def test_a_crafted_view_in_a_results_line_shows_bounded_and_escaped(tmp_path: Path, strides: list[Any]) -> None:
+    """h39: a results line is untrusted: an input_strides of 200,000 numbers made a 1.3 MB
+    parameters line in the html case view; nested lists and text show bounded too, escaped."""
+    params = {"op": "conv2d", "n": 2, "input_strides": strides, "storage_offset": "x" * 10_000}
+    write_result(tmp_path, "control", [record("c", params=params)], env=env_json("control"))
+    write_result(tmp_path, "cell", [record("c", status="failed", message="boom", params=params)], env=env_json("cell"))
+    built = report_model.build(results.load([str(tmp_path)]).results, "control")
+    row = next(c for c in built.cases if c.cell == "cell")
+    shown = report_cases.parameters(row)
+    assert shown is not None and shown.startswith("parameters: op=conv2d n=2 input_strides=")
+    assert len(shown) <= 300 and "199999" not in shown
+    page = render.render(built, "html")
+    assert escape.html_cell(shown) in page and "<script>alert" not in page
+    for fmt in ("text", "markdown"):  # they show no parameters: nothing of the line's reaches them
+        assert "input_strides" not in render.render(built, fmt), fmt

@@ -287,6 +287,26 @@ def test_a_sweep_past_its_bound_is_one_line(tmp_path: Path) -> None:
                     f"{casefile.MAX_SWEEP + 1} cases, at most {casefile.MAX_SWEEP} a [[case]] table")
 
 
+def test_sweeps_past_the_files_bound_are_refused_before_their_cases_are_made(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """h39: 3,000 tables of 256 each were made (768,000 cases, a minute) before one count refused
+    them; the count now stops at the table that passes MAX_CASES."""
+    monkeypatch.setattr(casefile, "MAX_CASES", 100)
+    made: list[Any] = []
+
+    def counted(**fields: Any) -> Any:
+        made.append(catalog.Case(**fields))
+        return made[-1]
+
+    table = "[[case]]\n" + BASE + f"[case.sweep]\nbatch = {list(range(1, 51))}\n"
+    tables = "".join(table.replace('name = "a"', f'name = "t{i}"') for i in range(5))
+    with pytest.raises(casefile.CaseFileError) as caught:
+        casefile.load([str(write(tmp_path, tables))], counted)
+    assert caught.value.lines == [f"{tmp_path / 'prod.toml'}: case 3 (t2): sweep: the file's cases pass 100 here, "
+                                  "once swept (at most 100 a file)"]
+    assert len(made) <= 100
+
+
 @pytest.mark.parametrize(("sweep", "says"), [
     ("kernal = [1, 3]\n", "sweep.kernal: not a field a sweep takes (did you mean kernel?)"),
     ("name = [\"b\"]\n", "sweep.name: not a field a sweep takes"),

@@ -9,7 +9,7 @@ import re
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 import strategies
@@ -232,6 +232,49 @@ def test_a_views_id_names_its_strides_and_the_weights_format() -> None:
     assert dataclasses.replace(base, input_strides=listed).input_strides == (288, 1, 48, 8)
 
 
+def test_a_view_at_its_own_shape_is_built_as_written(suite: Any) -> None:
+    """h39: a row pitch the dimensions before it do not divide (6 wide, rows 7 apart), and an
+    interleaving, were made dense even at the case's own shape: the GPU ran another view than the
+    case file's (and its id's)."""
+    import torch
+
+    pitched = (2 * 8 * 6 * 7, 6 * 7, 7, 1)
+    assert catalog.restride((2, 8, 6, 6), pitched, (2, 8, 6, 6)) == pitched
+    assert catalog.restride((3, 2, 4), (2, 3, 8), (3, 2, 4)) == (2, 3, 8)
+    case = catalog.Case("conv2d", 2, 8, 4, (6, 6), 3, source="test", input_strides=pitched, storage_offset=5)
+    x = torch.randn(2, 8, 6, 6)
+    built = suite.place_input(case, x, None)  # the suite's own as_strided build
+    assert (built.stride(), built.storage_offset()) == (pitched, 5) and torch.equal(built, x)
+
+
+@pytest.mark.parametrize(("shape", "strides"), [
+    ((2, 1, 6, 6), (36, 36, 6, 1)),  # x.unsqueeze(1) of an (N, H, W) tensor: C's stride is N's
+    ((2, 1, 6, 6), (36, 0, 6, 1)),  # x.expand of a broadcast channel
+])
+def test_a_size_1_dimension_that_grows_never_makes_the_view_overlap(shape: tuple[int, ...],
+                                                                    strides: tuple[int, ...]) -> None:
+    """h39: --pad-channels widens one channel to 8; its stride, shared with the batch's (or 0),
+    was kept, and the padded view overlapped itself (the batches' values read as channels)."""
+    assert not catalog.view_overlaps(shape, strides)
+    made = catalog.restride(shape, strides, (2, 8, 6, 6))
+    assert not catalog.view_overlaps((2, 8, 6, 6), made), made
+    offsets = _offsets((2, 8, 6, 6), made)
+    assert len(set(offsets)) == len(offsets) and made[2:] == (6, 1)
+
+
+def test_the_cpu_scaling_of_a_view_with_wide_gaps_stays_within_the_cpu_budget() -> None:
+    """h39: gaps of 16 at each of a conv3d input's levels, kept at MOST_GAP (4) each when scaled,
+    made a 1.6 GiB zeroed buffer on the CPU, whose budget is 32 MiB."""
+    case = catalog.Case("conv3d", 2, 240, 240, (24, 24, 24), 12, groups=16, source="test",
+                        input_strides=(3397386240, 14155776, 147456, 1536, 16))
+    small = sizing.scaled(case)
+    assert small.view_extent is not None and small.input_strides is not None
+    assert small.view_extent * 4 <= sizing.CPU_BUDGET_MB * sizing.MIB, small.input_strides
+    assert sizing.need_bytes(small) - sizing.WORKSPACE_MB * sizing.MIB <= sizing.CPU_BUDGET_MB * sizing.MIB
+    made, given = small.input_strides, (3397386240, 14155776, 147456, 1536, 16)
+    assert sorted(range(5), key=made.__getitem__) == sorted(range(5), key=given.__getitem__)  # the view's order
+
+
 def _offsets(shape: tuple[int, ...], strides: tuple[int, ...]) -> list[int]:
     found = [0]
     for size, stride in zip(shape, strides, strict=True):
@@ -260,3 +303,16 @@ def test_view_overlaps_is_the_enumerations_answer(drawn: tuple[tuple[int, ...], 
     shape, strides = drawn
     offsets = _offsets(shape, strides)
     assert catalog.view_overlaps(shape, strides) == (len(set(offsets)) < len(offsets))
+
+
+@given(st.integers(2, 4).flatmap(lambda rank: st.tuples(
+    st.tuples(*(st.integers(1, 4) for _ in range(rank))), st.tuples(*(st.integers(0, 20) for _ in range(rank))),
+    st.tuples(*(st.integers(1, 6) for _ in range(rank))), st.sampled_from((None, 1, 2, 4)))))
+def test_a_restrided_view_of_any_new_shape_never_overlaps(
+        drawn: tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...], int | None]) -> None:
+    """h39: any view that does not overlap, recomputed for any shape (smaller when scaled, wider
+    when --pad-channels pads), reaches no element twice."""
+    shape, strides, new, most_gap = drawn
+    assume(not catalog.view_overlaps(shape, strides))
+    offsets = _offsets(new, catalog.restride(shape, strides, new, most_gap))
+    assert len(set(offsets)) == len(offsets)
