@@ -15,6 +15,7 @@ import pytest
 
 from convmatrix.atlas import bundle, export
 from convmatrix.atlas.model import Bundle
+from convmatrix.atlas.scrub import Secrets
 from convmatrix.cli import report as report_cmd
 from convmatrix.prove import repro
 from convmatrix.results import rundir
@@ -208,3 +209,9 @@ def test_names_in_unusual_places_are_dropped_not_exported(tmp_path: Path) -> Non
     assert failing.repro is not None and not set(words) & set(failing.repro.params)
     assert "channels_last" not in failing.repro.knobs
     assert "8 cases whose id names a host, a user, a path or an address" in made.dropped
+
+
+def test_a_gpu_key_whose_model_fits_no_pattern_is_an_unknown_model() -> None:
+    """What the key says is fitted as the record is: else export wrote a bundle its reader refuses."""
+    gpu = export.gpu_of("a<b>!-sm90", None, Secrets())
+    assert gpu is not None and (gpu.model, gpu.generation) == ("unknown", "sm90")
