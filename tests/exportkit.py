@@ -48,15 +48,16 @@ def cell_record(gpu: tuple[str, dict[str, Any]], *, control: bool, ended: str, k
 
 
 def write_run(run: Path, tmp: Path, gpu: tuple[str, dict[str, Any]], *, ended: str = "2026-12-04T23:59:58.123+00:00",
-              sources: list[str] | None = None, cudnn: int = 91900) -> Path:
+              sources: list[str] | None = None, cudnn: int = 91900, cases: tuple[str, str] = ("conv2d-a", "conv2d-b"),
+              ) -> Path:
     """A run of two cells on gpu: the control (passes both cases) and a candidate whose second case
     fails with leaky_message (a regression); env.json names this machine."""
     env = env_json("c", torch="2.11.0+cu130", cuda="13.0", cudnn=cudnn, driver="580.159.04", device="cuda",
                    hostname=socket.gethostname(), platform=f"Linux-{socket.gethostname()}", argv=[str(run)],
                    started=ended, ended=ended)
-    good = [record("conv2d-a", params=PARAMS, shapes=SHAPES, knobs=KNOBS, device="cuda"),
-            record("conv2d-b", params=PARAMS, shapes=SHAPES, knobs=KNOBS, device="cuda")]
-    bad = [good[0], record("conv2d-b", "failed", leaky_message(run, tmp), params=PARAMS, shapes=SHAPES, knobs=KNOBS,
+    good = [record(cases[0], params=PARAMS, shapes=SHAPES, knobs=KNOBS, device="cuda"),
+            record(cases[1], params=PARAMS, shapes=SHAPES, knobs=KNOBS, device="cuda")]
+    bad = [good[0], record(cases[1], "failed", leaky_message(run, tmp), params=PARAMS, shapes=SHAPES, knobs=KNOBS,
                            device="cuda", sources=sources or [])]
     write_result(run, "host", good, gpu=gpu[0], env={**env, "cell_id": "host"},
                  cell=cell_record(gpu, control=True, ended=ended), host=HOST)

@@ -34,28 +34,55 @@ def depth(text: str) -> int:
     brackets = _NOT_BRACKET.sub("", _STRING.sub("", text))
     if not brackets:
         return 0
-    return max(0, *itertools.accumulate(1 if c in "[{" else -1 for c in brackets))
+    # max() of the iterator, not of *it: unpacked, 64 MiB of brackets was a tuple of 2 GB.
+    return max(0, max(itertools.accumulate(1 if c in "[{" else -1 for c in brackets)))
 
 
-def check(text: str, *, max_depth: int = MAX_DEPTH, max_bytes: int = MAX_BYTES) -> None:
-    """TooBig when text is past either bound."""
+def check(text: str, *, max_depth: int = MAX_DEPTH, max_bytes: int = MAX_BYTES,
+          max_containers: int | None = None) -> None:
+    """TooBig when text is past any bound (max_containers: arrays and objects, None for none)."""
     if len(text) > max_bytes:
         raise TooBig(f"{len(text):,} characters, more than {max_bytes:,}")
-    if text.count("[") + text.count("{") > max_depth:
+    opening = text.count("[") + text.count("{")
+    if max_containers is not None and opening > max_containers:  # first: counted in C, depth is not
+        # Each "{}" of 2 bytes is a dict of some 64 bytes: 64 MiB of them held 2 GB once parsed.
+        outside = _STRING.sub("", text)
+        found = outside.count("[") + outside.count("{")
+        if found > max_containers:
+            raise TooBig(f"{found:,} arrays and objects, more than {max_containers:,}")
+    if opening > max_depth:
         found = depth(text)
         if found > max_depth:
             raise TooBig(f"nested {found:,} levels deep, more than {max_depth}")
 
 
-def loads(text: str | bytes, *, max_depth: int = MAX_DEPTH, max_bytes: int = MAX_BYTES) -> Any:
+class DuplicateKey(ValueError):
+    """An object naming one key twice: json keeps the last, another reader the first."""
+
+
+def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    found = dict(pairs)
+    if len(found) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise DuplicateKey(f"the key {key[:60]!r} appears twice in one object")
+            seen.add(key)
+    return found
+
+
+def loads(text: str | bytes, *, max_depth: int = MAX_DEPTH, max_bytes: int = MAX_BYTES,
+          max_containers: int | None = None, unique_keys: bool = False) -> Any:
     """json.loads within the bounds: TooBig past them (nothing parsed), ValueError (as json's
-    own JSONDecodeError, or UnicodeDecodeError) for what is no JSON."""
+    own JSONDecodeError, or UnicodeDecodeError) for what is no JSON. unique_keys: an object
+    naming a key twice is a ValueError too (DuplicateKey), for input whose every reader must see
+    the same values (a bundle another fleet wrote)."""
     if isinstance(text, bytes | bytearray):
         if len(text) > max_bytes:
             raise TooBig(f"{len(text):,} bytes, more than {max_bytes:,}")
         text = bytes(text).decode("utf-8")
-    check(text, max_depth=max_depth, max_bytes=max_bytes)
+    check(text, max_depth=max_depth, max_bytes=max_bytes, max_containers=max_containers)
     try:
-        return json.loads(text)
+        return json.loads(text, object_pairs_hook=_unique if unique_keys else None)
     except RecursionError:  # within the bound yet past Python's stack (a low recursion limit)
         raise TooBig(f"nested too deeply for this interpreter (bound {max_depth})") from None

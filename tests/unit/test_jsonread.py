@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import tracemalloc
 
 import pytest
 
@@ -38,3 +39,30 @@ def test_what_is_no_json_is_a_value_error_not_too_big() -> None:
         except ValueError:
             continue
         raise AssertionError(f"{bad!r}: parsed")
+
+
+def test_depth_holds_no_copy_of_the_brackets() -> None:
+    """max(0, *accumulate(...)) made a tuple of every bracket's level: 64 MiB of '[' held 3 GB."""
+    text = "[" * 1_000_000
+    tracemalloc.start()
+    try:
+        assert jsonread.depth(text) == 1_000_000
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 3_000_000, f"{peak:,} bytes for {len(text):,} brackets"
+
+
+def test_the_containers_are_bounded_before_parsing_and_strings_do_not_count() -> None:
+    """Each 2-byte {} is a 64-byte dict once parsed: the count is the memory bound."""
+    with pytest.raises(jsonread.TooBig, match="1,001 arrays and objects, more than 1,000"):
+        jsonread.loads("[" + ",".join(["{}"] * 1000) + "]", max_containers=1000)
+    assert len(jsonread.loads(json.dumps(["{[" * 2000, {}]), max_containers=2)) == 2
+
+
+def test_a_key_given_twice_is_refused_where_asked() -> None:
+    text = '{"a": 1, "b": {"c": 2, "c": 3}}'
+    assert jsonread.loads(text)["b"] == {"c": 3}  # json's own reading: the last wins
+    with pytest.raises(jsonread.DuplicateKey, match="'c' appears twice"):
+        jsonread.loads(text, unique_keys=True)
+    assert jsonread.loads('{"a": {"a": 1}}', unique_keys=True) == {"a": {"a": 1}}

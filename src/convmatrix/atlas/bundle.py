@@ -40,6 +40,9 @@ from convmatrix.results.rundir import records
 MAX_BYTES = 64 << 20
 # A bundle nests 11 deep: file > bundle > runs > run > cells > cell > cases > case > repro > params > list.
 MAX_DEPTH = 12
+# Arrays and objects in the file, counted before JSON parses it: a sound bundle has one per 35
+# bytes or more (a passing case, 120 bytes, is 3), and 64 MiB of "{}," held 2 GB once parsed.
+MAX_CONTAINERS = 3_000_000
 MAX_RUNS = 1_000
 MAX_CELLS = 10_000  # per run
 MAX_CASES = 20_000  # per cell: results.jsonl's own bound (rundir.MAX_LINES)
@@ -145,8 +148,11 @@ def parse(data: bytes, name: str) -> Bundle:
     """The bundle in data (a file's bytes); BadBundle naming name and the first bad field."""
     where = one_line(name)[:200]
     try:
-        top = jsonread.loads(data, max_depth=MAX_DEPTH, max_bytes=MAX_BYTES)
-    except jsonread.TooBig as exc:
+        # unique_keys: a key given twice is read as its last value here and as its first by other
+        # readers (a reviewer's tool): what the atlas merges must be what anyone reading the file sees.
+        top = jsonread.loads(data, max_depth=MAX_DEPTH, max_bytes=MAX_BYTES, max_containers=MAX_CONTAINERS,
+                             unique_keys=True)
+    except (jsonread.TooBig, jsonread.DuplicateKey) as exc:
         raise BadBundle(f"{where}: {exc}; not read") from None
     except ValueError as exc:  # not UTF-8, not JSON, an integer of too many digits
         raise BadBundle(f"{where}: not a bundle (not JSON: {one_line(str(exc))[:120]})") from None

@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 from convmatrix import __version__
 from convmatrix.atlas import bundle
 from convmatrix.atlas.model import FORMAT, VERSION, Bundle, Case, Cell, Gpu, Repro, Run, Stack
-from convmatrix.atlas.scrub import Secrets, scrub, secrets_here
+from convmatrix.atlas.scrub import Secrets, names, scrub, secrets_here
 from convmatrix.gpus import CPU_KEY, MIG_PROFILE, key_parts
 from convmatrix.matrix.stacks import dotted_cudnn
 from convmatrix.matrix.values import LANES
@@ -167,26 +167,39 @@ def _cell(row: CellRow, result: CellResult, cases: list[CaseRow], control: str |
     if result.gpu_key == CPU_KEY:
         drops.add("CPU-only cells")
         return None
-    gpu = gpu_of(result.gpu_key, result.gpu)
+    gpu = gpu_of(result.gpu_key, result.gpu, secrets)
     if gpu is None:
         drops.add("cells whose GPU has no compute capability on record")
         return None
-    stack = stack_of(result.observed, result.lane, drops)
+    stack = stack_of(result.observed, result.lane, drops, secrets)
     lines = _lines(result) if any(c.outcome.failing for c in cases) else {}
     return Cell(stack=stack, gpu=gpu, verdict=str(row.verdict), control=row.cell == control,
                 cases=tuple(_case(c, result, gpu, lines.get(c.case), secrets, drops) for c in cases
-                            if records.CASE_ID.fullmatch(c.case))[:bundle.MAX_CASES])
+                            if case_id_kept(c.case, secrets, drops))[:bundle.MAX_CASES])
 
 
-def gpu_of(key: str, recorded: Mapping[str, Any] | None) -> Gpu | None:
+def case_id_kept(case: str, secrets: Secrets, drops: Drops) -> bool:
+    """Whether a case id may go into the bundle: it fits the pattern and names nothing (a case
+    file may be named for the host, the user or the address it was seen on)."""
+    if not records.CASE_ID.fullmatch(case):
+        drops.add("cases whose id fits no pattern")
+        return False
+    if names(case, secrets):
+        drops.add("cases whose id names a host, a user, a path or an address")
+        return False
+    return True
+
+
+def gpu_of(key: str, recorded: Mapping[str, Any] | None, secrets: Secrets) -> Gpu | None:
     """The GPU by model, capability and MIG profile: cell.json's record, else what its key says;
-    None when neither gives a compute capability."""
+    None when neither gives a compute capability. A model that names the fleet is "unknown"."""
     parts = key_parts(key)
     recorded = recorded or {}
     capability = _fit(recorded.get("capability"), bundle.CAPABILITY) or (parts[1] if parts else None)
     if capability is None or not bundle.CAPABILITY.fullmatch(capability):
         return None
-    model = _fit(recorded.get("name"), bundle.MODEL) or (parts[0] if parts else "unknown")
+    model = next((m for m in (_fit(recorded.get("name"), bundle.MODEL), _fit(parts[0] if parts else None, bundle.MODEL))
+                  if m is not None and not names(m, secrets)), "unknown")
     mig = _fit(recorded.get("mig_profile"), MIG_PROFILE)
     if mig is None and parts and parts[2]:
         mig = _fit(_profile_of_slug(parts[2]), MIG_PROFILE)
@@ -203,8 +216,9 @@ def _fit(value: object, pattern: re.Pattern[str]) -> str | None:
     return value if isinstance(value, str) and pattern.fullmatch(value) else None
 
 
-def stack_of(observed: Mapping[str, Any], lane: str, drops: Drops) -> Stack:
-    """The stack env.json observed, each version fitted to its pattern (None where it fits none)."""
+def stack_of(observed: Mapping[str, Any], lane: str, drops: Drops, secrets: Secrets) -> Stack:
+    """The stack env.json observed, each version fitted to its pattern (None where it fits none,
+    or where a local version label names the fleet: 2.5.0a0+gpu7, a build labelled by its host)."""
     cudnn = observed.get("cudnn")
     if isinstance(cudnn, str) and cudnn.isascii() and cudnn.isdigit() and len(cudnn) <= 6:
         cudnn = int(cudnn)  # as the history stores it: "91900"
@@ -214,6 +228,8 @@ def stack_of(observed: Mapping[str, Any], lane: str, drops: Drops) -> Stack:
             "cudnn": (cudnn, bundle.CUDNN), "driver": (observed.get("driver"), bundle.DRIVER),
             "image_digest": (observed.get("image_id"), bundle.IMAGE)}
     kept = {name: _fit(value, pattern) for name, (value, pattern) in seen.items()}
+    if kept["torch"] is not None and names(kept["torch"], secrets):
+        kept["torch"] = None
     for name, (value, _pattern) in seen.items():
         if value not in (None, "") and kept[name] is None:
             drops.add(f"observed {name} values that fit no version pattern")
@@ -242,8 +258,8 @@ def _case(row: CaseRow, result: CellResult, gpu: Gpu, line: dict[str, Any] | Non
                 subcode=subcode_of(row) if failing else None,
                 reason=reason_of(row, family, secrets) if failing or row.outcome == Outcome.MISSING else None,
                 known=known_ids(row, result, gpu) if failing else (),
-                sources=public_sources(row.sources, drops),
-                repro=repro_of(line, result.observed, drops) if failing and line is not None else None)
+                sources=public_sources(row.sources, drops, secrets),
+                repro=repro_of(line, result.observed, drops, secrets) if failing and line is not None else None)
 
 
 def subcode_of(row: CaseRow) -> int | None:
@@ -289,15 +305,16 @@ def _text(value: object) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
-def public_sources(sources: Sequence[str], drops: Drops) -> tuple[str, ...]:
-    """The sources on a public host (PUBLIC_HOSTS), https or http, no user, password or port."""
+def public_sources(sources: Sequence[str], drops: Drops, secrets: Secrets) -> tuple[str, ...]:
+    """The sources on a public host (PUBLIC_HOSTS), https or http, no user, password, port or
+    query (where tokens go: ?access_token=, ?sig=), and no name of the fleet's in them."""
     kept = []
     for url in sources:
         try:
             parts = urlsplit(url)
             public = (parts.scheme in ("https", "http") and parts.hostname in PUBLIC_HOSTS and parts.port is None
-                      and parts.username is None and len(url) <= bundle.MAX_URL
-                      and bundle.URL.fullmatch(url) is not None)
+                      and "@" not in parts.netloc and not parts.query and len(url) <= bundle.MAX_URL
+                      and bundle.URL.fullmatch(url) is not None and not names(url, secrets, shapes=False))
         except ValueError:  # a port that is no number, a bad IPv6 literal
             public = False
         if public:
@@ -307,7 +324,7 @@ def public_sources(sources: Sequence[str], drops: Drops) -> tuple[str, ...]:
     return tuple(dict.fromkeys(kept))[:bundle.MAX_LIST]
 
 
-def repro_of(line: Mapping[str, Any], observed: Mapping[str, Any], drops: Drops) -> Repro | None:
+def repro_of(line: Mapping[str, Any], observed: Mapping[str, Any], drops: Drops, secrets: Secrets) -> Repro | None:
     """The results-line fields prove/repro.py's spec_of reads (REPRO_PARAMS, the shapes, REPRO_KNOBS,
     the device), each value one the bundle takes; None for a line without params (crashed)."""
     params = line.get("params")
@@ -315,18 +332,20 @@ def repro_of(line: Mapping[str, Any], observed: Mapping[str, Any], drops: Drops)
         return None
     shapes, knobs = line.get("shapes"), line.get("knobs")
     device = next((d for d in (observed.get("device"), line.get("device")) if d in bundle.DEVICES), "cuda")
-    return Repro(params=_table(params, REPRO_PARAMS, drops),
-                 shapes=_table(shapes, bundle.SHAPES, drops) if isinstance(shapes, dict) else None,
-                 knobs=_table(knobs, REPRO_KNOBS, drops) if isinstance(knobs, dict) else {}, device=device)
+    return Repro(params=_table(params, REPRO_PARAMS, drops, secrets),
+                 shapes=_table(shapes, bundle.SHAPES, drops, secrets) if isinstance(shapes, dict) else None,
+                 knobs=_table(knobs, REPRO_KNOBS, drops, secrets) if isinstance(knobs, dict) else {}, device=device)
 
 
-def _table(found: Mapping[str, Any], allowed: Sequence[str], drops: Drops) -> dict[str, Any]:
+def _table(found: Mapping[str, Any], allowed: Sequence[str], drops: Drops, secrets: Secrets) -> dict[str, Any]:
     kept = {}
     for key in allowed:
         if key not in found:
             continue
         value = found[key]
-        if bundle.scalar(value) or (isinstance(value, list) and len(value) <= bundle.MAX_LIST
+        if isinstance(value, str) and bundle.scalar(value) and names(value, secrets):
+            drops.add("repro words that name a host, a user or an address")
+        elif bundle.scalar(value) or (isinstance(value, list) and len(value) <= bundle.MAX_LIST
                                     and all(bundle.integer(x) for x in value)):
             kept[key] = value
         else:

@@ -21,11 +21,11 @@ from sqlalchemy.engine import Connection
 
 from convmatrix.atlas import bundle, export
 from convmatrix.atlas.model import Bundle, Case, Cell, Run
+from convmatrix.atlas.scrub import Secrets, secrets_here
 from convmatrix.history import schema
 from convmatrix.matrix.values import LANES
 from convmatrix.results import families
 from convmatrix.results.outcomes import Outcome
-from convmatrix.results.rundir import records
 
 LAST = 30  # runs exported when --last is not given: a month of nightlies
 FROM_HISTORY = ("repro fields, messages, known-issue ids and sources: the history keeps none of them "
@@ -40,14 +40,19 @@ def bundle_of(conn: Connection, *, last: int, fleet: str | None, today: datetime
     found = conn.execute(sa.select(r.id, r.run, r.at).order_by(r.at.desc(), r.run.desc())
                          .limit(min(last, bundle.MAX_RUNS))).all()
     drops = export.Drops()
-    runs = tuple(_run(conn, ident, key, at, today, drops) for ident, key, at in reversed(found))
+    # The hosts these runs recorded: never put in the bundle, only kept out of what is (a case id
+    # or a version label that names one).
+    hosts = conn.execute(sa.select(schema.cells.c.host).distinct()
+                         .where(schema.cells.c.run_id.in_([ident for ident, _, _ in found]))).scalars()
+    secrets = secrets_here(hosts=[h for h in hosts if h])
+    runs = tuple(_run(conn, ident, key, at, today, drops, secrets) for ident, key, at in reversed(found))
     made = export.assembled(runs, fleet=fleet, today=today, drops=drops)
     return Bundle(fleet=made.fleet, created=made.created, tool=made.tool, runs=made.runs,
                   dropped=(*FROM_HISTORY, *made.dropped)[:bundle.MAX_DROPPED])
 
 
 def _run(conn: Connection, ident: int, key: str, at: datetime.datetime, today: datetime.date,
-         drops: export.Drops) -> Run:
+         drops: export.Drops, secrets: Secrets) -> Run:
     c, k, n = schema.cells.c, schema.cases.c, schema.case_names.c
     cells = conn.execute(sa.select(c.id, c.cell, c.gpu_key, c.torch, c.cuda, c.cudnn, c.driver, c.image, c.verdict)
                          .where(c.run_id == ident).order_by(c.cell, c.gpu_key, c.host).limit(bundle.MAX_CELLS)).all()
@@ -60,7 +65,7 @@ def _run(conn: Connection, ident: int, key: str, at: datetime.datetime, today: d
             cases.setdefault(row.cell_id, []).append(row)
     made = []
     for cell in cells:
-        gpu = export.gpu_of(cell.gpu_key, None)
+        gpu = export.gpu_of(cell.gpu_key, None, secrets)
         if cell.gpu_key == "cpu" or gpu is None:
             drops.add("CPU-only cells" if cell.gpu_key == "cpu" else "cells whose GPU key names no compute capability")
             continue
@@ -69,9 +74,9 @@ def _run(conn: Connection, ident: int, key: str, at: datetime.datetime, today: d
             continue
         observed = {"torch": cell.torch, "cuda": cell.cuda, "cudnn": cell.cudnn, "driver": cell.driver,
                     "image_id": cell.image}
-        stack = export.stack_of(observed, lane_of(cell.cell, cell.image), drops)
+        stack = export.stack_of(observed, lane_of(cell.cell, cell.image), drops, secrets)
         made.append(Cell(stack=stack, gpu=gpu, verdict=cell.verdict, control=cell.verdict == "control",
-                         cases=_cases(cases.get(cell.id, []), drops)))
+                         cases=_cases(cases.get(cell.id, []), drops, secrets)))
     return Run(run=export.run_id(key, at), date=export.day_of(at, today), cells=tuple(made))
 
 
@@ -83,12 +88,13 @@ def lane_of(cell: str, image: str | None) -> str:
     return first if first in LANES else "container" if image else "host"
 
 
-def _cases(rows: Sequence[Any], drops: export.Drops) -> tuple[Case, ...]:
+def _cases(rows: Sequence[Any], drops: export.Drops, secrets: Secrets) -> tuple[Case, ...]:
     made = []
     for row in rows[:bundle.MAX_CASES]:
-        if not (records.CASE_ID.fullmatch(row.name) and row.verdict in bundle.VERDICTS
-                and row.outcome in bundle.OUTCOMES):
-            drops.add("cases whose id, verdict or outcome fits no pattern")
+        if not (row.verdict in bundle.VERDICTS and row.outcome in bundle.OUTCOMES):
+            drops.add("cases whose verdict or outcome fits no pattern")
+            continue
+        if not export.case_id_kept(row.name, secrets, drops):
             continue
         failing = Outcome(row.outcome).failing
         family = row.family if row.family in families.FAMILIES else None

@@ -45,6 +45,11 @@ _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"(?<![\w:])[0-9a-f]{0,4}(?::[0-9a-f]{0,4}){2,7}(?![\w:])", re.IGNORECASE), "<ip>"),
     # Long hex runs: pointers (0x7ffd...), container and image ids, hashes that could name a build.
     (re.compile(r"\b(?:0x)?[0-9a-f]{12,}\b", re.IGNORECASE), "<hex>"),
+    # A host by its domain name, whoever's it is (a peer rank, a file server: not among the names
+    # the runs recorded): a dotted name ending in a public or internal top-level domain. Module
+    # paths (torch.nn.functional, at::native) end in none of these.
+    (re.compile(r"(?<![\w.-])(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+(?:com|net|org|edu|gov|mil|io|ai|dev|cloud|"
+                r"local|localdomain|internal|intranet|lan|corp|home|cluster|svc)(?![\w.-])", re.IGNORECASE), "<host>"),
 )
 _REPEATED = re.compile(r"(<[a-z@]{2,9}>)\1+")
 
@@ -82,14 +87,26 @@ def scrub(text: str, secrets: Secrets) -> str:
     """The first non-blank line of text, one line, with this fleet's names, every path, address,
     URL and long identifier replaced, and at most MAX_REASON characters."""
     line = next((one_line(part) for part in text.splitlines() if part.strip()), "")
+    line = _REPEATED.sub(r"\1", _replaced(line, secrets))  # <path><path> (a run folder, then the rest of its path): one
+    # one_line showed control characters as \xNN; whatever else is not printable goes.
+    line = "".join(c if c.isprintable() else "?" for c in line)
+    return line if len(line) <= MAX_REASON else line[:MAX_REASON - 3] + "..."
+
+
+def names(text: str, secrets: Secrets, *, shapes: bool = True) -> bool:
+    """Whether text holds what scrub would replace: this fleet's paths, host or user names, and
+    (shapes) any path, address, URL, UUID, domain name or long hex run. For a field export keeps
+    whole or not at all (a case id, a GPU model, a version's local part, a repro's word, a
+    source's URL): one that names something is dropped, not scrubbed into another value."""
+    return _replaced(text, secrets, shapes=shapes) != text
+
+
+def _replaced(line: str, secrets: Secrets, *, shapes: bool = True) -> str:
     for path in secrets.paths:
         line = line.replace(path, "<path>")
-    for pattern, placeholder in _PATTERNS:  # before the names: a path is one <path>, not pieces
+    for pattern, placeholder in _PATTERNS if shapes else ():  # before the names: a path is one <path>
         line = pattern.sub(placeholder, line)
     for words, placeholder in ((secrets.hosts, "<host>"), (secrets.users, "<user>")):
         for word in words:
             line = re.sub(rf"(?<![A-Za-z0-9]){re.escape(word)}(?![A-Za-z0-9])", placeholder, line, flags=re.IGNORECASE)
-    line = _REPEATED.sub(r"\1", line)  # <path><path> (a run folder, then the rest of its path): one
-    # one_line showed control characters as \xNN; whatever else is not printable goes.
-    line = "".join(c if c.isprintable() else "?" for c in line)
-    return line if len(line) <= MAX_REASON else line[:MAX_REASON - 3] + "..."
+    return line

@@ -75,10 +75,11 @@ def publish(path: Path, atlas: Atlas, sources: tuple[Source, ...], *, refused: i
     command wrote (its atlas.json says so): its pages/ and repro/ are replaced, nothing else of a
     folder the user named is removed. Returns the number of files written."""
     built = list(files(atlas, sources, refused=refused))  # all made first: a failure writes nothing
+    where = one_line(str(path))  # a folder name may hold a line break: the message stays one line
     try:
         with tree.Tree.open(path, create=True) as root:
             if root.entries() and not is_site(root):
-                raise BadInput(f"-o {path}: holds files that are not an atlas; name a new or empty folder, "
+                raise BadInput(f"-o {where}: holds files that are not an atlas; name a new or empty folder, "
                                "or one a previous `convmatrix atlas` wrote")
             for folder in (PAGES, REPROS):
                 if root.lstat(folder) is not None:
@@ -88,7 +89,7 @@ def publish(path: Path, atlas: Atlas, sources: tuple[Source, ...], *, refused: i
                 for folder, name, content in built:
                     into[folder].write(name, content)
     except OSError as exc:  # tree.Refused among them: a link, a file where the folder should be
-        raise BadInput(f"-o {path}: cannot write the site ({exc.strerror or exc})") from None
+        raise BadInput(f"-o {where}: cannot write the site ({one_line(str(exc.strerror or exc))})") from None
     return len(built)
 
 

@@ -10,6 +10,7 @@ from typing import Any
 from convmatrix.atlas import bundle, merge, site, sources
 from convmatrix.cli.output import say
 from convmatrix.errors import BadInput
+from convmatrix.escape import one_line
 
 
 def add_parser(sub: Any) -> None:
@@ -39,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
     runs = sum(len(b.runs) for b in read)
     say(f"atlas: {len(read)} bundle(s) merged ({len(atlas.fleets)} fleet(s), {runs} run(s), {len(atlas.rows)} "
         f"stack(s) on {len(atlas.columns)} GPU column(s), {sum(c.disagree for c in atlas.cells.values())} where "
-        f"fleets disagree); {len(refused)} refused; {written} file(s) in {args.output}")
+        f"fleets disagree); {len(refused)} refused; {written} file(s) in {one_line(str(args.output))}")
     for note in atlas.notes:
         say(f"atlas: {note}")
     if refused:

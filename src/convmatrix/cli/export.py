@@ -61,7 +61,8 @@ def run(args: argparse.Namespace) -> int:
     if args.output is not None:
         write_output(bundle.write(made).decode("ascii"), args.output)
         size = bundle.summary(made)
-        say(f"wrote {args.output}: {size['runs']} run(s), {size['cells']} cell(s), {size['cases']} case(s)")
+        say(f"wrote {one_line(str(args.output))}: {size['runs']} run(s), {size['cells']} cell(s), "
+            f"{size['cases']} case(s)")
     if errors:  # as `report`: what could be read is in the bundle; what could not, one line each (exit 2)
         raise BadInput("\n".join(errors))
     return 0

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from convmatrix.errors import BadInput
+from convmatrix.escape import one_line
 from convmatrix.results import rundir
 
 
@@ -21,7 +22,8 @@ def write_output(text: str | Iterator[str], output: Path | None) -> None:
         output.parent.mkdir(parents=True, exist_ok=True)
         rundir.write_whole(output, parts)
     except OSError as exc:
-        raise BadInput(f"-o {output}: cannot write the report ({exc.strerror or exc})") from None
+        why = one_line(str(exc.strerror or exc))
+        raise BadInput(f"-o {one_line(str(output))}: cannot write the report ({why})") from None
 
 
 def say(line: str) -> None:

@@ -162,6 +162,23 @@ def test_deep_nesting_is_refused_before_parsing() -> None:
     assert "nested" in refused(nested(200_000).encode())
 
 
+def test_too_many_arrays_and_objects_are_refused_before_parsing(monkeypatch: pytest.MonkeyPatch) -> None:
+    made = bundle.write(sample())
+    containers = made.count(b"{") + made.count(b"[")
+    monkeypatch.setattr(bundle, "MAX_CONTAINERS", containers - 1)
+    assert f"{containers:,} arrays and objects, more than" in refused(made)
+
+
+@pytest.mark.parametrize("where", ["top", "bundle"])
+def test_a_key_given_twice_is_refused(where: str) -> None:
+    """Another reader takes a key's first value where json takes its last: the file must say one thing."""
+    made = bundle.write(sample())
+    twice = (made.replace(b'{"format":', b'{"format":"other","format":', 1) if where == "top" else
+             made.replace(b'"fleet":"fleet-a"', b'"fleet":"fleet-b","fleet":"fleet-a"', 1))
+    assert twice != made
+    assert "appears twice" in refused(twice)
+
+
 def test_a_file_past_the_size_bound_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     made = bundle.write(sample())
     monkeypatch.setattr(bundle, "MAX_BYTES", len(made) - 1)

@@ -6,18 +6,21 @@ or UUID; what is kept is the report's verdicts, the stack as observed and the re
 from __future__ import annotations
 
 import datetime
+import getpass
 import json
+import socket
 from pathlib import Path
 
 import pytest
 
 from convmatrix.atlas import bundle, export
 from convmatrix.atlas.model import Bundle
+from convmatrix.atlas.scrub import Secrets
 from convmatrix.cli import report as report_cmd
 from convmatrix.prove import repro
 from convmatrix.results import rundir
 from convmatrix.results.read import numbered
-from exportkit import H100, H200_SLICE, V100, bundle_text, leaks, write_run
+from exportkit import H100, H200_SLICE, IP, KNOBS, PARAMS, SHAPES, V100, bundle_text, cell_record, leaks, write_run
 from testkit import HOST, REPO, env_json, record, write_result
 
 H200_RUNS = [REPO / "tests/data/gpu/h200-torch2.11-cudnn9.19/run", REPO / "tests/data/gpu/h200-torch2.11-cudnn9.19/rerun",
@@ -171,3 +174,44 @@ def test_the_reason_is_built_from_what_explain_found(tmp_path: Path, status: str
                                                    "reason": f"seen on {tmp_path}"}}))
     [failing] = [c for r in exported(run).runs for cell_ in r.cells for c in cell_.cases if c.outcome == "fail"]
     assert (failing.subcode, failing.reason) == (subcode, f"cudnn_not_supported: {status} ({subcode}): {meaning}")
+
+
+def test_names_in_unusual_places_are_dropped_not_exported(tmp_path: Path) -> None:
+    """A case id, a GPU model, a torch build label, a repro's word or a public source's URL that
+    names the host, the user or an address is left out whole (and counted), as the message is
+    scrubbed: each fits its pattern, so the patterns alone let it through."""
+    run, ended = tmp_path / "run", "2026-12-04T23:59:58.123+00:00"
+    user = getpass.getuser()
+    env = env_json("c", torch=f"2.11.0+{HOST}", cuda="13.0", cudnn=91900, driver="580.159.04", device="cuda",
+                   hostname=socket.gethostname(), started=ended, ended=ended)
+    sources = [f"https://github.com/{HOST}/convs/issues/1", f"https://github.com/pytorch/pytorch/issues/1#{user}",
+               "https://github.com/x/y?access_token=ghp_0123", "https://:ghp_0123@github.com/x/y",
+               "https://github.com/pytorch/pytorch/issues/162574"]
+    words = {"layout": HOST, "dtype": IP, "via": "gpu-7.corp.example.com"}
+    cases = [(f"conv2d-{HOST}", {}), (f"conv2d-{IP}", {}), (f"conv2d-{user}-fp16", {}),
+             ("conv2d-GPU-5b2dd5e9-7a3c-4f1e-9d4a-0c8e2f6a1b02", {}), ("conv2d-kept", words)]
+    good = [record(case, params=PARAMS, shapes=SHAPES, knobs=KNOBS, device="cuda") for case, _ in cases]
+    bad = [record(case, "failed", "boom", params={**PARAMS, **extra}, shapes=SHAPES, knobs={**KNOBS, "channels_last": HOST},
+                  device="cuda", sources=sources) for case, extra in cases]
+    gpu = (f"{HOST}-sm90", {**H100[1], "name": f"NVIDIA H100 {HOST}"})
+    write_result(run, "host", good, gpu=gpu[0], env=env, cell=cell_record(gpu, control=True, ended=ended), host=HOST)
+    write_result(run, "host+pad8", bad, gpu=gpu[0], env=env, cell=cell_record(gpu, control=False, ended=ended),
+                 host=HOST)
+    made = exported(run)
+    text = bundle_text(written(made, tmp_path / "b.json")) + "\n".join(export.show(made))
+    assert leaks(text, run, tmp_path) == [] and "corp.example" not in text and "ghp_" not in text
+    assert "<host>" not in text  # dropped whole, not scrubbed into another value
+    cells = made.runs[0].cells
+    assert {c.gpu.model for c in cells} == {"unknown"} and {c.stack.torch for c in cells} == {None}
+    assert [[case.case for case in cell.cases] for cell in cells] == [["conv2d-kept"], ["conv2d-kept"]]
+    [failing] = cells[1].cases
+    assert failing.sources == ("https://github.com/pytorch/pytorch/issues/162574",)
+    assert failing.repro is not None and not set(words) & set(failing.repro.params)
+    assert "channels_last" not in failing.repro.knobs
+    assert "8 cases whose id names a host, a user, a path or an address" in made.dropped
+
+
+def test_a_gpu_key_whose_model_fits_no_pattern_is_an_unknown_model() -> None:
+    """What the key says is fitted as the record is: else export wrote a bundle its reader refuses."""
+    gpu = export.gpu_of("a<b>!-sm90", None, Secrets())
+    assert gpu is not None and (gpu.model, gpu.generation) == ("unknown", "sm90")

@@ -14,6 +14,7 @@ from convmatrix.atlas import bundle, export, from_history
 from convmatrix.atlas.model import Bundle
 from convmatrix.cli.main import main
 from exportkit import H100, H200_SLICE, V100, bundle_text, leaks, write_run
+from testkit import HOST
 
 # Not the sub-code: the history keeps --explain's only; a folder's export also reads the one its
 # message names (below).
@@ -90,3 +91,18 @@ def test_an_empty_history_is_bad_input(tmp_path: Path, capsys: pytest.CaptureFix
 
 def test_today_is_the_date_of_a_run_without_an_end() -> None:
     assert export.day_of(None, datetime.date(2026, 1, 2)) == "2026-01-02"
+
+
+def test_a_case_id_naming_a_recorded_host_is_dropped(history_url: str, tmp_path: Path) -> None:
+    """The history's host column is kept out of the bundle, and so is a case id that names it."""
+    run = write_run(tmp_path / "night", tmp_path, H100, cases=("conv2d-a", f"conv2d-on-{HOST}"))
+    assert main(["record", str(run), "--history", history_url]) == 0
+    made = from_history_bundle(history_url, tmp_path)
+    assert [[c.case for c in cell.cases] for r in made.runs for cell in r.cells] == [["conv2d-a"], ["conv2d-a"]]
+    assert HOST not in bundle_text(tmp_path / "db.json")
+    assert "2 cases whose id names a host, a user, a path or an address" in made.dropped
+
+
+def from_history_bundle(history_url: str, tmp_path: Path) -> Bundle:
+    assert main(["export", "--history", history_url, "-o", str(tmp_path / "db.json"), "--fleet", "lab"]) == 0
+    return bundle.read(tmp_path / "db.json")

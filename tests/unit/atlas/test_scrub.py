@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given
 
-from convmatrix.atlas.scrub import MAX_REASON, Secrets, scrub, secrets_here
+from convmatrix.atlas.scrub import MAX_REASON, Secrets, names, scrub, secrets_here
 from strategies import leaky_messages
 
 
@@ -38,6 +38,8 @@ def test_a_message_holding_everything_identifying(tmp_path: Path) -> None:
     ("ptr 0x7ffd1234abcd5678 bad", "7ffd", "ptr <hex> bad"),
     ("file C:\\Users\\bob\\a.py here", "bob", "file <path> here"),
     ("from ../../etc/passwd and ~bob/x", "passwd", "from <path> and <path>"),
+    ("NCCL peer gpu-node-17.corp.example.com refused", "gpu-node-17", "NCCL peer <host> refused"),
+    ("nfs on store.cluster.local: stale", "store", "nfs on <host>: stale"),
 ])
 def test_shapes_of_identifiers_are_replaced(text: str, gone: str, kept: str) -> None:
     said = scrub(text, Secrets())
@@ -48,6 +50,7 @@ def test_shapes_of_identifiers_are_replaced(text: str, gone: str, kept: str) -> 
     "RuntimeError: cuDNN error: CUDNN_STATUS_NOT_SUPPORTED. This error may appear if you passed in a non-contiguous input.",
     "c10::Error at::native::conv_depthwise2d failed",
     "numeric mismatch: max abs error 3.1 > tolerance 0.01 (1/2 of the output)",
+    "torch.nn.functional.conv2d failed in torch._dynamo.eval_frame",
 ])
 def test_what_says_what_failed_stays(text: str) -> None:
     assert scrub(text, Secrets()) == text
@@ -77,3 +80,13 @@ def test_no_generated_message_lets_a_name_an_address_or_a_path_through(found: tu
     for name in (host, user):
         assert not re.search(rf"(?<![A-Za-z0-9]){re.escape(name)}(?![A-Za-z0-9])", said, re.IGNORECASE), (message, said)
     assert ip not in said and path not in said, (message, said)
+
+
+@pytest.mark.parametrize(("text", "shapes", "named"), [
+    ("conv2d-gpu-node-17-fp16", True, True), ("conv2d-alice", True, True), ("conv2d-10.0.0.12", True, True),
+    ("conv2d-a", True, False), ("channels_last", True, False), ("2.11.0+cu130", True, False),
+    ("https://github.com/pytorch/pytorch/issues/1", False, False), ("https://github.com/alice/x", False, True),
+])
+def test_names_says_whether_a_whole_field_names_something(text: str, shapes: bool, named: bool) -> None:
+    secrets = Secrets(hosts=("gpu-node-17",), users=("alice",))
+    assert names(text, secrets, shapes=shapes) is named

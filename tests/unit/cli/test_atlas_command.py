@@ -79,3 +79,16 @@ def test_an_output_folder_that_is_not_an_atlas_is_refused(bundles: list[Path], t
     assert main(["atlas", *map(str, bundles), "-o", str(tmp_path / "home")]) == 2
     assert "holds files that are not an atlas" in capsys.readouterr().err
     assert [p.name for p in (tmp_path / "home").iterdir()] == ["notes.txt"]
+
+
+def test_an_output_named_with_a_line_break_is_one_line_each_way(bundles: list[Path], tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """A folder name is the user's, but the messages are one line each whatever it holds."""
+    made, blocked = tmp_path / "site\nnext", tmp_path / "file\nnext"
+    assert main(["atlas", *map(str, bundles), "-o", str(made)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert len(out) == 1 and out[0].endswith("file(s) in " + str(tmp_path / "site next")), out
+    blocked.write_text("a file, not a folder")
+    assert main(["atlas", *map(str, bundles), "-o", str(blocked)]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and "cannot write the site" in err[0], err

@@ -74,3 +74,14 @@ def test_an_unreadable_line_is_reported_and_the_rest_exported(tmp_path: Path,
     assert main(["export", str(run), "-o", str(out), "--fleet", "lab"]) == 2
     assert "results.jsonl" in capsys.readouterr().err
     assert json.loads(out.read_text())["format"] == "convmatrix-bundle"
+
+
+def test_an_output_named_with_a_line_break_is_one_line_each_way(tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    run = write_run(tmp_path / "run", tmp_path, H100)
+    assert main(["export", str(run), "-o", str(tmp_path / "b\nc.json"), "--fleet", "lab"]) == 0
+    assert capsys.readouterr().out.startswith(f"wrote {tmp_path / 'b c.json'}: 1 run(s)")
+    (tmp_path / "d\ne").write_text("a file where a folder should be")
+    assert main(["export", str(run), "-o", str(tmp_path / "d\ne" / "x.json"), "--fleet", "lab"]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and "cannot write" in err[0], err
