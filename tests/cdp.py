@@ -132,6 +132,24 @@ class Page:
         for kind in ("mousePressed", "mouseReleased"):
             self.call("Input.dispatchMouseEvent", type=kind, x=x, y=y, button="left", clickCount=1)
 
+    def follow(self, selector: str) -> str:
+        """Clicks a link and waits until its document has loaded; returns that document's URL.
+
+        The event log is cleared before the click: the page that holds the link fired its own
+        Page.loadEventFired, and waiting for "a" load event would return that stale one at once
+        and read the old document while the new one loads (a CI failure of the atlas case-page
+        test). The URL is checked too, so a load of anything else is not taken for it."""
+        target = self.evaluate(f"document.querySelector({json.dumps(selector)})?.href ?? null")
+        if not target:
+            raise LookupError(f"no link matches {selector}")
+        self.events.clear()
+        self.click(selector)
+        self.wait_for("Page.loadEventFired")
+        landed = self.evaluate("document.location.href")
+        if landed.split("#")[0] != str(target).split("#")[0]:
+            raise RuntimeError(f"{selector}: followed to {landed}, not {target}")
+        return str(landed)
+
     def type(self, selector: str, text: str) -> None:
         self.click(selector)
         self.call("Input.insertText", text=text)

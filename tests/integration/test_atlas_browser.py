@@ -125,8 +125,7 @@ def test_the_filters_and_the_search_hide_what_does_not_match(page: cdp.Page) -> 
 
 
 def test_a_case_page_offers_its_repro_script(page: cdp.Page, site: Path) -> None:
-    page.click("td.s-disagree a")
-    page.wait_for("Page.loadEventFired")
+    page.follow("td.s-disagree a")
     assert "on sm90: cudnn_not_supported" in page.evaluate("document.querySelector('h1').textContent")
     links = page.evaluate("[...document.querySelectorAll('a[download]')].map(a => a.getAttribute('href'))")
     assert len(links) == 2
