@@ -25,6 +25,7 @@ from typing import Any
 
 NAMES = ("chromium", "chromium-browser", "google-chrome")
 START_TIMEOUT = 60.0
+CALL_TIMEOUT = 30.0  # seconds a call waits for its answer
 EVENTS = ("Page.enable", "Runtime.enable", "Log.enable")
 
 
@@ -53,16 +54,30 @@ def require_chromium() -> str:
     return executable
 
 
+def _socket_timeouts() -> tuple[type[Exception], ...]:
+    try:
+        from websocket import WebSocketTimeoutException
+    except ImportError:  # a scripted socket in the unit tests, without websocket-client
+        return (TimeoutError,)
+    return (TimeoutError, WebSocketTimeoutException)
+
+
 class Page:
     """One page target over its websocket: calls wait for their answer; events are kept in order."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, ws: Any) -> None:
+        # ws: a websocket-client connection (connect), or any object with send, recv, settimeout
+        # and close (the unit tests' scripted browser, tests/unit/test_cdp.py).
+        self.ws = ws
+        self.events: list[dict[str, Any]] = []
+        self.next_id = 0
+
+    @classmethod
+    def connect(cls, url: str) -> Page:
         import websocket  # websocket-client (tests/requirements.txt)
 
         # Chromium refuses a DevTools websocket that sends an Origin it was not told to allow.
-        self.ws = websocket.create_connection(url, timeout=30, suppress_origin=True)
-        self.events: list[dict[str, Any]] = []
-        self.next_id = 0
+        return cls(websocket.create_connection(url, timeout=CALL_TIMEOUT, suppress_origin=True))
 
     def close(self) -> None:
         self.ws.close()
@@ -92,7 +107,12 @@ class Page:
             if left <= 0:
                 raise TimeoutError(f"no {method} within {timeout} s")
             self.ws.settimeout(left)
-            message = json.loads(self.ws.recv())
+            try:
+                message = json.loads(self.ws.recv())
+            except _socket_timeouts() as late:  # websocket-client's own is no TimeoutError
+                raise TimeoutError(f"no {method} within {timeout} s") from late
+            finally:
+                self.ws.settimeout(CALL_TIMEOUT)  # a call after this one waits as long as ever
             if "method" in message:
                 self.events.append(message)
 
@@ -132,23 +152,32 @@ class Page:
         for kind in ("mousePressed", "mouseReleased"):
             self.call("Input.dispatchMouseEvent", type=kind, x=x, y=y, button="left", clickCount=1)
 
-    def follow(self, selector: str) -> str:
-        """Clicks a link and waits until its document has loaded; returns that document's URL.
+    def follow(self, selector: str, timeout: float = 30.0) -> str:
+        """Clicks a link and waits until the document it leads to has loaded; returns its URL.
 
-        The event log is cleared before the click: the page that holds the link fired its own
-        Page.loadEventFired, and waiting for "a" load event would return that stale one at once
-        and read the old document while the new one loads (a CI failure of the atlas case-page
-        test). The URL is checked too, so a load of anything else is not taken for it."""
+        A load event alone proves nothing: the page that holds the link keeps its own
+        Page.loadEventFired in the log (taken for the next page's, it made the atlas case-page
+        test read the old document: a CI failure), and another document may load on the way (a
+        redirect). So the log is cleared before the click, and after each load event the
+        document's URL is read: until it is the link's, that event is dropped and the next awaited."""
         target = self.evaluate(f"document.querySelector({json.dumps(selector)})?.href ?? null")
         if not target:
             raise LookupError(f"no link matches {selector}")
+        wanted = str(target).split("#")[0]
+        deadline = time.monotonic() + timeout
         self.events.clear()
         self.click(selector)
-        self.wait_for("Page.loadEventFired")
-        landed = self.evaluate("document.location.href")
-        if landed.split("#")[0] != str(target).split("#")[0]:
-            raise RuntimeError(f"{selector}: followed to {landed}, not {target}")
-        return str(landed)
+        landed = None
+        while True:
+            try:
+                loaded = self.wait_for("Page.loadEventFired", timeout=deadline - time.monotonic())
+            except TimeoutError as late:
+                raise RuntimeError(f"{selector}: followed to {landed}, not {target}") from late
+            landed = str(self.evaluate("document.location.href"))
+            if landed.split("#")[0] == wanted:
+                return landed
+            # Only that load goes: the next one may have come in with the URL's answer.
+            self.events.remove(loaded)
 
     def type(self, selector: str, text: str) -> None:
         self.click(selector)
@@ -172,7 +201,7 @@ def browser(executable: str, *, width: int = 1400, height: int = 1000) -> Iterat
         proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         page = None
         try:
-            page = Page(page_socket(Path(profile), proc))
+            page = Page.connect(page_socket(Path(profile), proc))
             yield page
         finally:
             if page is not None:

@@ -458,3 +458,13 @@ def atlas_hostile_bundles(draw: st.DrawFn) -> Any:
 
     runs = tuple(replace(r, cells=tuple(cell(c) for c in r.cells)) for r in bundle.runs)
     return replace(bundle, fleet=draw(atlas_texts), runs=runs, dropped=(draw(atlas_texts),))
+
+
+# --- the browser tests' harness (tests/cdp.py): DevTools event logs -------------------------------
+# What a page's event log may hold when a test acts, and what arrives after a click: Chromium
+# interleaves events with the answers to calls, in any order, and a page that has loaded keeps its
+# own Page.loadEventFired in the log (the stale event the atlas case-page test once took for the
+# next page's: a CI failure), and a document on the way (a redirect) fires one of its own.
+DEVTOOLS_EVENTS = ("Page.loadEventFired", "Page.frameNavigated", "Page.domContentEventFired",
+                   "Runtime.consoleAPICalled", "Runtime.executionContextCreated", "Log.entryAdded")
+devtools_logs = st.lists(st.sampled_from(DEVTOOLS_EVENTS).map(lambda m: {"method": m, "params": {}}), max_size=8)
