@@ -31,7 +31,12 @@ class TooBig(ValueError):
 
 def depth(text: str) -> int:
     """The deepest nesting of arrays and objects in text, brackets inside strings not counted."""
-    brackets = _NOT_BRACKET.sub("", _STRING.sub("", text))
+    return _depth(_STRING.sub("", text))
+
+
+def _depth(outside: str) -> int:
+    """depth of a text whose strings are already cut out."""
+    brackets = _NOT_BRACKET.sub("", outside)
     if not brackets:
         return 0
     # max() of the iterator, not of *it: unpacked, 64 MiB of brackets was a tuple of 2 GB.
@@ -44,6 +49,7 @@ def check(text: str, *, max_depth: int = MAX_DEPTH, max_bytes: int = MAX_BYTES,
     if len(text) > max_bytes:
         raise TooBig(f"{len(text):,} characters, more than {max_bytes:,}")
     opening = text.count("[") + text.count("{")
+    outside = None  # text with its strings cut out: one pass, for whichever bound needs it
     if max_containers is not None and opening > max_containers:  # first: counted in C, depth is not
         # Each "{}" of 2 bytes is a dict of some 64 bytes: 64 MiB of them held 2 GB once parsed.
         outside = _STRING.sub("", text)
@@ -51,7 +57,7 @@ def check(text: str, *, max_depth: int = MAX_DEPTH, max_bytes: int = MAX_BYTES,
         if found > max_containers:
             raise TooBig(f"{found:,} arrays and objects, more than {max_containers:,}")
     if opening > max_depth:
-        found = depth(text)
+        found = _depth(_STRING.sub("", text) if outside is None else outside)
         if found > max_depth:
             raise TooBig(f"nested {found:,} levels deep, more than {max_depth}")
 
