@@ -125,7 +125,7 @@ def table(rows: list[dict[str, Any]], files: list[str]) -> str:
             f"{p['dtype']} autocast {p['autocast']}" if p["autocast"] else p["dtype"],
             layout_text(p), p["direction"] or ("backward" if p["backward"] else "forward"),
             " ".join(flags) or "-",
-            {"below": "below", "above": "above"}.get(p.get("edge") or "", "over" if row.get("over_int32") else "-"),
+            p.get("edge") or ("over" if row.get("over_int32") else "-"),  # a Case's edge: None, below or above
             cpu, one_line(" ".join(p["sources"])) or "-",
         ])
     head = f"{len(rows)} cases from {', '.join(one_line(f) for f in files)}\n\n"
