@@ -160,7 +160,21 @@ def write_report(session: nox.Session, paths: list[str], *, record: bool = False
         # Written whatever the verdict; the text report below decides the exit status.
         session.run(convmatrix, "report", *paths, *history, "--format", fmt, "-o", str(run_dir / name),
                     "--fail-on", "never", success_codes=[0, 2, 3], silent=True, external=True)
-    session.run(convmatrix, "report", *paths, *history, "--format", "text", external=True)
+    session.run(convmatrix, "report", *paths, *history, "--format", "text", *gate(session, history), external=True)
+
+
+def gate(session: nox.Session, history: tuple[str, ...]) -> tuple[str, ...]:
+    """$CONVMATRIX_FAIL_ON: the text report's --fail-on, the nightly's exit (regression by default;
+    `first-red` fails only on what went red tonight for the first time: docs/sessions.md). Without
+    a history to judge first-red against, the night falls back to regression, and says so."""
+    chosen = os.environ.get("CONVMATRIX_FAIL_ON", "").strip()
+    if not chosen:
+        return ()
+    if "first-red" in chosen.split(",") and not history:
+        session.log("convmatrix: CONVMATRIX_FAIL_ON=first-red needs the history (not recorded tonight): "
+                    "failing on regression instead")
+        return ("--fail-on", "regression")
+    return ("--fail-on", chosen)
 
 
 def recorded(session: nox.Session, convmatrix: str, paths: list[str]) -> tuple[str, ...]:
@@ -180,7 +194,8 @@ def recorded(session: nox.Session, convmatrix: str, paths: list[str]) -> tuple[s
 def nightly(session: nox.Session) -> None:
     """The main job: every cell this machine can run, recorded into the history database, then the
     report marked against it (whatever the run's end: a cell that failed to set up is in the
-    report as INVALID, and that fails it). CONVMATRIX_RECORD=0 records nothing."""
+    report as INVALID, and that fails it). CONVMATRIX_RECORD=0 records nothing;
+    CONVMATRIX_FAIL_ON=first-red fails only on what went red for the first time."""
     session.log(f"nightly: running {MATRIX_FILE} (set CONVMATRIX_MATRIX for another)")
     if "--reuse-results" in session.posargs:
         # A nightly's results come from that night: reuse is for fix-proof and upgrade runs.

@@ -27,7 +27,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -38,38 +38,11 @@ sys.path[:0] = [str(REPO / "src"), str(REPO / "tests")]
 
 from convmatrix.history import backends, lookup, record, timeline  # noqa: E402
 from convmatrix.results.first_diff import Difference  # noqa: E402
-from convmatrix.results.outcomes import Outcome, Verdict  # noqa: E402
-from convmatrix.results.read import Explanation  # noqa: E402
+from convmatrix.results.night import Night, judge  # noqa: E402
+from convmatrix.results.outcomes import Outcome  # noqa: E402
+from convmatrix.results.read import Case, CellResult, Explanation  # noqa: E402
 
 SIGNATURE = "E   RuntimeError: cuDNN error: CUDNN_STATUS_NOT_SUPPORTED at 0x7f00aa"
-
-
-@dataclass(frozen=True)
-class Cell:
-    cell: str
-    gpu_key: str
-    host: str | None
-    verdict: Verdict
-    observed: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class Case:
-    cell: str
-    gpu: str
-    case: str
-    verdict: Verdict
-    outcome: Outcome
-    family: str | None
-    explained: Explanation | None
-    first_diff: Difference | None
-    duration_s: float | None
-
-
-@dataclass(frozen=True)
-class Night:
-    cells: list[Cell]
-    cases: list[Case]
 
 
 def case_id(k: int) -> str:
@@ -77,27 +50,34 @@ def case_id(k: int) -> str:
     return f"conv2d-fp16-n8-c64-h56-w56-k3-s1-p1-channels_last-{k:04d}"
 
 
-def night(n_cells: int, n_cases: int, night_no: int = 0) -> Night:
-    """A judged run: ~1% of a candidate's cases red (the signature), one case of cell 1 flipping
-    every other night."""
-    cells, cases = [], []
+GPUS = ("h100-sm90", "a100-sm80", "l4-sm89")
+OBSERVED = {"torch": "2.5.1+cu124", "cuda": "12.4", "cudnn": 90100, "driver": "560.35", "image_id": None,
+            "suite_version": "abc123"}
+
+
+def night(n_cells: int, n_cases: int, night_no: int = 0, at: datetime.datetime | None = None) -> Night:
+    """A judged night (results/night.judge, as `convmatrix record` judges one): the control on each
+    GPU key, ~1% of a candidate's cases red (the signature), one case of cell 1 flipping every
+    other night."""
+    made = []
     for i in range(n_cells):
-        name, gpu = ("control" if i == 0 else f"cell{i:04d}"), ("h100-sm90", "a100-sm80", "l4-sm89")[i % 3]
+        name = "control" if i < len(GPUS) else f"cell{i - len(GPUS) + 1:04d}"
+        gpu = GPUS[i % len(GPUS)]
         red_case = (sum(map(ord, name)) + night_no // 30) % 100
-        rows = []
+        cases, explained = {}, {}
         for k in range(n_cases):
-            red = i > 0 and (k == red_case or (i == 1 and k == 7 and night_no % 2 == 1))
-            rows.append(Case(name, gpu, case_id(k), Verdict.REGRESSION if red else Verdict.OK,
-                             Outcome.FAIL if red else Outcome.PASS, "cudnn_not_supported" if red else None,
-                             Explanation(subcode=3002) if red else None,
-                             Difference(line=40, text=SIGNATURE) if red else None, 0.013))
-        verdict = Verdict.CONTROL if i == 0 else (Verdict.REGRESSION if any(r.verdict in (Verdict.REGRESSION,)
-                                                                            for r in rows) else Verdict.OK)
-        cells.append(Cell(name, gpu, "runner-1", verdict, {
-            "torch": "2.5.1+cu124", "cuda": "12.4", "cudnn": 90100, "driver": "560.35", "image_id": None,
-            "suite_version": "abc123"}))
-        cases += rows
-    return Night(cells, cases)
+            red = i >= len(GPUS) and (k == red_case or (i == len(GPUS) and k == 7 and night_no % 2 == 1))
+            cases[case_id(k)] = Case(case_id(k), Outcome.FAIL if red else Outcome.PASS,
+                                     "cudnn_not_supported" if red else None, SIGNATURE if red else None, {}, (),
+                                     duration_s=0.013)
+            if red:
+                explained[case_id(k)] = Explanation(subcode=3002)
+        made.append(CellResult(cell=name, gpu_key=gpu, gpu={"name": gpu, "capability": None, "generation": gpu},
+                               lane="baremetal", path=Path("/nonexistent") / name, host="runner-1",
+                               observed=dict(OBSERVED), marked_control=name == "control", cases=cases,
+                               explained=explained))
+    return judge(made, "control", run=f"night-{night_no:03d}", at=at,
+                 differ=lambda _r, _c, failing: {n: Difference(line=40, text=SIGNATURE) for n in failing})
 
 
 def timed(what: str, fn: Any) -> Any:
@@ -109,7 +89,7 @@ def timed(what: str, fn: Any) -> Any:
 
 def store(url: str, run: Night, key: str, at: datetime.datetime) -> None:
     with backends.opened(url) as engine, engine.begin() as conn:
-        record.record(conn, run, run=key, at=at)
+        record.record(conn, replace(run, run=key, at=at))
 
 
 @contextmanager
@@ -141,7 +121,8 @@ def measure(backend: str, fresh: Callable[[str], str], args: argparse.Namespace,
             start: datetime.datetime) -> None:
     print(f"{backend}:", flush=True)
     url = fresh("big")
-    timed(f"record {args.cells} cells x {args.cases} cases ({len(big.cases):,} case rows), fresh database",
+    rows = sum(len(c.cases) for c in big.cells)
+    timed(f"record {args.cells} cells x {args.cases} cases ({rows:,} case rows), fresh database",
           lambda: store(url, big, "big", start))
     timed("record the same run again (adds nothing)", lambda: store(url, big, "big", start))
     if args.fleet:
@@ -165,8 +146,8 @@ def measure(backend: str, fresh: Callable[[str], str], args: argparse.Namespace,
         timed("history cell0001 CASE", lambda: timeline.of_cell(conn, "cell0001", case_id(7)))
         timed("history (the runs)", lambda: timeline.runs(conn))
         marks = timed(f"report --history: marks of a {args.night_cells}-cell night against them",
-                      lambda: lookup.marks(conn, tonight, run="tonight",
-                                           at=start + datetime.timedelta(days=args.nights)))
+                      lambda: lookup.marks(conn, replace(tonight, run="tonight",
+                                                         at=start + datetime.timedelta(days=args.nights))))
     print(f"  ({len(entries)} entries; marks: {marks.counts()})")
     total = size(year)
     print(f"  size: {total / 1e6:.1f} MB for {args.nights} nightlies, {total / args.nights / 1e6:.2f} MB "

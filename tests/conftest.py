@@ -42,6 +42,14 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "xdist_group(name): tests that share a machine-wide resource; one worker runs them")
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every Hypothesis test is a property test (`-m properties`, `nox -s properties`), marked or
+    not: a new one cannot be left out of the long profile by a forgotten marker."""
+    for item in items:
+        if getattr(getattr(item, "obj", None), "is_hypothesis_test", False):
+            item.add_marker(pytest.mark.properties)
+
+
 @pytest.fixture(autouse=True)
 def runs_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
     """In-process runs record their LATEST pointer here, not in the checkout's reports/runs."""

@@ -468,3 +468,270 @@ def atlas_hostile_bundles(draw: st.DrawFn) -> Any:
 DEVTOOLS_EVENTS = ("Page.loadEventFired", "Page.frameNavigated", "Page.domContentEventFired",
                    "Runtime.consoleAPICalled", "Runtime.executionContextCreated", "Log.entryAdded")
 devtools_logs = st.lists(st.sampled_from(DEVTOOLS_EVENTS).map(lambda m: {"method": m, "params": {}}), max_size=8)
+
+
+# --- i45 atlas: bundles that claim one run ---------------------------------------------------------
+# Bundles whose runs are claimed again by other bundles of the same fleet: some copies the same
+# run (its cells and cases in another order, in a bundle of another day), some a different one
+# (another date, a cell more, or forged: every case passed). Each run id is unique among the
+# drawn bundles, so the claims made here are the only ones; the truth comes with them.
+@dataclass(frozen=True)
+class ClaimedRuns:
+    bundles: tuple[Any, ...]  # model.Bundle, in the order drawn
+    names: tuple[str, ...]  # each bundle's file name
+    kept: frozenset[tuple[str, str]]  # (fleet, run id): claimed once, or only by copies of one content
+    conflicts: frozenset[tuple[str, str]]  # claimed with different contents
+    order: tuple[int, ...]  # another order to give them in (a permutation of range(len(bundles)))
+
+
+@st.composite
+def atlas_same_runs(draw: st.DrawFn, run: Any) -> Any:
+    """The run as another export of it may hold it: cells and cases in another order."""
+    cells = [replace(c, cases=tuple(draw(st.permutations(c.cases)))) for c in run.cells]
+    return replace(run, cells=tuple(draw(st.permutations(cells))))
+
+
+@st.composite
+def atlas_different_runs(draw: st.DrawFn, run: Any) -> Any:
+    """The run's id with other contents: always different, whatever the run held."""
+    how = draw(st.sampled_from(["date", "more", "forged"]))
+    if how == "date":
+        day = draw(st.dates().map(lambda d: d.isoformat()).filter(lambda d: d != run.date))
+        return replace(run, date=day)
+    extra = draw(atlas_bundles(max_runs=1, max_cells=1).filter(lambda b: bool(b.runs and b.runs[0].cells)))
+    added = extra.runs[0].cells[0]
+    if how == "more":
+        return replace(run, cells=(*run.cells, added))
+    # forged: every case passed, and a passing cell more (so that an all-pass run still differs)
+    def passing(cell: Any) -> Any:
+        return replace(cell, verdict="ok", cases=tuple(replace(c, outcome="pass", verdict="ok", family=None,
+                                                               subcode=None, reason=None, repro=None)
+                                                       for c in cell.cases))
+
+    return replace(run, cells=(*(passing(c) for c in run.cells), passing(added)))
+
+
+@st.composite
+def atlas_claimed_runs(draw: st.DrawFn) -> ClaimedRuns:
+    model = _atlas_model()
+    some = atlas_bundles(max_runs=3, max_cells=2, max_cases=2)
+    drawn = [draw(some.filter(lambda b: bool(b.runs))), *draw(st.lists(some, max_size=2))]  # a run at least
+    made, n = [], 0
+    for found in drawn:  # a run id unique among them all: deadbeef00000000, deadbeef00000001, ...
+        runs = []
+        for run in found.runs:
+            runs.append(replace(run, run=f"deadbeef{n:08x}"))
+            n += 1
+        made.append(replace(found, runs=tuple(runs)))
+    claimed = [(b.fleet, run) for b in made for run in b.runs]
+    conflicts = set()
+    for index, differ in draw(st.lists(st.tuples(st.integers(0, len(claimed) - 1), st.booleans()), min_size=1,
+                                       max_size=4)):
+        fleet, run = claimed[index]
+        copy = draw(atlas_different_runs(run) if differ else atlas_same_runs(run))
+        if differ:
+            conflicts.add((fleet, run.run))
+        made.append(model.Bundle(fleet=fleet, created=draw(st.dates().map(lambda d: d.isoformat())),
+                                 tool="0.1.0", runs=(copy,), dropped=()))
+    keys = {(fleet, run.run) for fleet, run in claimed}
+    return ClaimedRuns(bundles=tuple(made), names=tuple(f"bundle-{i}.json" for i in range(len(made))),
+                       kept=frozenset(keys - conflicts), conflicts=frozenset(conflicts),
+                       order=tuple(draw(st.permutations(range(len(made))))))
+
+
+# --- i45 the judged night: sequences of nights (results/night.py, history/lookup.py) -------------
+@dataclass(frozen=True)
+class NightPlan:
+    """One night of historykit's small run: which of cand's cases fail, whether the control was
+    sick (every candidate unjudged), whether an optional host cell could not run."""
+
+    broken: tuple[str, ...]
+    sick: bool
+    optional_host: bool
+
+
+@dataclass(frozen=True)
+class NightSequence:
+    nights: tuple[NightPlan, ...]  # night n+1 is nights[n], in time order
+    order: tuple[int, ...]  # the order they are recorded in (night numbers, 1-based)
+    report_first: tuple[bool, ...]  # per step of order: its report rendered before it is recorded
+
+
+@st.composite
+def night_sequences(draw: st.DrawFn, cases: tuple[str, ...] = ("a", "b", "c"), max_nights: int = 5) -> NightSequence:
+    count = draw(st.integers(min_value=2, max_value=max_nights))
+    nights = tuple(NightPlan(broken=tuple(draw(st.lists(st.sampled_from(cases), unique=True, max_size=2))),
+                             sick=draw(st.booleans()) and draw(st.booleans()),  # one night in four
+                             optional_host=draw(st.booleans()))
+                   for _ in range(count))
+    order = tuple(draw(st.permutations(range(1, count + 1))))
+    return NightSequence(nights=nights, order=order,
+                         report_first=tuple(draw(st.booleans()) for _ in order))
+
+
+# --- i45 reader: results files with duplicate and malformed lines ---
+# Issue 45 (results/read.py read_cases, numbered): a results.jsonl as a cell may leave it, each
+# line known for what it is, so a test knows what the reader must make of it. Sound lines for a
+# few cases; a case recorded again (the same line twice, byte for byte; the same outcome and family
+# in other words; another outcome or family); and malformed lines: one object split over two lines
+# (between two fields, where the comma a whole-file read puts at a line break makes it whole
+# again, or inside a string), two objects on one line, a line cut short, blank lines.
+
+REREAD_CASES = ("conv2d-a", "conv2d-b", "conv3d-a")
+
+
+@dataclass(frozen=True, kw_only=True)
+class JsonlLine:
+    """One line of a results.jsonl (no line break): a sound line's case, outcome and family, or
+    bad (malformed: the reader names it), or neither (blank)."""
+
+    text: str
+    case: str | None = None
+    outcome: Outcome | None = None
+    family: str | None = None
+    bad: bool = False
+
+
+def jsonl_text(lines: list[JsonlLine]) -> str:
+    return "".join(line.text + "\n" for line in lines)
+
+
+def _fields(rec: dict[str, Any]) -> list[str]:
+    """A record's `"key": value` members, as json.dumps writes them."""
+    return [f"{json.dumps(key)}: {json.dumps(value)}" for key, value in rec.items()]
+
+
+@st.composite
+def sound_jsonl_lines(draw: st.DrawFn, cases: tuple[str, ...] = REREAD_CASES) -> JsonlLine:
+    name = draw(st.sampled_from(cases))
+    outcome, family = draw(results)
+    # duration_s: the same outcome and family in other words (a line not byte for byte the same)
+    rec = record(name, STATUS[outcome], MESSAGES.get(family), duration_s=draw(st.sampled_from((0.01, 0.5))))
+    return JsonlLine(text=json.dumps(rec), case=name, outcome=outcome, family=family)
+
+
+MALFORMED = ("split", "split-then-two", "split-in-string", "two", "cut")
+# The ones a whole-file read (one json.loads of the lines joined by commas) takes for sound, when
+# the counts match: a split between fields, two objects on a line joined by a comma.
+WHOLE_FILE_SOUND = ("split", "split-then-two", "two-comma")
+
+
+@st.composite
+def malformed_jsonl_lines(draw: st.DrawFn, cases: tuple[str, ...] = REREAD_CASES,
+                          kinds: tuple[str, ...] = MALFORMED) -> list[JsonlLine]:
+    """One or two lines a reader must name (bad), each made of sound records."""
+    one, two = draw(sound_jsonl_lines(cases)), draw(sound_jsonl_lines(cases))
+    kind = draw(st.sampled_from(kinds))
+    if kind in ("split", "split-then-two"):
+        # At a member boundary, the comma dropped: each half alone is no JSON; "," between them is.
+        members = _fields(json.loads(one.text))
+        at = draw(st.integers(1, len(members) - 1))
+        tail = ", ".join(members[at:]) + "}" + (f", {two.text}" if kind == "split-then-two" else "")
+        return [JsonlLine(text="{" + ", ".join(members[:at]), bad=True), JsonlLine(text=tail, bad=True)]
+    if kind == "split-in-string":
+        at = one.text.index('"case": "') + len('"case": "') + 2
+        return [JsonlLine(text=one.text[:at], bad=True), JsonlLine(text=one.text[at:], bad=True)]
+    if kind in ("two", "two-comma"):
+        joints = (", ", ",") if kind == "two-comma" else ("", " ", ", ", ",")
+        return [JsonlLine(text=one.text + draw(st.sampled_from(joints)) + two.text, bad=True)]
+    return [JsonlLine(text=one.text[:draw(st.integers(1, len(one.text) - 1))], bad=True)]
+
+
+@st.composite
+def reread_results_files(draw: st.DrawFn, max_parts: int = 10) -> list[JsonlLine]:
+    """A results.jsonl's lines: sound ones, a sound line again (byte for byte, or its case with
+    another or the same outcome and family), malformed ones and blank ones, in any order. Half
+    of them (whole_file) hold no blank line and only the malformed lines that a whole-file read
+    takes for sound, their counts matching now and then, as in issue 45."""
+    whole_file = draw(st.booleans())
+    parts: list[list[JsonlLine]] = []
+    for _ in range(draw(st.integers(1, max_parts))):
+        kind = draw(st.sampled_from(("sound", "sound", "again", "malformed", "blank")))
+        sound = [line for part in parts for line in part if line.case is not None]
+        if kind == "again" and sound:
+            parts.append([draw(st.sampled_from(sound))])
+        elif kind == "malformed":
+            parts.append(draw(malformed_jsonl_lines(kinds=WHOLE_FILE_SOUND if whole_file else MALFORMED)))
+        elif kind == "blank" and not whole_file:
+            parts.append([JsonlLine(text=draw(st.sampled_from(("", " ", "\t", "  \r"))))])
+        else:
+            parts.append([draw(sound_jsonl_lines())])
+    return [line for part in parts for line in part]
+
+
+# --- i45 prove: BEFORE/AFTER fleets ---
+# A fix proof across a fleet (prove/proof.py, issue 45): BEFORE and AFTER of one candidate and the
+# control, on several hosts (or none: results from before hosts) and GPU keys. Each place's
+# candidate failed with the signature BEFORE or not, is fixed AFTER or not; each control is healthy,
+# fails a case, never finished, or is absent; AFTER may lack a place BEFORE had or add one (another
+# host, another GPU key). Candidates always complete and run the same two cases, so that whether
+# the proof holds follows from those facts alone (tests/unit/prove/test_proof_fleet_properties.py).
+PROVE_HOSTS = ("h1", "h2", "h3")
+PROVE_CASES = ("conv2d-a", "conv2d-b")  # conv2d-a is the one that may fail with the signature
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProveFleet:
+    before: tuple[CellResult, ...]
+    after: tuple[CellResult, ...]
+    allow_cpu: bool
+
+
+def prove_cell(cell: str, gpu: str, host: str, signature: bool, *, control: bool = False,
+               state: str = "healthy") -> CellResult:
+    """A candidate (conv2d-a failing with the signature or passing) or a control in state
+    healthy, failing (conv2d-b fails otherwise) or killed (the suite never finished)."""
+    cases = {n: case(n, Outcome.PASS, None) for n in PROVE_CASES}
+    if signature:
+        cases["conv2d-a"] = case("conv2d-a", Outcome.FAIL, SIGNATURE)
+    if state == "failing":
+        cases["conv2d-b"] = case("conv2d-b", Outcome.FAIL, "numeric_mismatch")
+    found = cell_result(cell, gpu, cases, control=control, facts=Facts(killed=state == "killed"))
+    return replace(found, host=host, path=Path(f"run/{cell}@{gpu}" + (f"@{host}" if host else "")))
+
+
+CONTROL_STATES = st.sampled_from(("healthy", "healthy", "healthy", "healthy", "failing", "killed", "absent"))
+
+
+@st.composite
+def prove_side(draw: st.DrawFn, places: list[tuple[str, str]], signature: st.SearchStrategy[bool],
+               ill: bool) -> list[CellResult]:
+    """Each place's control (healthy, or when ill any state) and candidate."""
+    out = []
+    for host, gpu in places:
+        state = draw(CONTROL_STATES) if ill else "healthy"
+        if state != "absent":
+            out.append(prove_cell("ctrl", gpu, host, False, control=True, state=state))
+        out.append(prove_cell("cand", gpu, host, draw(signature)))
+    return out
+
+
+@st.composite
+def prove_fleets(draw: st.DrawFn) -> ProveFleet:
+    """BEFORE: the candidate mostly failing with the signature somewhere; AFTER: mostly fixed, now
+    and then still failing on one place, lacking a place, or on a place BEFORE never covered."""
+    legacy = draw(st.integers(0, 3)) == 0  # BEFORE is an older run: no host recorded
+    after_hosts = draw(st.lists(st.sampled_from(PROVE_HOSTS), unique=True, min_size=1, max_size=3))
+    before_hosts = [""] if legacy else draw(st.lists(st.sampled_from(after_hosts), unique=True, min_size=1))
+    gpus = draw(st.lists(st.sampled_from(GPU_KEYS), unique=True, min_size=1, max_size=2))
+    before_places = [(h, g) for h in before_hosts for g in gpus]
+    after_places = [(h, g) for h in after_hosts for g in gpus
+                    if not (draw(st.integers(0, 7)) == 0 and h in before_hosts)]  # now and then one lacking
+    if draw(st.integers(0, 4)) == 0:  # a GPU key BEFORE never covered
+        extra = draw(st.sampled_from(GPU_KEYS))
+        after_places += [(h, extra) for h in after_hosts if (h, extra) not in after_places]
+    ill = draw(st.booleans())  # a fleet whose controls may be sick (each side drawn apart)
+    before = draw(prove_side(before_places, st.integers(0, 3).map(bool), ill and draw(st.booleans())))
+    after = draw(prove_side(after_places, st.integers(0, 6).map(lambda n: n == 0), ill and draw(st.booleans())))
+    return ProveFleet(before=tuple(before), after=tuple(after), allow_cpu=draw(st.booleans()))
+
+
+# --- i46 history text: what a cell's env.json may say (history/record.clean) -------------------------
+ENV_FIELDS = ("torch", "cuda", "cudnn", "driver", "image_id", "suite_version", "python")
+
+
+def env_values() -> st.SearchStrategy[dict[str, Any]]:
+    """env.json fields holding any text (every code point: lone surrogates, NUL, escapes), numbers
+    or nothing, as valid JSON carries them."""
+    return st.dictionaries(st.sampled_from(ENV_FIELDS), st.one_of(st.text(max_size=300), st.integers(), st.none()),
+                           max_size=len(ENV_FIELDS))

@@ -64,3 +64,22 @@ def test_no_record_when_asked_and_a_broken_history_loses_no_report(tmp_path: Pat
     assert "file is not a database" in done.stdout + done.stderr
     assert "history" not in json.loads((tmp_path / "loud" / "report.json").read_text())["cells"][0]
     assert broken.read_bytes() == b"not a database " * 64
+
+
+def test_a_nightly_whose_optional_cell_cannot_run_is_green_under_first_red(tmp_path: Path) -> None:
+    """Issue 45: the optional host cell that did not run (no torch in the interpreter at hand) was
+    stored red, so a fresh, all-green nightly exited 1 under first-red ("1 first-red: host@cpu")."""
+    matrix = tmp_path / "m.toml"
+    matrix.write_text('name = "optional-host"\nallow_cpu = true\n[[include]]\nlane = "host"\noptional = true\n')
+    bare = tmp_path / "bare"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True)
+    env = dict(os.environ, CONVMATRIX_MATRIX=str(matrix), CONVMATRIX_PYTHON=str(bare / "bin" / "python"),
+               CONVMATRIX_HOME=str(tmp_path / "home"), CONVMATRIX_FAIL_ON="first-red")
+    env.pop("CONVMATRIX_HISTORY", None)
+    for night in ("n1", "n2"):
+        done = subprocess.run([sys.executable, "-m", "nox", "-f", str(REPO / "noxfile.py"), "-s", "nightly", "--",
+                               "--out", str(tmp_path / night)], cwd=REPO, env=env, capture_output=True, text=True,
+                              check=False, timeout=1200)
+        said = done.stdout[-3000:] + done.stderr[-3000:]
+        assert done.returncode == 0, said
+        assert f"recorded run {night} into" in said and "1 first-red" not in said, said

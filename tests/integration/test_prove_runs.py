@@ -85,8 +85,12 @@ def test_the_fault_fails_unpadded_cases_with_the_signature_and_padding_removes_i
 
 def test_a_knob_fix_is_proven(run: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out = prove(capsys, str(run), str(run), "--pair", "knobs=default:pad=8")
+    assert code == 1, out  # the suite ran on the CPU: cuDNN was never exercised, so no proof (issue 45)
+    assert out.splitlines()[1].startswith("no GPU took part in BEFORE or AFTER")
+    code, out = prove(capsys, str(run), str(run), "--pair", "knobs=default:pad=8", "--allow-cpu")
     assert code == 0, out
-    assert out.splitlines()[2].startswith("PROVEN")
+    assert out.splitlines()[1].startswith("no GPU took part in BEFORE or AFTER")
+    assert out.splitlines()[3].startswith("PROVEN on the CPU alone")
     assert f"{STACK} → {STACK}+pad8: proven" in out
     assert "fail cudnn_not_supported" in out and "fixed" in out
 
@@ -107,9 +111,10 @@ def test_one_generation_still_failing_is_not_proven(run: Path, tmp_path: Path,
 
 def test_an_unpadded_after_is_the_signature_still_there(run: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # Proving the stack against itself: nothing changed, so nothing is proven.
-    code, out = prove(capsys, str(run / f"{STACK}@cpu"), str(run / f"{STACK}@cpu"), "--control", STACK)
+    code, out = prove(capsys, str(run / f"{STACK}@cpu"), str(run / f"{STACK}@cpu"), "--control", STACK,
+                      "--allow-cpu")
     assert code == 3, out  # the stack is no known-good control: it fails cases
-    code, out = prove(capsys, str(run), str(run))
+    code, out = prove(capsys, str(run), str(run), "--allow-cpu")
     assert code == 1 and "still fail with the signature" in out
 
 

@@ -301,3 +301,45 @@ def test_the_write_scan_sees_each_kind_of_write(tmp_path: Path) -> None:
                       "p.mkdir(parents=True)\np.unlink()\nshutil.rmtree(p)\nos.replace(a, b)\np.open('ab')\n"
                       "tree.write_text('name', 'x')\ntree.mkdir('name')\ntree.unlink('name')\nopen(p)\n")
     assert [line for line, _ in writes(sample)] == [2, 3, 4, 5, 6, 7, 8, 9]
+
+
+# The one judged night (results/night.py): only results/ judges. Whatever is above it reads the
+# verdicts the night holds and asks it what is red, never the verdict functions themselves.
+JUDGES = frozenset({"case_verdict", "cell_verdict", "fails", "RED"})
+VERDICTS = "convmatrix.results.verdicts"
+
+
+def judging(path: Path, text: str | None = None) -> list[str]:
+    """Where a module calls a verdict function or reads RED: imported by name, or through an alias
+    of the verdicts module."""
+    tree = ast.parse(path.read_text() if text is None else text, str(path))
+    aliases: set[str] = set()
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module == VERDICTS:
+            found += [f"{path.relative_to(REPO)}:{node.lineno}: imports {a.name}" for a in node.names
+                      if a.name in JUDGES]
+        elif isinstance(node, ast.ImportFrom) and node.module == "convmatrix.results":
+            aliases |= {a.asname or a.name for a in node.names if a.name == "verdicts"}
+        elif isinstance(node, ast.Import):
+            aliases |= {a.asname or a.name for a in node.names if a.name == VERDICTS}
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Attribute) and node.attr in JUDGES
+                and ast.unparse(node.value) in aliases):
+            found.append(f"{path.relative_to(REPO)}:{node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+def test_only_results_judges() -> None:
+    """Issue 45: history, prove and the atlas each rebuilt their own idea of red (history stored
+    `verdict in RED` for cases whose control was sick). Only results/ may judge."""
+    found = [hit for name, path in MODULES.items() if owner(name) != "convmatrix.results" for hit in judging(path)]
+    assert found == []
+
+
+def test_the_judging_rule_finds_a_module_that_judges(tmp_path: Path) -> None:
+    """The rule above can fail: both ways of reaching the verdict functions are seen."""
+    probe = REPO / "probe.py"
+    text = ("from convmatrix.results.verdicts import RED\nfrom convmatrix.results import verdicts as v\n"
+            "def f(x):\n    return x in RED or v.fails(x)\n")
+    assert len(judging(probe, text)) == 2

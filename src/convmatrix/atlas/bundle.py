@@ -97,6 +97,12 @@ def canonical(value: Any) -> bytes:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
 
 
+def digest(bundle: Bundle) -> str:
+    """The bundle's checksum, as its file's `sha256` field holds it: a name for it that no order
+    of the files given changes (the atlas names a bundle so where it has no file name)."""
+    return hashlib.sha256(canonical(plain(bundle))).hexdigest()
+
+
 def write(bundle: Bundle) -> bytes:
     """The bundle file's bytes (UTF-8 JSON, ASCII in fact; one line of it per run for a reader
     with a text editor is not worth the size: the file is for machines)."""

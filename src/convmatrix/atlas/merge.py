@@ -10,15 +10,23 @@ case failed, and is **other** when the cell never ran or did not complete (`inva
 `unsupported`). Each case keeps its one verdict for the pages.
 
 Disagreement is kept, never averaged away: a fleet whose runs all fail beside one whose runs all
-pass makes the cell `disagree`, and the site shows both (docs/atlas.md)."""
+pass makes the cell `disagree`, and the site shows both (docs/atlas.md).
+
+A run is one fleet's label and run id. Two bundles that claim one run with the same records (a
+nightly and a weekly export of it) give it once; with different records they are a conflict (a
+forged all-pass bundle beside the real one, whichever is given first): the atlas keeps neither
+copy and names the run and the bundles instead. Nothing the merge keeps depends on the order the
+bundles are given in but the order of the fleets' labels."""
 
 from __future__ import annotations
 
+import json
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from convmatrix.atlas.model import Bundle, Case, Cell, Gpu, Stack
+from convmatrix.atlas import bundle as bundle_file
+from convmatrix.atlas.model import Bundle, Case, Cell, Gpu, Run, Stack
 from convmatrix.atlas.sources import version_key
 
 FAIL, PASS, OTHER = "fail", "pass", "other"
@@ -157,12 +165,29 @@ class AtlasCell:
                 if any(s.failing and family_of(s.case) == family for s in seen)}
 
 
+@dataclass(frozen=True)
+class Conflict:
+    """A run (fleet label and run id) that bundles gave with different records: neither is kept."""
+
+    fleet: str
+    run: str
+    bundles: tuple[str, ...]  # the names of the bundles that claim it, sorted, each once
+    versions: int  # how many different records of it they hold
+
+    @property
+    def said(self) -> str:
+        return (f"fleet {self.fleet}: run {self.run} given with different contents by {', '.join(self.bundles)}; "
+                "neither is counted")
+
+
 @dataclass
 class Atlas:
     cells: dict[tuple[Row, Column], AtlasCell] = field(default_factory=dict)
     fleets: list[str] = field(default_factory=list)
     bundles: int = 0
     notes: list[str] = field(default_factory=list)  # what was left out of the merge, and why
+    runs: dict[tuple[str, str], str] = field(default_factory=dict)  # the runs kept: (fleet, run id) -> date
+    conflicts: list[Conflict] = field(default_factory=list)  # sorted by fleet and run id
 
     @property
     def rows(self) -> list[Row]:
@@ -195,33 +220,86 @@ def worse(a: str | None, b: str) -> str:
     return b if a is None or order[b] < order[a] else a
 
 
-def merge(bundles: Iterable[Bundle]) -> Atlas:
-    """The bundles in one table. A run a fleet gave twice (two exports that overlap: tonight's
-    and last week's) is counted once, the first copy kept, and said in the notes."""
-    atlas = Atlas()
-    seen_runs: set[tuple[str, str]] = set()
-    for bundle in bundles:
-        atlas.bundles += 1
+def same(a: Run, b: Run) -> bool:
+    """Whether two copies of a run hold the same records in the same order (a run exported twice):
+    == over the dataclasses, fast, and each repro's fields as JSON, since == takes True for 1 there
+    (the reader lets both through a repro's params and knobs; everywhere else it checks the type)."""
+    if a != b:
+        return False
+    return all(x.repro is None or bundle_file.canonical(bundle_file.plain(x.repro))
+               == bundle_file.canonical(bundle_file.plain(y.repro))
+               for ca, cb in zip(a.cells, b.cells, strict=True) for x, y in zip(ca.cases, cb.cases, strict=True))
+
+
+def normal(run: Run) -> tuple[str, Run]:
+    """What a run says in one canonical form (its day, and its cells with their cases, as sorted
+    JSON: another export of the same run may list them in another order), and the run so ordered."""
+    keyed = []
+    for cell in run.cells:
+        cases = sorted(((bundle_file.canonical(bundle_file.plain(case)).decode(), case) for case in cell.cases),
+                       key=lambda kc: kc[0])
+        value = {"stack": bundle_file.plain(cell.stack), "gpu": bundle_file.plain(cell.gpu), "verdict": cell.verdict,
+                 "control": cell.control, "cases": [key for key, _ in cases]}
+        keyed.append((bundle_file.canonical(value).decode(),
+                      Cell(stack=cell.stack, gpu=cell.gpu, verdict=cell.verdict, control=cell.control,
+                           cases=tuple(case for _, case in cases))))
+    keyed.sort(key=lambda kc: kc[0])
+    return (json.dumps([run.date, [key for key, _ in keyed]], separators=(",", ":")),
+            Run(run=run.run, date=run.date, cells=tuple(cell for _, cell in keyed)))
+
+
+def merge(bundles: Iterable[Bundle], names: Sequence[str] | None = None) -> Atlas:
+    """The bundles in one table. A run a fleet gave twice with the same records (two exports that
+    overlap: tonight's and last week's) is counted once, and said in the notes; one given with
+    different records is a conflict, kept out of the table whole. names are the bundles' file names,
+    for the conflicts to name them (by default each bundle's checksum)."""
+    given = list(bundles)
+    if names is not None and len(names) != len(given):
+        raise ValueError(f"{len(names)} name(s) for {len(given)} bundle(s)")
+    atlas = Atlas(bundles=len(given))
+    claims: dict[tuple[str, str], list[tuple[int, Run]]] = {}
+    for index, bundle in enumerate(given):
         if bundle.fleet not in atlas.fleets:
             atlas.fleets.append(bundle.fleet)
         for run in bundle.runs:
-            if (bundle.fleet, run.run) in seen_runs:
-                atlas.notes.append(f"fleet {bundle.fleet}: run {run.run} given twice; the first copy kept")
+            claims.setdefault((bundle.fleet, run.run), []).append((index, run))
+    kept: list[tuple[str, Run]] = []
+    for (fleet, ident), copies in sorted(claims.items()):
+        run = copies[0][1]
+        if len(copies) > 1 and not all(same(run, copy) for _, copy in copies[1:]):
+            forms = [normal(copy) for _, copy in copies]
+            versions = len({form for form, _ in forms})
+            if versions > 1:
+                named = sorted({names[i] if names is not None else f"bundle sha256 {bundle_file.digest(given[i])[:12]}"
+                                for i, _ in copies})
+                atlas.conflicts.append(Conflict(fleet, ident, tuple(named), versions))
                 continue
-            seen_runs.add((bundle.fleet, run.run))
-            for cell in run.cells:
-                row = Row(cell.stack.torch, cell.stack.cuda, cell.stack.cudnn)
-                column = Column(cell.gpu.capability, cell.gpu.mig)
-                here = atlas.cells.setdefault((row, column), AtlasCell(row, column))
-                tally = here.tallies.setdefault(bundle.fleet, Tally(bundle.fleet))
-                tally.runs[run.run] = worse(tally.runs.get(run.run), cell_status(cell))
-                tally.dates.add(run.date)
-                tally.models.add(cell.gpu.model)
-                for case in cell.cases:
-                    if failing(case):
-                        tally.families[family_of(case)] += 1
-                        if case.subcode is not None:
-                            tally.subcodes[case.subcode] += 1
-                    here.cases.setdefault(case.case, []).append(Seen(
-                        fleet=bundle.fleet, run=run.run, date=run.date, stack=cell.stack, gpu=cell.gpu, case=case))
+            run = forms[0][1]  # the same records listed otherwise: merged in their one order, whichever came first
+        if len(copies) > 1:
+            atlas.notes += [f"fleet {fleet}: run {ident} given twice; the first copy kept"] * (len(copies) - 1)
+        kept.append((fleet, run))
+    # Runs merged by fleet, day and id, not as given: a case page's records are in that order.
+    for fleet, run in sorted(kept, key=lambda fr: (fr[0], fr[1].date, fr[1].run)):
+        atlas.runs[(fleet, run.run)] = run.date
+        add(atlas, fleet, run)
+    atlas.runs = dict(sorted(atlas.runs.items()))
     return atlas
+
+
+def add(atlas: Atlas, fleet: str, run: Run) -> None:
+    """One kept run of a fleet into the table."""
+    for cell in run.cells:
+        row = Row(cell.stack.torch, cell.stack.cuda, cell.stack.cudnn)
+        column = Column(cell.gpu.capability, cell.gpu.mig)
+        here = atlas.cells.setdefault((row, column), AtlasCell(row, column))
+        tally = here.tallies.setdefault(fleet, Tally(fleet))
+        tally.runs[run.run] = worse(tally.runs.get(run.run), cell_status(cell))
+        tally.dates.add(run.date)
+        tally.models.add(cell.gpu.model)
+        for case in cell.cases:
+            if failing(case):
+                tally.families[family_of(case)] += 1
+                if case.subcode is not None:
+                    tally.subcodes[case.subcode] += 1
+            here.cases.setdefault(case.case, []).append(Seen(
+                fleet=fleet, run=run.run, date=run.date, stack=cell.stack, gpu=cell.gpu, case=case))

@@ -154,18 +154,19 @@ def index(atlas: Atlas, sources: tuple[Source, ...], pages: dict[tuple[Row, Colu
     gen_index = {g: i for i, g in enumerate(generations)}
     css = asset("site.css") + "\n" + "\n".join(
         f'table.atlas.gsel-{i} [data-g]:not([data-g="{i}"]) {{ display: none; }}' for i in range(len(generations)))
-    runs = {(fleet, run) for cell in atlas.cells.values() for fleet, t in cell.tallies.items() for run in t.runs}
     families = sorted({f for cell in atlas.cells.values() for f in cell.families}
                       | {f for s in sources for f in s.issue.families})
     measured = [grid_row(atlas, row, columns, gen_index, pages) for row in atlas.rows]
     torches = sorted({r.torch for r in atlas.rows if r.torch}, key=lambda t: version_key(t) or 0)
     body = [
         "<header>", "<h1>convmatrix atlas</h1>",
-        f'<p class="sub">{len(atlas.fleets)} fleet(s), {atlas.bundles} bundle(s), {len(runs)} run(s); '
+        f'<p class="sub">{len(atlas.fleets)} fleet(s), {atlas.bundles} bundle(s), {len(atlas.runs)} run(s); '
         f"{len(atlas.rows)} stack(s) on {len(columns)} GPU column(s); {len(sources)} row(s) from published "
         f'sources. Data: <a href="{JSON_FILE}">{JSON_FILE}</a>, <a href="{CSV_FILE}">{CSV_FILE}</a>.</p>',
         *([f'<p class="warn">{refused} bundle(s) could not be read and are not in this atlas.</p>'] if refused else []),
-        "</header>",
+        *([f'<p class="warn">{len(atlas.conflicts)} run(s) given with different contents by two bundles or more: '
+           'neither copy is in this atlas (<a href="#conflicts">which</a>).</p>'] if atlas.conflicts else []),
+        "</header>", *conflicts(atlas),
         '<section id="filters" class="filters">',
         '<label>GPU generation <select id="f-gen"><option value="">all</option>'
         + "".join(f'<option value="{i}">{html_cell(g)}</option>' for g, i in gen_index.items()) + "</select></label>",
@@ -310,6 +311,20 @@ def disagreements(atlas: Atlas, pages: dict[tuple[Row, Column, str], Page]) -> l
     return [*out, "</tbody></table>", "</section>"]
 
 
+def conflicts(atlas: Atlas) -> list[str]:
+    """The runs two bundles claim with different contents: named with their bundles, never shown as data."""
+    if not atlas.conflicts:
+        return []
+    return ['<section id="conflicts">', "<h2>Runs given with different contents</h2>",
+            '<p class="hint">Each run below (a fleet\'s label and run id) is claimed by bundles that disagree on '
+            "what it holds: one of them is wrong, perhaps forged, and the atlas cannot tell which, so it counts and "
+            "shows neither.</p>",
+            '<table class="sides conflicts"><thead><tr><th>fleet</th><th>run</th><th>bundles</th></tr></thead><tbody>',
+            *(f"<tr><td>{html_cell(c.fleet)}</td><td><code>{html_cell(c.run)}</code></td>"
+              f"<td>{'<br>'.join(html_cell(name) for name in c.bundles)}</td></tr>" for c in atlas.conflicts),
+            "</tbody></table>", "</section>"]
+
+
 def notes(atlas: Atlas) -> list[str]:
     if not atlas.notes:
         return []
@@ -445,6 +460,8 @@ def data(atlas: Atlas, sources: tuple[Source, ...], pages: dict[tuple[Row, Colum
     return {
         "format": FORMAT, "version": VERSION, "fleets": list(atlas.fleets), "bundles": atlas.bundles,
         "refused": refused, "notes": list(atlas.notes),
+        "runs": [{"fleet": fleet, "run": run, "date": date} for (fleet, run), date in atlas.runs.items()],
+        "conflicts": [{"fleet": c.fleet, "run": c.run, "bundles": list(c.bundles)} for c in atlas.conflicts],
         "columns": [{"key": c.key, "generation": c.generation, "capability": c.capability, "mig": c.mig,
                      "name": generation_name(c)} for c in atlas.columns],
         "cells": cells,

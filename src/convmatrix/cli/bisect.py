@@ -37,6 +37,9 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--no-reuse", action="store_true",
                    help="run every step, even where a stored result of the same stack exists (--reuse-results)")
     p.add_argument("--gpus", help="run the steps on these GPU indices (as `run --gpus`)")
+    p.add_argument("--allow-cpu", action="store_true",
+                   help="run CUDA stacks on a runner without a GPU, on its CPU (as `run --allow-cpu`; the "
+                        "matrix's allow_cpu = true and $CONVMATRIX_ALLOW_CPU=1 say the same)")
     p.add_argument("--format", choices=FORMATS, default="text")
     p.add_argument("-o", "--output", type=Path, help="write the answer here instead of stdout")
     p.add_argument("suite_args", nargs="*", metavar="SUITE OPTION",
@@ -48,7 +51,8 @@ def run(args: argparse.Namespace) -> int:
     good, bad = loaded.cell(args.good), loaded.cell(args.bad)
     plan = bisect.plan(good, bad, axis=args.axis, bases=bisect.parse_bases(args.bases))
     out = args.out or BISECTS / time.strftime("%Y%m%d-%H%M%S")
-    run_options = ["--out", str(out), *(["--gpus", args.gpus] if args.gpus else []), "--", *args.suite_args]
+    run_options = ["--out", str(out), *(["--gpus", args.gpus] if args.gpus else []),
+                   *(["--allow-cpu"] if args.allow_cpu else []), "--", *args.suite_args]
     opts = options.parse(run_options)
     live = sys.stdout if args.format == "text" and args.output is None else sys.stderr
 

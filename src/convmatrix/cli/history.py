@@ -4,15 +4,14 @@ the history database; and what `record` and `report --history` share: which data
 from __future__ import annotations
 
 import argparse
-import datetime
+import difflib
 import json
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from convmatrix.errors import BadInput
 from convmatrix.escape import one_line
-from convmatrix.results.read import EPOCH, Loaded
+from convmatrix.matrix.cells import abbreviate
 
 DEFAULT = "default"  # --history default: $CONVMATRIX_HISTORY, else SQLite under $CONVMATRIX_HOME
 URL_HELP = ("the history database: sqlite:///PATH, postgresql://USER@HOST/DB, or `default` "
@@ -34,28 +33,6 @@ def url(given: str | None) -> str:
     return backends.chosen(None if given in (None, DEFAULT) else given)
 
 
-def run_key(loaded: Loaded, given: str | None) -> str:
-    """--run-id, else the names of the run directories given (a nightly's reports/runs/<stamp>),
-    else of the folders holding the cell directories given."""
-    if given is not None:
-        # Printable: a NUL is no PostgreSQL text, and the key is shown in every history line.
-        if not given.strip() or len(given) > 200 or not given.isprintable():
-            raise BadInput(f"--run-id {given[:200]!r}: 1 to 200 printable characters")
-        return given
-    names = sorted({Path(p).resolve().name for p in loaded.run_dirs}
-                   or {r.path.resolve().parent.name for r in loaded.results})
-    key = "+".join(names)
-    if not key or len(key) > 200:
-        raise BadInput("the run has no usable name (over 200 characters, or none): give --run-id")
-    return key
-
-
-def run_at(loaded: Loaded) -> datetime.datetime:
-    """When the run ran: the first end among its cells (cell.json), else now."""
-    ended = [r.ended for r in loaded.results if r.ended != EPOCH]
-    return min(ended) if ended else datetime.datetime.now(datetime.UTC)
-
-
 def run(args: argparse.Namespace) -> int:
     from convmatrix.history import backends, timeline  # SQLAlchemy: start-up time (see url())
 
@@ -65,15 +42,34 @@ def run(args: argparse.Namespace) -> int:
         raise BadInput("a CASE needs its CELL")
     chosen = url(args.history)
     with backends.opened(chosen, write=False) as engine, engine.begin() as conn:
-        entries = (timeline.of_cell(conn, args.cell, args.case, args.limit) if args.cell
+        cell = resolve(args.cell, timeline.cell_ids(conn)) if args.cell else None
+        entries = (timeline.of_cell(conn, cell, args.case, args.limit) if cell
                    else timeline.runs(conn, args.limit))
     if args.format == "json":
-        print(json.dumps({"history": backends.shown(chosen), "cell": args.cell, "case": args.case,
+        print(json.dumps({"history": backends.shown(chosen), "cell": cell, "case": args.case,
                           "entries": [e.json() for e in entries]}, indent=1))
         return 0
     for line in text_lines(entries, bool(args.cell), args.case):
         print(one_line(line))
     return 0
+
+
+def resolve(given: str, known: Sequence[str]) -> str:
+    """The recorded cell id that `given` names: itself, or the short id the report prints
+    (matrix.cells.abbreviate); unknown, or short for several: one line with the closest, exit 2."""
+    if given in known:
+        return given
+    short = [cell for cell in known if abbreviate(cell) == given]
+    if len(short) == 1:
+        return short[0]
+    if short:
+        raise BadInput(f"cell {one_line(given)!r} is short for {len(short)} recorded cells: "
+                       f"{', '.join(sorted(short)[:5])}; give the full id")
+    names = {abbreviate(cell): cell for cell in known} | {cell: cell for cell in known}
+    close = [names[n] for n in difflib.get_close_matches(given, list(names), n=3, cutoff=0.5)]
+    hint = f"; the closest: {', '.join(dict.fromkeys(close))}" if close else (
+        "; nothing is recorded" if not known else f"; {len(known)} recorded, e.g. {', '.join(sorted(known)[:3])}")
+    raise BadInput(f"no recorded cell {one_line(given)[:200]!r} in the history{hint}")
 
 
 def text_lines(entries: Sequence[Any], cell: bool, case: str | None) -> list[str]:
@@ -87,5 +83,7 @@ def text_lines(entries: Sequence[Any], cell: bool, case: str | None) -> list[str
     for e in entries:
         where = f"{e.gpu_key}@{e.host}" if e.host else e.gpu_key
         family = f" {e.family}" if e.family else ""
-        out.append(f"{e.date[:19]} {e.run}: {where} {e.verdict}{family} [{e.stack}]")
+        unjudged = f" (not judged: {e.unjudged})" if e.unjudged else ""
+        older = " (recorded before schema 2: red as judged then)" if e.version < 2 else ""
+        out.append(f"{e.date[:19]} {e.run}: {where} {e.verdict}{family}{unjudged} [{e.stack}]{older}")
     return out

@@ -24,6 +24,9 @@ def add_parser(subparsers: Any) -> None:
                    help="pair each BEFORE cell whose AXIS is OLD with the AFTER cell that differs only in "
                         "AXIS, being NEW (knobs=default:pad=8, cudnn=bundled:9.5.1.17); default: the same cell id")
     p.add_argument("--control", help="the known-good control cell id (default: the cell marked control)")
+    p.add_argument("--allow-cpu", action="store_true",
+                   help="accept a proof in which no GPU took part (every cell ran on the CPU, so cuDNN was never "
+                        "exercised); without it such a proof is not proven")
     p.add_argument("--format", choices=render_prove.FORMATS, default="text")
     p.add_argument("-o", "--output", type=Path, help="write the proof here instead of stdout")
 
@@ -40,7 +43,7 @@ def load(path: str, side: str) -> results.Loaded:
 def run(args: argparse.Namespace) -> int:
     pairing = prove.parse_pair(args.pair) if args.pair else None
     proof = prove.prove(load(args.before, "BEFORE"), load(args.after, "AFTER"), before_paths=[args.before],
-                        after_paths=[args.after], pairing=pairing, control=args.control)
+                        after_paths=[args.after], pairing=pairing, control=args.control, allow_cpu=args.allow_cpu)
     write_output(render_prove.render(proof, args.format), args.output)
     prove.judge(proof)
     return 0

@@ -4,11 +4,13 @@
 from __future__ import annotations
 
 import argparse
+import os
 from typing import Any
 
 from convmatrix.cli import history as history_cmd
 from convmatrix.cli import report as report_cmd
 from convmatrix.errors import BadInput
+from convmatrix.results import night
 
 
 def add_parser(sub: Any) -> None:
@@ -17,6 +19,9 @@ def add_parser(sub: Any) -> None:
     r.add_argument("--history", default=history_cmd.DEFAULT, metavar="URL", help=history_cmd.URL_HELP)
     r.add_argument("--run-id", help="the run's key in the history (default: the run directory's name)")
     r.add_argument("--control", help="the control cell id (default: the cell the matrix marked)")
+    r.add_argument("--at", metavar="TIME", default=os.environ.get(night.AT_VARIABLE),
+                   help="the run's time, shared by all its shards (ISO-8601; default $CONVMATRIX_RUN_AT, else "
+                        "when the first of its plans was written)")
     r.add_argument("--expect-gpu", action="append", default=[], metavar="KEY[,KEY...]",
                    help="GPU keys the results must cover, as for `report`")
 
@@ -29,10 +34,10 @@ def run(args: argparse.Namespace) -> int:
         if loaded.errors:
             # Unreadable results are recorded nowhere: nothing half-known enters the history.
             raise BadInput("\n".join(loaded.errors))
-        key, at = history_cmd.run_key(loaded, args.run_id), history_cmd.run_at(loaded)
+        judged = report_cmd.identified(report, loaded, args.run_id, args.at)
         chosen = history_cmd.url(args.history)
         with backends.opened(chosen) as engine, engine.begin() as conn:
-            done = record.record(conn, report, run=key, at=at)
+            done = record.record(conn, judged)
     already = f" ({done.present} already there)" if done.present else ""
-    print(f"recorded run {key} into {backends.shown(chosen)}: {done.added} cells added{already}")
+    print(f"recorded run {done.run} into {backends.shown(chosen)}: {done.added} cells added{already}")
     return 0

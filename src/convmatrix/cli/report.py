@@ -20,7 +20,7 @@ from convmatrix.matrix import values
 from convmatrix.report import model as report_model
 from convmatrix.report import nights, render, verdicts
 from convmatrix.report.model import Report
-from convmatrix.results import first_diff, rundir
+from convmatrix.results import first_diff, night, rundir
 from convmatrix.results.first_diff import Difference
 from convmatrix.results.read import CellResult
 from convmatrix.triage import scan
@@ -39,6 +39,9 @@ def add_parser(sub: Any) -> None:
     r.add_argument("--history", metavar="URL", help="mark each failing case and cell against this history "
                    "database (first-red, recurring, recovered, flaky): " + history_cmd.URL_HELP)
     r.add_argument("--run-id", help="with --history: this run's key there (default: the run directory's name)")
+    r.add_argument("--at", metavar="TIME", default=os.environ.get(night.AT_VARIABLE),
+                   help="with --history: this run's time (ISO-8601; default $CONVMATRIX_RUN_AT, else when its "
+                        "first plan was written): only runs recorded earlier are its past")
     r.add_argument("--color", choices=("auto", "always", "never"), default="auto",
                    help="colour the text report (auto: on a terminal, unless NO_COLOR or CI is set)")
 
@@ -60,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
     with bulk():
         loaded, report = made(args.results, args.control, args.expect_gpu)
         if args.history:
-            report = against_history(report, loaded, args.history, args.run_id)
+            report = against_history(report, loaded, args.history, args.run_id, args.at)
         # Every format marks red what the exit code counts (`never` changes only the exit).
         report = replace(report, policy=verdicts.policy(args.fail_on))
         errors = list(loaded.errors)
@@ -80,15 +83,22 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def against_history(report: Report, loaded: results.Loaded, given: str, run_id: str | None) -> Report:
-    """Each cell and case marked against the history database (history/lookup.py); tonight's run,
-    if it is already recorded there, left out of its own past."""
+def against_history(report: Report, loaded: results.Loaded, given: str, run_id: str | None,
+                    at: str | None = None) -> Report:
+    """Each cell and case marked against the history database (history/lookup.py): against the
+    runs recorded before this one's time, whatever was recorded after it."""
     from convmatrix.history import backends, lookup  # SQLAlchemy only with --history: start-up time
 
-    key, at = history_cmd.run_key(loaded, run_id), history_cmd.run_at(loaded)
+    judged = identified(report, loaded, run_id, at)
     with backends.opened(history_cmd.url(given), write=False) as engine, engine.begin() as conn:
-        marks = lookup.marks(conn, report, run=key, at=at)
+        marks = lookup.marks(conn, judged)
     return report_model.with_history(report, marks)
+
+
+def identified(report: Report, loaded: results.Loaded, run_id: str | None, at: str | None) -> night.Night:
+    """The report's judged night with its key and its shared time (results/night.py)."""
+    assert report.judged is not None
+    return replace(report.judged, run=night.run_key(loaded, run_id), at=night.shared_time(loaded, at))
 
 
 def with_first_cause(result: CellResult) -> CellResult:

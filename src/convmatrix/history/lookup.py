@@ -1,26 +1,31 @@
-"""A report's cells and cases judged against the history (marks.judge): for each, its series
-(the same cell, GPU key and observed stack, record.stack_key) read from the database, oldest
-first, tonight's run left out of it and put last as the report says it is."""
+"""A judged night's cells and cases against the history (marks.judge): for each, its series (the
+same cell, GPU key and observed stack, record.stack_key) read from the database, oldest first: the
+runs recorded with an EARLIER time than tonight's (a run at the same time is neither's past; one
+recorded later is not tonight's past either, so an old night re-rendered after newer ones gives
+its own marks again), tonight last as the night judged it.
+
+Only judged rows make a series: an unjudged one (its control sick, an excused or infrastructure
+cell: results/night.Unjudged) says nothing of red or green, and is left out of it, tonight's too."""
 
 from __future__ import annotations
 
 import datetime
-from collections.abc import Iterable
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from convmatrix.history import schema
 from convmatrix.history.marks import Marks, Run, judge
-from convmatrix.history.record import Recordable, gpu_of, stack_key, utc
-from convmatrix.results.verdicts import RED
+from convmatrix.history.record import clean, gpu_of, stack_key, utc
+from convmatrix.results.night import Night
 
 CHUNK = 500  # cell names bound in one statement (SQLite's bound parameters are limited)
 Series = tuple[str, str, str]  # cell, GPU key, stack
+Past = dict[Series, list[tuple[tuple[int, ...], Run, bool]]]
 
 
-def past(conn: Connection, cells: Iterable[str], run: str) -> dict[Series, list[tuple[tuple[int, ...], Run, bool]]]:
-    """Every series of these cells: its recorded runs before tonight's (run), oldest first, as
+def past(conn: Connection, cells: list[str], before: datetime.datetime) -> Past:
+    """Every series of these cells: its judged runs recorded before `before`, oldest first, as
     (cell row ids, run, red). Two hosts' rows of one run are one entry, red when either is, with
     both rows' ids (a case red on either host was red in that run). One query per CHUNK cells,
     not one per cell: a fleet's report has a thousand."""
@@ -30,54 +35,68 @@ def past(conn: Connection, cells: Iterable[str], run: str) -> dict[Series, list[
     for start in range(0, len(names), CHUNK):
         rows = conn.execute(sa.select(c.id, c.cell, c.gpu_key, c.stack, r.run, c.at, c.red)
                             .join_from(schema.cells, schema.runs)
-                            .where(c.cell.in_(names[start:start + CHUNK]), r.run != run)
+                            .where(c.cell.in_(names[start:start + CHUNK]), c.at < utc(before), c.unjudged.is_(None))
                             .order_by(c.at, r.run, c.id))
         for ident, cell, gpu, stack, key, at, red in rows:
             merged = found.setdefault((cell, gpu, stack), {})
-            before = merged.get(key)
-            ids = (*before[0], ident) if before is not None else (ident,)
-            merged[key] = (ids, Run(run=key, at=at), bool(red) or (before is not None and before[2]))
+            earlier = merged.get(key)
+            ids = (*earlier[0], ident) if earlier is not None else (ident,)
+            merged[key] = (ids, Run(run=key, at=at), bool(red) or (earlier is not None and earlier[2]))
     return {series: list(runs.values()) for series, runs in found.items()}
 
 
-def red_cases(conn: Connection, cells: Iterable[str]) -> dict[int, set[str]]:
-    """Cell row id -> its red cases, for every recorded row of these cells: the red rows alone,
-    through the partial index cases_red (its WHERE written as the index's, so both back-ends use it)."""
+def red_cases(conn: Connection, cells: list[str], before: datetime.datetime) -> tuple[dict[int, set[str]],
+                                                                                    dict[int, set[str]]]:
+    """Cell row id -> its red cases, and -> its unjudged cases, for the rows of these cells before
+    `before`: the red rows through the partial index cases_red (its WHERE written as the index's,
+    so both back-ends use it); the unjudged ones are few (a cell INVALID beside a sick control)."""
     c, k, n = schema.cells.c, schema.cases.c, schema.case_names.c
     names = sorted(set(cells))
-    found: dict[int, set[str]] = {}
+    red: dict[int, set[str]] = {}
+    unjudged: dict[int, set[str]] = {}
     for start in range(0, len(names), CHUNK):
-        rows = conn.execute(sa.select(k.cell_id, n.name)
-                            .select_from(schema.cases.join(schema.cells).join(schema.case_names))
-                            .where(sa.text("cases.red"), c.cell.in_(names[start:start + CHUNK])))
-        for ident, name in rows:
-            found.setdefault(ident, set()).add(name)
-    return found
+        chosen = c.cell.in_(names[start:start + CHUNK])
+        joined = schema.cases.join(schema.cells).join(schema.case_names)
+        for ident, name in conn.execute(sa.select(k.cell_id, n.name).select_from(joined)
+                                        .where(sa.text("cases.red"), chosen, c.at < utc(before))):
+            red.setdefault(ident, set()).add(name)
+        for ident, name in conn.execute(sa.select(k.cell_id, n.name).select_from(joined)
+                                        .where(k.unjudged.is_not(None), c.unjudged.is_(None), chosen,
+                                               c.at < utc(before))):
+            unjudged.setdefault(ident, set()).add(name)
+    return red, unjudged
 
 
-def marks(conn: Connection, report: Recordable, *, run: str, at: datetime.datetime) -> Marks:
-    """Each cell's and case's mark in report (tonight: run, at); none where there is nothing to say."""
+def recorded_at(conn: Connection, run: str) -> datetime.datetime | None:
+    """When the history holds this run key, the time it was recorded with (a re-render keeps it)."""
+    return conn.execute(sa.select(schema.runs.c.at).where(schema.runs.c.run == run)).scalar()
+
+
+def marks(conn: Connection, night: Night) -> Marks:
+    """Each judged cell's and case's mark tonight (night.run, night.at, or the time the history
+    holds for that key); none where there is nothing to say."""
     schema.check(conn)
-    tonight = Run(run=run, at=utc(at))
+    at = recorded_at(conn, clean(night.run)) or utc(night.at)
+    tonight = Run(run=night.run, at=at)
     judged = Marks()
-    cases_of: dict[str, list[tuple[str, bool]]] = {}
-    for case in report.cases:
-        cases_of.setdefault(f"{case.cell}@{case.gpu}", []).append((case.case, case.verdict in RED))
-    names = [cell.cell for cell in report.cells]
-    every = past(conn, names, run)
-    reds = red_cases(conn, names)
-    for cell in report.cells:
-        where = f"{cell.cell}@{cell.gpu_key}"
-        series = every.get((cell.cell, gpu_of(cell.gpu_key), stack_key(cell.observed)), [])
-        mark = judge([*((r, red) for _, r, red in series), (tonight, cell.verdict in RED)])
+    names = [clean(cell.cell) for cell in night.cells]
+    every = past(conn, names, at)
+    reds, unjudged = red_cases(conn, names, at)
+    for cell in night.cells:
+        if cell.unjudged is not None:
+            continue  # no verdict of its own tonight: nothing to say of red or green
+        series = every.get((clean(cell.cell), gpu_of(cell.place), stack_key(cell.result.observed)), [])
+        mark = judge([*((r, red) for _, r, red in series), (tonight, cell.red)])
         if mark is not None:
-            judged.cells[where] = mark
+            judged.cells[cell.where] = mark
         was_red = {name for ids, _, _ in series for ident in ids for name in reds.get(ident, ())}
-        for name, red_now in cases_of.get(where, []):
-            if not red_now and name not in was_red:
-                continue  # never red: nothing to say
-            states = [(r, any(name in reds.get(ident, ()) for ident in ids)) for ids, r, _ in series]
-            mark = judge([*states, (tonight, red_now)])
+        for case in cell.cases:
+            name = clean(case.case)
+            if case.unjudged is not None or (not case.red and name not in was_red):
+                continue  # not judged tonight, or never red: nothing to say
+            states = [(r, any(name in reds.get(ident, ()) for ident in ids)) for ids, r, _ in series
+                      if not all(name in unjudged.get(ident, ()) for ident in ids)]
+            mark = judge([*states, (tonight, case.red)])
             if mark is not None:
-                judged.cases[(where, name)] = mark
+                judged.cases[(cell.where, case.case)] = mark
     return judged

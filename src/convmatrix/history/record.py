@@ -1,82 +1,28 @@
-"""Recording a judged run into the history: one transaction per run, idempotent, safe beside
+"""Recording a judged night into the history: one transaction per run, idempotent, safe beside
 other recorders (docs/contracts.md: The history database).
 
-The run is recorded as the report judged it: anything shaped like a report (report.model.Report
-is one) with each cell's and case's verdict from the one order (results/verdicts.py). The cli
-builds the report; this module needs nothing of report/."""
+The night is stored as results/night.py judged it: each cell's and case's verdict, whether it
+was judged at all (its unjudged reason), and red as the night says (judged, and failing under the
+regression policy). This module judges nothing."""
 
 from __future__ import annotations
 
 import datetime
 import hashlib
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from convmatrix.errors import BadInput
 from convmatrix.history import backends, schema
 from convmatrix.results.first_diff import Difference, normalise
-from convmatrix.results.outcomes import Outcome, Verdict
-from convmatrix.results.read import Explanation
-from convmatrix.results.verdicts import RED
+from convmatrix.results.night import Night
 
 STACK_KEYS = ("torch", "cuda", "cudnn")
-
-
-class RecordedCell(Protocol):
-    @property
-    def cell(self) -> str: ...
-
-    @property
-    def gpu_key(self) -> str: ...
-
-    @property
-    def host(self) -> str | None: ...
-
-    @property
-    def observed(self) -> Mapping[str, Any]: ...
-
-    @property
-    def verdict(self) -> Verdict: ...
-
-
-class RecordedCase(Protocol):
-    @property
-    def cell(self) -> str: ...
-
-    @property
-    def gpu(self) -> str: ...
-
-    @property
-    def case(self) -> str: ...
-
-    @property
-    def verdict(self) -> Verdict: ...
-
-    @property
-    def outcome(self) -> Outcome: ...
-
-    @property
-    def family(self) -> str | None: ...
-
-    @property
-    def explained(self) -> Explanation | None: ...
-
-    @property
-    def first_diff(self) -> Difference | None: ...
-
-    @property
-    def duration_s(self) -> float | None: ...
-
-
-class Recordable(Protocol):
-    @property
-    def cells(self) -> Sequence[RecordedCell]: ...
-
-    @property
-    def cases(self) -> Sequence[RecordedCase]: ...
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -87,8 +33,8 @@ class Recorded:
 
 
 def gpu_of(place: str) -> str:
-    """The GPU key of a report's place (`<gpu-key>@<host>` in a report of several hosts)."""
-    return place.partition("@")[0]
+    """The GPU key of a report's place (`<gpu-key>@<host>` in a report of several hosts), as stored."""
+    return clean(place.partition("@")[0])
 
 
 def stack_key(observed: Mapping[str, Any]) -> str:
@@ -115,45 +61,72 @@ def utc(moment: datetime.datetime) -> datetime.datetime:
     return moment
 
 
+# What no database stores alike: a lone surrogate (valid JSON, \udfff, is no UTF-8: SQLite and
+# psycopg refuse to encode it), NUL (no PostgreSQL text holds it; SQLite does), and the other
+# control characters (C0, DEL, C1), which a history line would print raw.
+UNSTORABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+
+
+def clean(text: str) -> str:
+    """A string as the history stores it, the same on both back-ends: each character above written
+    as a \\uXXXX escape, the rest as it is. Every string that reaches the history goes through
+    here (the series key is made of cleaned values), so a cell's env.json can hold anything."""
+    return text if UNSTORABLE.search(text) is None else UNSTORABLE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
 def _text(value: object, limit: int = 100) -> str | None:
-    return None if value is None or value == "" else str(value)[:limit]
+    return None if value is None or value == "" else clean(str(value))[:limit]
 
 
-def record(conn: Connection, report: Recordable, *, run: str, at: datetime.datetime) -> Recorded:
-    """The run's cells and cases, in conn's transaction (the caller's `begin()`: all or nothing).
-    A cell already recorded for this run (the same run, GPU key and host) is left as it was."""
+def record(conn: Connection, night: Night) -> Recorded:
+    """The night's cells and cases, in conn's transaction (the caller's `begin()`: all or nothing).
+    A cell already recorded for this run (the same run, GPU key and host) is left as it was; a run
+    key recorded before with another time is BadInput (two nights under one key, or shards that do
+    not share the night's time: results/night.shared_time)."""
     schema.migrate(conn)
+    run = clean(night.run)
     now = utc(datetime.datetime.now(datetime.UTC))
-    backends.insert_new(conn, schema.runs, [{"run": run, "at": utc(at), "recorded": now}])
+    backends.insert_new(conn, schema.runs, [{"run": run, "at": utc(night.at), "recorded": now,
+                                             "version": schema.VERSION}])
     run_id, at = conn.execute(sa.select(schema.runs.c.id, schema.runs.c.at).where(schema.runs.c.run == run)).one()
-    key = [(c.cell, gpu_of(c.gpu_key), c.host or "") for c in report.cells]
+    if not same_time(at, utc(night.at)):
+        raise BadInput(f"run {run} is recorded at {at.isoformat()} and this one is at {utc(night.at).isoformat()}: "
+                       "one key, one time (give the shards one --at, or this run another --run-id)")
     present = existing(conn, run_id)
-    rows = []
-    for cell, (name, gpu, host) in zip(report.cells, key, strict=True):
-        if (name, gpu, host) in present:
+    rows, mine = [], []
+    for cell in night.cells:
+        where = (clean(cell.cell), gpu_of(cell.place), clean(cell.result.host or ""))
+        if where in present:
             continue
-        seen = cell.observed
-        rows.append({"run_id": run_id, "at": at, "cell": name, "gpu_key": gpu, "host": host,
+        seen = cell.result.observed
+        rows.append({"run_id": run_id, "at": at, "cell": where[0], "gpu_key": where[1], "host": where[2],
                      "stack": stack_key(seen), "torch": _text(seen.get("torch")), "cuda": _text(seen.get("cuda")),
                      "cudnn": _text(seen.get("cudnn")), "driver": _text(seen.get("driver")),
                      "image": _text(seen.get("image_id"), 200), "suite_version": _text(seen.get("suite_version")),
-                     "verdict": str(cell.verdict), "red": cell.verdict in RED})
+                     "verdict": str(cell.verdict), "red": cell.red,
+                     "unjudged": str(cell.unjudged) if cell.unjudged else None})
+        mine.append((cell, where))
     backends.insert_new(conn, schema.cells, rows)
     ids = existing(conn, run_id)
-    hosts = {(c.cell, c.gpu_key): h for c, (_, _, h) in zip(report.cells, key, strict=True)}
-    fresh = {(r["cell"], r["gpu_key"], r["host"]) for r in rows}
-    mine = [(case, (case.cell, gpu_of(case.gpu), hosts.get((case.cell, case.gpu), ""))) for case in report.cases]
-    mine = [(case, where) for case, where in mine if where in fresh]
-    numbers = case_numbers(conn, {case.case for case, _ in mine})
+    numbers = case_numbers(conn, {clean(case.case) for cell, _ in mine for case in cell.cases})
     cases = []
-    for case, where in mine:
-        explained = case.explained
-        cases.append({"cell_id": ids[where], "case_id": numbers[case.case], "verdict": str(case.verdict),
-                      "red": case.verdict in RED, "outcome": str(case.outcome), "family": case.family,
-                      "subcode": explained.subcode if explained else None,
-                      "first_diff": diff_hash(case.first_diff), "duration_s": case.duration_s})
+    for cell, where in mine:
+        explained = cell.result.explained
+        for case in cell.cases:
+            why = explained.get(case.case)
+            cases.append({"cell_id": ids[where], "case_id": numbers[clean(case.case)], "verdict": str(case.verdict),
+                          "red": case.red, "outcome": str(case.outcome), "family": _text(case.family),
+                          "subcode": why.subcode if why else None, "first_diff": diff_hash(case.first_diff),
+                          "duration_s": case.record.duration_s if case.record else None,
+                          "unjudged": str(case.unjudged) if case.unjudged else None})
     backends.insert_new(conn, schema.cases, cases)
     return Recorded(run=run, added=len(rows), present=len(present))
+
+
+def same_time(stored: datetime.datetime, given: datetime.datetime) -> bool:
+    """The stored time and this run's, to the millisecond a plan's stamp has (a database may keep
+    fewer digits than Python)."""
+    return abs((utc(stored) - given).total_seconds()) < 0.001
 
 
 CHUNK = 500  # names bound in one statement (SQLite's bound parameters are limited)

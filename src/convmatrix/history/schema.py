@@ -9,6 +9,14 @@ Version 1 (docs/contracts.md: The history database):
     cases           each case of a cell: verdict, outcome, family, cuDNN sub-code, the hash of the
                     first log line the control lacks, its duration
 
+Version 2 (the judged night, results/night.py): `runs.version` (the schema a run was recorded
+under: 1 for the nights recorded before version 2, whose `red` stays as it was judged then), and
+`unjudged` on cells and cases: why the night could not judge the row (control, no-control,
+control-unhealthy, excused, infrastructure, not-compared), NULL when it was judged. Since version
+2, `red` is true only for a judged row that fails under the regression policy. This batch's later
+additions (the library audit's table, the fallback verdicts' ratios) extend this same step before
+a release carries it.
+
 A newer tool migrates an older database in place, one step per version (MIGRATIONS), inside the
 transaction that checks the version: two recorders starting at once migrate it once."""
 
@@ -21,11 +29,20 @@ from sqlalchemy.engine import Connection
 
 from convmatrix.errors import BadInput
 
-VERSION = 1
-# version -> the step that takes a database of that version to the next. Empty while there is one
-# version; a change of the tables adds a step here and bumps VERSION (tests/unit/history/test_schema.py
-# runs a step through migrate()).
-MIGRATIONS: dict[int, Callable[[Connection], None]] = {}
+VERSION = 2
+
+
+def _judged(conn: Connection) -> None:
+    """1 -> 2: the run's recording version (1 for what is there) and the unjudged reasons (NULL:
+    the old rows say nothing of it; their red stays as recorded)."""
+    conn.execute(sa.text("ALTER TABLE runs ADD COLUMN version INTEGER NOT NULL DEFAULT 1"))
+    conn.execute(sa.text("ALTER TABLE cells ADD COLUMN unjudged VARCHAR(20)"))
+    conn.execute(sa.text("ALTER TABLE cases ADD COLUMN unjudged VARCHAR(20)"))
+
+
+# version -> the step that takes a database of that version to the next; a change of the tables
+# adds a step here and bumps VERSION (tests/unit/history/test_schema.py runs each through migrate()).
+MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: _judged}
 
 metadata = sa.MetaData()
 
@@ -41,6 +58,7 @@ runs = sa.Table(
     sa.Column("run", sa.String(200), nullable=False, unique=True),
     sa.Column("at", sa.DateTime(), nullable=False),  # when it ran (its first cell's end)
     sa.Column("recorded", sa.DateTime(), nullable=False),
+    sa.Column("version", sa.Integer, nullable=False, server_default="1"),  # the schema it was recorded under
 )
 
 cells = sa.Table(
@@ -63,6 +81,7 @@ cells = sa.Table(
     sa.Column("suite_version", sa.String(100)),
     sa.Column("verdict", sa.String(20), nullable=False),
     sa.Column("red", sa.Boolean, nullable=False),
+    sa.Column("unjudged", sa.String(20)),  # why the night could not judge it (results/night.Unjudged); NULL: judged
     sa.UniqueConstraint("run_id", "cell", "gpu_key", "host", name="cells_one_per_run"),
     sa.Index("cells_series", "cell", "gpu_key", "stack", "at"),
 )
@@ -86,6 +105,7 @@ cases = sa.Table(
     sa.Column("subcode", sa.Integer),  # cuDNN's status sub-code (--explain), e.g. 3002
     sa.Column("first_diff", sa.String(16)),  # sha256 prefix of the first differing log line, normalised
     sa.Column("duration_s", sa.Float),
+    sa.Column("unjudged", sa.String(20)),  # as cells.unjudged
     # The red rows alone, by cell row: what the marks read (a few per cell among hundreds of greens).
     sa.Index("cases_red", "cell_id", postgresql_where=sa.text("red"), sqlite_where=sa.text("red")),
     # SQLite: the rows kept in their key's b-tree, not beside it (a rowid table would store each
@@ -114,7 +134,14 @@ def migrate(conn: Connection) -> None:
     if conn.dialect.name == "postgresql":
         # Two first recorders at once: one makes the tables, the other waits here, then finds them.
         conn.execute(sa.text("SELECT pg_advisory_xact_lock(7301036)"))
-    if not sa.inspect(conn).has_table("schema_version"):
+    inspector = sa.inspect(conn)
+    if not inspector.has_table("schema_version"):
+        others = inspector.get_table_names()
+        if others:
+            # Another program's database (a mistyped URL, a shared one): never add tables beside its own.
+            raise BadInput(f"the database already holds {len(others)} other table(s) ({', '.join(sorted(others)[:3])}"
+                           f"{', ...' if len(others) > 3 else ''}) and no convmatrix history: give convmatrix a "
+                           "database (or PostgreSQL schema) of its own")
         metadata.create_all(conn)
         conn.execute(schema_version.insert().values(id=1, version=VERSION))
         return

@@ -27,6 +27,8 @@ class Entry:
     subcode: int | None = None
     duration_s: float | None = None
     cells: int = 1  # without CELL: the run's cells; verdict then the worst red count
+    unjudged: str | None = None  # why the night could not judge it (results/night.Unjudged)
+    version: int = 2  # the schema it was recorded under (1: before the judged night; red as judged then)
 
     def json(self) -> dict[str, object]:
         return {k: v for k, v in self.__dict__.items()}
@@ -44,26 +46,32 @@ def runs(conn: Connection, limit: int = LIMIT) -> list[Entry]:
             for run, at, count, reds in reversed(rows)]
 
 
+def cell_ids(conn: Connection) -> list[str]:
+    """Every cell id the history holds (a fleet's few thousand at most)."""
+    schema.check(conn)
+    return list(conn.execute(sa.select(schema.cells.c.cell).distinct()).scalars())
+
+
 def of_cell(conn: Connection, cell: str, case: str | None = None, limit: int = LIMIT) -> list[Entry]:
     """The cell's runs (every GPU key and host), oldest first; with case, that case's verdicts."""
     schema.check(conn)
     c, r, k = schema.cells.c, schema.runs.c, schema.cases.c
     if case is None:
-        query = (sa.select(r.run, c.at, c.cell, c.gpu_key, c.host, c.stack, c.verdict, c.red)
+        query = (sa.select(r.run, c.at, c.cell, c.gpu_key, c.host, c.stack, c.verdict, c.red, r.version, c.unjudged)
                  .join_from(schema.cells, schema.runs).where(c.cell == cell))
     else:
         n = schema.case_names.c
         number = sa.select(n.id).where(n.name == case).scalar_subquery()
-        query = (sa.select(r.run, c.at, c.cell, c.gpu_key, c.host, c.stack, k.verdict, k.red, k.family,
-                           k.subcode, k.duration_s)
+        query = (sa.select(r.run, c.at, c.cell, c.gpu_key, c.host, c.stack, k.verdict, k.red, r.version,
+                           sa.func.coalesce(k.unjudged, c.unjudged), k.family, k.subcode, k.duration_s)
                  .select_from(schema.cells.join(schema.runs).outerjoin(
                      schema.cases, sa.and_(k.cell_id == c.id, k.case_id == number)))
                  .where(c.cell == cell))
     rows = conn.execute(query.order_by(c.at.desc(), r.run.desc(), c.gpu_key, c.host).limit(limit)).all()
     found = []
     for row in reversed(rows):
-        run, at, name, gpu, host, stack, verdict, red = row[:8]
-        extra = dict(zip(("family", "subcode", "duration_s"), row[8:], strict=False))
+        run, at, name, gpu, host, stack, verdict, red, version, unjudged = row[:10]
+        extra = dict(zip(("family", "subcode", "duration_s"), row[10:], strict=False))
         found.append(Entry(run=run, date=at.isoformat(), cell=name, gpu_key=gpu, host=host, stack=stack,
-                           verdict=verdict or "absent", red=bool(red), **extra))
+                           verdict=verdict or "absent", red=bool(red), unjudged=unjudged, version=version, **extra))
     return found

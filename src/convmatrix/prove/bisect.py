@@ -381,10 +381,12 @@ def slug(value: str) -> str:
 
 def step_matrix(source: parse.Matrix, cell: Cell, name: str) -> str:
     """A matrix file holding exactly this cell, as the only cell and its control, with the source
-    matrix's wheelhouse and case files (absolute, so the file can live anywhere)."""
+    matrix's allow_cpu, wheelhouse and case files (absolute, so the file can live anywhere)."""
     q = tomlwrite.string
 
     lines = [f"name = {q(name)}"]
+    if source.allow_cpu:
+        lines.append("allow_cpu = true")  # the source's word that its CUDA stacks may run on a CPU runner
     if source.wheelhouse is not None:
         lines.append(f"wheelhouse = {q(str(source.wheelhouse))}")
     if source.cases:

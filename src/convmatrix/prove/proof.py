@@ -1,25 +1,30 @@
 """Fix proof: `convmatrix prove BEFORE AFTER [--pair AXIS=OLD:NEW]` (docs/contracts.md: Fix proof).
 
-Each cell@gpu of BEFORE is paired with its counterpart in AFTER: the same cell id on the same GPU
-key, or with --pair the cell that differs from it only in that axis (OLD in BEFORE, NEW in AFTER;
-the two may be one run). The inputs must be the same (suite version, each case's parameters).
-A fix is proven when, on every GPU generation, every case that failed with the signature before
-passes after, nothing fails that did not fail (or failed otherwise) before, and the known-good
-control is healthy and passes every case in both. Exit 0 proven, 1 not proven, 3 a control is
-not healthy or not passing, 2 inputs that cannot be compared.
+Each cell@gpu@host of BEFORE is paired with its counterpart in AFTER: the same cell id on the same
+GPU key and host (a result with no host, from before hosts were recorded, pairs on its GPU key
+alone), or with --pair the cell that differs from it only in that axis (OLD in BEFORE, NEW in
+AFTER; the two may be one run). The inputs must be the same (suite version, each case's
+parameters). An AFTER cell no BEFORE cell pairs with is judged by its own verdict in the AFTER
+night (results/night.py): prove never judges a cell itself. A fix is proven when, on every GPU
+generation and host, every case that failed with the signature before passes after, nothing fails
+that did not fail (or failed otherwise) before, no AFTER cell fails with the signature or is red
+against the AFTER control, the known-good control is healthy and passes every case on every host
+and GPU key of both sides, and a GPU took part (or --allow-cpu). Exit 0 proven, 1 not proven, 3 a
+control is not healthy or not passing, 2 inputs that cannot be compared. Neither the order of the
+results nor of the hosts changes the proof.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
 from convmatrix.errors import BadInput, NotGreen, UnhealthyControl
 from convmatrix.matrix import knobs, values
-from convmatrix.report import verdicts
-from convmatrix.results import families
+from convmatrix.results import families, night
 from convmatrix.results.outcomes import Outcome
+from convmatrix.results.outcomes import Verdict as CellVerdict
 from convmatrix.results.read import Case, CellResult, Loaded
 
 SIGNATURE = families.SIGNATURE
@@ -89,6 +94,8 @@ class Pair:
     generation: str
     before: str  # cell id in BEFORE
     after: str | None  # its counterpart in AFTER; None when AFTER has none
+    host: str = ""  # the host both ran on ("" none recorded)
+    place: str = ""  # where, as the proof names it: the GPU key, `<gpu-key>@<host>` in a proof of several hosts
     lines: tuple[CaseLine, ...] = ()
     problems: tuple[str, ...] = ()  # why this pair cannot be judged (incomplete, missing cases)
 
@@ -113,8 +120,22 @@ class Pair:
 
 
 @dataclass(frozen=True, kw_only=True)
-class ControlCheck:
+class Lone:
+    """An AFTER cell that no BEFORE cell pairs with (a GPU key, a host or a cell BEFORE lacks):
+    judged by its own verdict in the AFTER night, against the AFTER control on its place."""
+
     gpu: str
+    generation: str
+    host: str
+    place: str
+    cell: str
+    verdict: CellVerdict  # the AFTER night's
+    why: str | None  # why it blocks the proof (None: it does not)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ControlCheck:
+    place: str  # the GPU key, `<gpu-key>@<host>` in a proof of several hosts
     side: str  # "BEFORE" or "AFTER"
     cell: str | None
     ok: bool
@@ -131,6 +152,19 @@ class Proof:
     controls: tuple[ControlCheck, ...]
     verdict: Verdict
     reasons: tuple[str, ...]  # why it is not proven (or the control not healthy)
+    lone: tuple[Lone, ...] = ()  # AFTER cells no BEFORE cell pairs with, judged by the AFTER night
+    no_gpu: str | None = None  # the sides in which no GPU took part ("AFTER", "BEFORE or AFTER"), else None
+    allow_cpu: bool = False  # --allow-cpu: a proof on the CPU alone may be proven
+
+    @property
+    def cpu_notice(self) -> str | None:
+        """The line under the title of a proof in which no GPU took part (None: one did)."""
+        if self.no_gpu is None:
+            return None
+        then = ("--allow-cpu accepts it as a proof on the CPU alone" if self.allow_cpu
+                else "it proves nothing without --allow-cpu")
+        return (f"no GPU took part in {self.no_gpu}: every cell that ran, ran on the CPU, so cuDNN was never "
+                f"exercised; {then}")
 
 
 def parse_pair(text: str) -> Pairing:
@@ -170,22 +204,49 @@ def axis_values(result: CellResult) -> dict[str, str] | None:
     return found
 
 
-def counterpart(result: CellResult, after: Sequence[CellResult], pairing: Pairing | None) -> CellResult | None:
-    same_gpu = [r for r in after if r.gpu_key == result.gpu_key]
-    if pairing is None:
-        return next((r for r in same_gpu if r.cell == result.cell), None)
-    wanted = axis_values(result)
-    if wanted is None:
-        return None
-    wanted[pairing.axis] = pairing.new
-    return next((r for r in same_gpu if axis_values(r) == wanted), None)
-
-
 def is_before(result: CellResult, pairing: Pairing | None) -> bool:
     if pairing is None:
         return True
     found = axis_values(result)
     return found is not None and found.get(pairing.axis) == pairing.old
+
+
+def is_after(result: CellResult, pairing: Pairing | None) -> bool:
+    if pairing is None:
+        return True
+    found = axis_values(result)
+    return found is not None and found.get(pairing.axis) == pairing.new
+
+
+def pairs_with(was: CellResult, now: CellResult, pairing: Pairing | None) -> bool:
+    """The same GPU key and host (either without a host: from before hosts, it pairs as on the
+    one host there was), and the same cell id or, with --pair, the same axis values but AXIS."""
+    if was.gpu_key != now.gpu_key or (was.host and now.host and was.host != now.host):
+        return False
+    if pairing is None:
+        return was.cell == now.cell
+    wanted = axis_values(was)
+    if wanted is None:
+        return False
+    wanted[pairing.axis] = pairing.new
+    return axis_values(now) == wanted
+
+
+def order(result: CellResult) -> tuple[str, str, str, str]:
+    """One order of results, whatever the order of the folders and of the loader."""
+    return result.gpu_key, result.host, result.cell, str(result.path)
+
+
+def labeller(*sides: Sequence[CellResult]) -> Callable[[str, str], str]:
+    """How the proof names a GPU key on a host: the key alone on one host, `<gpu-key>@<host>` in
+    a proof of several (a result with no host keeps the key alone)."""
+    if len({r.host for side in sides for r in side if r.host}) <= 1:
+        return lambda gpu, host: gpu
+    return lambda gpu, host: f"{gpu}@{host}" if host else gpu
+
+
+def generation(result: CellResult) -> str:
+    return str(result.gpu.get("generation") or result.gpu_key)
 
 
 def case_line(name: str, was: Case | None, now: Case | None) -> CaseLine | None:
@@ -205,7 +266,7 @@ def case_line(name: str, was: Case | None, now: Case | None) -> CaseLine | None:
                     change=change)
 
 
-def judge_pair(was: CellResult, now: CellResult) -> Pair:
+def judge_pair(was: CellResult, now: CellResult, place: Callable[[str, str], str]) -> Pair:
     names = sorted(set(was.cases) | set(now.cases))
     lines = tuple(line for name in names if (line := case_line(name, was.cases.get(name), now.cases.get(name))))
     problems = [f"BEFORE {p}" for p in (*was.problems, *was.stack_mismatch)]
@@ -220,13 +281,14 @@ def judge_pair(was: CellResult, now: CellResult) -> Pair:
         problems.append(f"AFTER has no result for {len(gone)} case(s) BEFORE ran: {', '.join(gone[:3])}")
     if skipped:
         problems.append(f"AFTER skipped {len(skipped)} case(s) BEFORE ran: {', '.join(skipped[:3])}")
-    return Pair(gpu=was.gpu_key, generation=str(was.gpu.get("generation") or was.gpu_key), before=was.cell,
-                after=now.cell, lines=lines, problems=tuple(problems))
+    host = now.host or was.host
+    return Pair(gpu=was.gpu_key, generation=generation(was), before=was.cell, after=now.cell, lines=lines,
+                problems=tuple(problems), host=host, place=place(was.gpu_key, host))
 
 
 def same_inputs(was: CellResult, now: CellResult) -> list[str]:
     """Why two results are not runs of the same suite on the same cases ([] when they are)."""
-    where = f"{was.cell}@{was.gpu_key} and {now.cell}@{now.gpu_key}"
+    where = " and ".join(f"{r.cell}@{r.gpu_key}" + (f"@{r.host}" if r.host else "") for r in (was, now))
     problems = []
     versions = was.observed.get("suite_version"), now.observed.get("suite_version")
     if versions[0] != versions[1]:
@@ -237,68 +299,123 @@ def same_inputs(was: CellResult, now: CellResult) -> list[str]:
     return problems
 
 
-def control_checks(results: Sequence[CellResult], control: str | None, side: str,
-                   gpus: Sequence[str]) -> list[ControlCheck]:
-    """The control on each GPU the pairs cover: healthy (verdicts.health) and passing every case."""
+def control_checks(results: Sequence[CellResult], judged: night.Night, control: str | None, side: str,
+                   where: Iterable[CellResult], place: Callable[[str, str], str]) -> list[ControlCheck]:
+    """The control on each host and GPU key where a cell of the proof ran, and wherever it ran
+    itself: healthy (the night's health of that place) and passing every case."""
+    at = night.places(results)
+    found: dict[str, list[CellResult]] = {}
+    for result in (*where, *(r for r in results if r.cell == control)):
+        found.setdefault(at(result), []).append(result)
+    standards = {c.place: c for c in judged.cells if c.cell == control}
     checks = []
-    for gpu in gpus:
+    for key, there in found.items():
+        named = min(place(r.gpu_key, r.host) for r in [r for r in there if r.cell == control] or there)
         if control is None:
-            checks.append(ControlCheck(gpu=gpu, side=side, cell=None, ok=False,
+            checks.append(ControlCheck(place=named, side=side, cell=None, ok=False,
                                        reason="no cell is marked control: name one with --control"))
             continue
-        found = next((r for r in results if r.cell == control and r.gpu_key == gpu), None)
-        health = verdicts.health(found)
-        failing = sorted(n for n, c in found.cases.items() if c.outcome.failing) if found else []
-        reason = health.reason or (f"the known-good control failed {len(failing)} case(s): {', '.join(failing[:3])}"
-                                   if failing else None)
-        checks.append(ControlCheck(gpu=gpu, side=side, cell=control, ok=reason is None, reason=reason))
-    return checks
+        health = judged.health.get(key) or night.health(None)
+        standard = standards.get(key)
+        failing = sorted({c.case for c in standard.cases if c.record is not None and c.outcome.failing}
+                         if standard is not None else set())
+        reason = (health.reason or ("unhealthy" if not health.healthy else None)
+                  or (f"the known-good control failed {len(failing)} case(s): {', '.join(failing[:3])}"
+                      if failing else None))
+        checks.append(ControlCheck(place=named, side=side, cell=control, ok=reason is None, reason=reason))
+    return sorted(checks, key=lambda c: (c.place, c.reason or ""))
+
+
+def lone_cell(result: CellResult, cell: night.JudgedCell, place: Callable[[str, str], str]) -> Lone:
+    """An AFTER cell with no BEFORE counterpart, as the AFTER night judged it (cell)."""
+    signature = sorted({c.case for c in cell.cases if c.record is not None and c.outcome.failing
+                        and c.family == SIGNATURE})
+    why = None
+    if signature:
+        why = f"{len(signature)} case(s) fail with the signature in AFTER: {shown(signature)}"
+    elif cell.fails():
+        red = sorted({c.case for c in cell.cases if c.red})
+        said = [*([shown(red)] if red else []), *cell.result.problems, *cell.result.stack_mismatch]
+        if cell.result.not_run:
+            said.append(f"not run: {cell.result.not_run}")
+        why = f"{cell.verdict.value} against the AFTER control" + (f": {'; '.join(said)}" if said else "")
+    return Lone(gpu=result.gpu_key, generation=generation(result), host=result.host,
+                place=place(result.gpu_key, result.host), cell=result.cell, verdict=cell.verdict, why=why)
+
+
+def shown(names: Sequence[str], most: int = 3) -> str:
+    return ", ".join(names[:most]) + (f" and {len(names) - most} more" if len(names) > most else "")
 
 
 def prove(before: Loaded, after: Loaded, *, before_paths: Sequence[str], after_paths: Sequence[str],
-          pairing: Pairing | None, control: str | None = None) -> Proof:
-    """Pair, check the inputs (BadInput when they differ), judge every pair and the controls."""
+          pairing: Pairing | None, control: str | None = None, allow_cpu: bool = False) -> Proof:
+    """Pair, check the inputs (BadInput when they differ), judge every pair, every AFTER cell no
+    pair holds (by the AFTER night's verdict) and every control on every place of both sides."""
+    # One known-good control for both sides: named, else the one BEFORE (else AFTER) marks.
+    control = control or night.control_id(before.results, None) or night.control_id(after.results, None)
+    was_night = night.judge(before.results, control)
+    now_night = was_night if after is before else night.judge(after.results, control)
+    place = labeller(before.results, after.results)
+    olds = [r for r in sorted(before.results, key=order) if is_before(r, pairing) and r.cell != control]
+    news = [r for r in sorted(after.results, key=order) if is_after(r, pairing) and r.cell != control]
     pairs: list[Pair] = []
     unpaired: list[str] = []
     mismatched: list[str] = []
-    for was in sorted(before.results, key=lambda r: (r.gpu_key, r.cell)):
-        if not is_before(was, pairing):
-            continue
-        now = counterpart(was, after.results, pairing)
-        if now is None:
-            signature = any(c.outcome.failing and c.family == SIGNATURE for c in was.cases.values())
-            if signature:
-                pairs.append(Pair(gpu=was.gpu_key, generation=str(was.gpu.get("generation") or was.gpu_key),
-                                  before=was.cell, after=None, problems=("no counterpart in AFTER",),
+    matched: set[int] = set()
+    covered: list[CellResult] = []  # the BEFORE cells of the proof (paired, or with the signature)
+    for was in olds:
+        nows = [n for n in news if pairs_with(was, n, pairing)]
+        if not nows:
+            if any(c.outcome.failing and c.family == SIGNATURE for c in was.cases.values()):
+                covered.append(was)
+                pairs.append(Pair(gpu=was.gpu_key, generation=generation(was), before=was.cell, after=None,
+                                  problems=("no counterpart in AFTER",), host=was.host,
+                                  place=place(was.gpu_key, was.host),
                                   lines=tuple(line for n, c in sorted(was.cases.items())
                                               if (line := case_line(n, c, None)))))
             else:
-                unpaired.append(f"{was.cell}@{was.gpu_key}")
+                unpaired.append(f"{was.cell}@{place(was.gpu_key, was.host)}")
             continue
-        mismatched += same_inputs(was, now)
-        pairs.append(judge_pair(was, now))
+        covered.append(was)
+        for now in nows:
+            matched.add(id(now))
+            mismatched += same_inputs(was, now)
+            pairs.append(judge_pair(was, now, place))
     if mismatched:
-        raise BadInput("the inputs differ, so BEFORE and AFTER cannot be compared:\n" + "\n".join(mismatched))
-    gpus = sorted({p.gpu for p in pairs})
-    # One known-good control for both sides: named, else the one BEFORE (else AFTER) marks.
-    control = control or verdicts.control_id(before.results, None) or verdicts.control_id(after.results, None)
-    controls = [*control_checks(before.results, control, "BEFORE", gpus),
-                *control_checks(after.results, control, "AFTER", gpus)]
-    verdict, reasons = decide(pairs, controls)
+        raise BadInput("the inputs differ, so BEFORE and AFTER cannot be compared:\n"
+                       + "\n".join(sorted(set(mismatched))))
+    at = night.places(after.results)
+    judged = {(c.cell, c.place): c for c in now_night.cells}
+    lone = [lone_cell(n, judged[n.cell, at(n)], place) for n in news if id(n) not in matched]
+    pairs.sort(key=lambda p: (p.gpu, p.host, p.before, p.after or ""))
+    lone.sort(key=lambda c: (c.gpu, c.host, c.cell))
+    controls = [*control_checks(before.results, was_night, control, "BEFORE", covered, place),
+                *control_checks(after.results, now_night, control, "AFTER", news, place)]
+    no_gpu = ("BEFORE or AFTER" if was_night.no_gpu and now_night.no_gpu else "AFTER" if now_night.no_gpu
+              else None)
+    verdict, reasons = decide(pairs, controls, lone, no_gpu=no_gpu, allow_cpu=allow_cpu)
     return Proof(before=tuple(before_paths), after=tuple(after_paths), pairing=pairing, pairs=tuple(pairs),
-                 unpaired=tuple(unpaired), controls=tuple(controls), verdict=verdict, reasons=tuple(reasons))
+                 unpaired=tuple(sorted(unpaired)), controls=tuple(controls), verdict=verdict, reasons=tuple(reasons),
+                 lone=tuple(lone), no_gpu=no_gpu, allow_cpu=allow_cpu)
 
 
-def decide(pairs: Sequence[Pair], controls: Sequence[ControlCheck]) -> tuple[Verdict, list[str]]:
-    sick = [f"control {c.cell or '(none)'} on {c.gpu} in {c.side}: {c.reason}" for c in controls if not c.ok]
+def decide(pairs: Sequence[Pair], controls: Sequence[ControlCheck], lone: Sequence[Lone] = (), *,
+           no_gpu: str | None = None, allow_cpu: bool = False) -> tuple[Verdict, list[str]]:
+    sick = [f"control {c.cell or '(none)'} on {c.place} in {c.side}: {c.reason}" for c in controls if not c.ok]
     if sick:
         return Verdict.UNHEALTHY_CONTROL, sick
+    reasons = []
+    if no_gpu is not None and not allow_cpu:
+        reasons.append(f"no GPU took part in {no_gpu}: cuDNN was never exercised, so the CPU alone proves "
+                       "nothing (--allow-cpu accepts it)")
     if not pairs:
-        return Verdict.NOT_PROVEN, ["no cell of BEFORE has a counterpart in AFTER"]
-    if not any(p.signature_before for p in pairs):
-        return Verdict.NOT_PROVEN, ["nothing failed with the signature in BEFORE: there is nothing to prove"]
-    reasons = [f"{p.gpu}: {p.before} → {p.after or '(none)'}: {why}" for p in pairs if not p.proven
-               for why in pair_failures(p)]
+        reasons.append("no cell of BEFORE has a counterpart in AFTER")
+    elif not any(p.signature_before for p in pairs):
+        reasons.append("nothing failed with the signature in BEFORE: there is nothing to prove")
+    else:
+        reasons += [f"{p.place or p.gpu}: {p.before} → {p.after or '(none)'}: {why}" for p in pairs if not p.proven
+                    for why in pair_failures(p)]
+    reasons += [f"{c.place}: {c.cell} (no counterpart in BEFORE): {c.why}" for c in lone if c.why]
     return (Verdict.NOT_PROVEN, reasons) if reasons else (Verdict.PROVEN, [])
 
 

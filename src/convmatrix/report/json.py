@@ -57,6 +57,8 @@ def fields(report: Report) -> list[tuple[str, Any]]:
             "alerts": report_notes.alerts(report),
         }),
         ("policy", report.policy),
+        # The judged night's fact: no GPU took part (every cell that ran, ran on the CPU).
+        ("no_gpu", bool(report.judged and report.judged.no_gpu)),
         ("verdicts", report_verdicts.tally(report.cells)),
         ("settings", report_notes.settings(report)),
         ("cells", (_encode(cell_json(cell, report.baseline, report.red(cell), report.history))
@@ -105,6 +107,7 @@ def cell_json(cell: CellRow, baseline: bool, red: bool = False, history: bool = 
         "problems": list(cell.problems),
         "counts": dict(cell.counts),
         "signature": cell.signature,
+        "unjudged": str(cell.unjudged) if cell.unjudged else None,
         "warning_signature": cell.warning_signature,
         "first_cause": asdict(cell.first_cause) if cell.first_cause else None,
         "regressions": cell.regressions,

@@ -5,23 +5,21 @@ JSON of docs/contracts.md, the only place it becomes dicts."""
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from convmatrix.history.marks import Mark, Marks
-from convmatrix.matrix import stacks
 from convmatrix.report import verdicts
 from convmatrix.results import families as classify
-from convmatrix.results import known
+from convmatrix.results import known, night
 from convmatrix.results.first_diff import Difference
 from convmatrix.results.infra import Attempt, RootCause
 from convmatrix.results.outcomes import Delta, Outcome, Verdict
 from convmatrix.results.read import Case, CellResult, Explanation, FirstCause, Loaded
-from convmatrix.results.verdicts import ORDER, OUTSIDE, case_verdict, cell_verdict, declared
+from convmatrix.results.verdicts import ORDER, OUTSIDE
 
 REPORT_SCHEMA = 1
-SICK = verdicts.Health(healthy=False, reason=None)  # no health known: nothing to compare with
 OBSERVED_KEYS = ("torch", "cuda", "cudnn", "cudnn_error", "python", "driver", "device", "hostname", "image_id",
                  "suite_version")
 
@@ -67,6 +65,7 @@ class CaseRow:
     declared: str | None = None  # the reason of the [[expected_skip]] that declared its skip
     duration_s: float | None = None  # its wall time (results.jsonl duration_s), for the history
     history: Mark | None = None  # with --history: first-red, recurring, recovered or flaky (history/marks.py)
+    unjudged: night.Unjudged | None = None  # why the night could not judge it (None: judged)
 
     @property
     def where(self) -> str:
@@ -110,6 +109,7 @@ class CellRow:
     owed: int | None = None  # a cell that did not run: the cases its control ran, which it owed
     attempts: tuple[Attempt, ...] = ()  # --retries: its earlier attempts (this row is the last)
     history: Mark | None = None  # with --history: the cell's own mark (history/marks.py)
+    unjudged: night.Unjudged | None = None  # why the night could not judge it (None: judged)
 
     @property
     def where(self) -> str:
@@ -127,8 +127,8 @@ class CellRow:
 
     @property
     def excused(self) -> bool:
-        """An optional cell that never ran: its NOT RUN fails nothing (a case it owed does)."""
-        return self.optional and self.not_run is not None
+        """An optional cell that never ran and recorded nothing: its NOT RUN fails nothing."""
+        return self.unjudged == night.Unjudged.EXCUSED
 
     @property
     def gpu_key(self) -> str:
@@ -142,7 +142,7 @@ class CellRow:
 @dataclass(frozen=True, kw_only=True)
 class Report:
     control: str | None
-    health: Mapping[str, verdicts.Health]  # per GPU key; empty without a control
+    health: Mapping[str, night.Health]  # per GPU key; empty without a control
     cells: tuple[CellRow, ...]
     cases: tuple[CaseRow, ...]
     notes: tuple[str, ...] = ()  # what the reader should know of the inputs (a duplicate dropped)
@@ -151,51 +151,32 @@ class Report:
     # what the exit code counts (report.verdicts.failing); `never` changes the exit alone.
     policy: str = "regression"
     history: bool = False  # judged against a history database (--history): rows carry their marks
+    judged: night.Night | None = None  # what it renders: the one judged night (results/night.py)
 
     def red(self, cell: CellRow) -> bool:
         return verdicts.failing(cell, self.policy)
 
 
-# Given a cell, its control and its failing cases: the first line of each case's log section the
-# control's lacks (results.first_diff). The cli hands it in; the model itself reads no log.
-Differ = Callable[[CellResult, CellResult, list[str]], dict[str, Difference]]
-
-
 def build(results: Sequence[CellResult], control: str | None, notes: Sequence[str] = (),
-          differ: Differ | None = None) -> Report:
-    """Every cell against the control on its own place: its GPU key, and, when the results come
-    from more than one host, its host too (`<gpu-key>@<host>`): a cell is never judged against a
-    control that ran on another machine."""
-    place = places(results)
-    by_place = {place(r): r for r in results if r.cell == control}
-    keys = sorted({place(r) for r in results})
-    # Without a control there is nothing to be healthy or not: every verdict is no-control.
-    health = {key: place_health(key, by_place, results, control, place) for key in keys} if control else {}
+          differ: night.Differ | None = None) -> Report:
+    """The results judged once (results/night.judge), then rendered as rows."""
+    return of_night(night.judge(results, control, differ=differ), notes)
+
+
+def of_night(judged: night.Night, notes: Sequence[str] = ()) -> Report:
+    """The report of a judged night: a row per cell and case, each with the night's verdict. The
+    report judges nothing itself (results/night.py does, once, for every consumer)."""
     cells, cases = [], []
-    for result in sorted(results, key=lambda r: (r.cell != control, r.cell, place(r))):
-        where = place(result)
-        against = by_place.get(where)
-        if result.cell != control and not result.unsupported and (why := driver_insufficient(result)):
-            result = replace(result, unsupported=why)  # the reason its unsupported cases show
-        other_suite = suite_mismatch(result, against)
-        if other_suite:
-            # Another suite ran other cases, or the same ones otherwise: nothing to compare.
-            result, against = replace(result, problems=(*result.problems, other_suite)), None
-        fact = verdicts.cell_fact(result, control, health.get(where))
-        rows = case_rows(result, against, control, where, fact, healthy=bool(health.get(where, SICK).healthy))
-        annotate_known(result, rows)
-        if differ is not None and against is not None and result.cell != control:
-            failing = [row.case for row in rows if row.outcome.failing]
-            found = differ(result, against, failing) if failing else {}
-            for row in rows:
-                row.first_diff = found.get(row.case)
+    for cell in judged.cells:
+        rows = case_rows(cell)
+        annotate_known(cell.result, rows)
         cases += rows
-        made = cell_row(result, rows, fact, where)
-        if result.did_not_run and against is not None and result.cell != control:
-            made = replace(made, owed=len(against.cases))  # the counts say what it owed, not a row per case
+        made = cell_row(cell, rows)
+        if cell.result.did_not_run and cell.against is not None and cell.unjudged != night.Unjudged.CONTROL:
+            made = replace(made, owed=len(cell.against.cases))  # the counts say what it owed, not a row per case
         cells.append(made)
-    return Report(control=control, health=health, cells=tuple(cells), cases=tuple(cases),
-                  notes=(*notes, *host_notes(results)))
+    return Report(control=judged.control, health=judged.health, cells=tuple(cells), cases=tuple(cases),
+                  notes=(*notes, *host_notes([c.result for c in judged.cells])), judged=judged)
 
 
 def annotate_known(result: CellResult, rows: list[CaseRow]) -> None:
@@ -219,51 +200,6 @@ def _text(value: object) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
-def driver_insufficient(result: CellResult) -> str | None:
-    """A cell whose cases failed because the driver is older than its CUDA runtime needs: the
-    runner cannot run this stack (unsupported), which is no regression of the stack."""
-    if not any(c.family == "cuda_driver_insufficient" for c in result.cases.values()):
-        return None
-    driver = str(result.observed.get("driver") or "unknown")
-    cuda = str(result.requested.get("cuda") or "")
-    known = stacks.driver_too_old(driver, cuda) if cuda else None
-    return known or f"driver {driver} too old for CUDA {result.observed.get('cuda') or cuda or '?'} (seen at run time)"
-
-
-def suite_mismatch(result: CellResult, control: CellResult | None) -> str | None:
-    """Why a cell cannot be compared with its control: another version of the suite ran it."""
-    if control is None or control is result:
-        return None
-    mine, theirs = result.observed.get("suite_version"), control.observed.get("suite_version")
-    if mine and theirs and mine != theirs:
-        return f"ran suite version {mine}, the control {theirs}: not compared"
-    return None
-
-
-def places(results: Sequence[CellResult]) -> Callable[[CellResult], str]:
-    """A result's column: its GPU key on one host, `<gpu-key>@<host>` when the results come from
-    several."""
-    # Results from before hosts were recorded (host "") and a generation no runner reported (not
-    # run "on any host") name no host: they join the one host there is.
-    if len({r.host for r in results if r.host}) <= 1:
-        return lambda r: r.gpu_key
-    return lambda r: f"{r.gpu_key}@{r.host}" if r.host else r.gpu_key if r.not_run else f"{r.gpu_key}@?"
-
-
-def place_health(key: str, by_place: Mapping[str, CellResult], results: Sequence[CellResult],
-                 control: str | None, place: Callable[[CellResult], str]) -> verdicts.Health:
-    found = by_place.get(key)
-    if found is not None:
-        return verdicts.health(found)
-    gpu = key.partition("@")[0]
-    elsewhere = sorted({r.host or "?" for r in results if r.cell == control and r.gpu_key == gpu})
-    if not elsewhere:
-        return verdicts.health(None)
-    host = key.partition("@")[2]
-    return verdicts.Health(healthy=False, absent=True, elsewhere=tuple(elsewhere),
-                           reason=f"no control on host {host}; one ran on {', '.join(elsewhere)}")
-
-
 def host_notes(results: Sequence[CellResult]) -> list[str]:
     """With results from several hosts: which, and the driver each ran (a difference there can
     explain a difference in the results)."""
@@ -280,30 +216,23 @@ def host_notes(results: Sequence[CellResult]) -> list[str]:
             f"from its own host"]
 
 
-def case_rows(result: CellResult, control: CellResult | None, control_id: str | None,
-              where: str | None = None, fact: Verdict | None = None, healthy: bool = True) -> list[CaseRow]:
-    # A cell that did not run (or that the runner refused before it ran) has nothing to compare:
-    # NOT RUN or UNSUPPORTED says so once, not a case "missing" each.
-    ran = not result.not_run and not (result.unsupported and not result.cases) and not result.did_not_run
-    judged = control is not None and result.cell != control_id and ran
-    against = control.cases if control is not None else {}
-    # Verdicts come from a comparison only where there is one to make: the control's own cases
-    # are `control`; a cell without a healthy control to compare with takes its fact for each.
-    compared = judged and fact not in OUTSIDE and healthy
-    skips = result.expected_skips
-    cell, gpu, blocking = result.cell, where or result.gpu_key, result.blocking
-    timed = verdicts.timing_comparable(result, control, fact)
+def case_rows(cell: night.JudgedCell) -> list[CaseRow]:
+    result, control = cell.result, cell.against
+    compared = control is not None and cell.unjudged != night.Unjudged.CONTROL and cell.fact not in OUTSIDE
+    timed = verdicts.timing_comparable(result, control, cell.fact)
+    gpu, blocking = cell.place, result.blocking
     rows = []
-    for name, case in sorted(result.cases.items()):
-        base = against.get(name)
-        reason = declared(name, skips) if skips and case.outcome == Outcome.SKIP else None
-        own = case_verdict(base, case, declared=reason is not None) if compared else (fact or Verdict.NO_CONTROL)
+    for judged in cell.cases:
+        case, base = judged.record, judged.control
+        if case is None:
+            rows.append(missing_row(cell, judged))
+            continue
         rows.append(CaseRow(  # in field order: see CaseRow
-            cell, gpu, name, case.knobs, case.outcome, case.family, case.message, case.warnings,
+            result.cell, gpu, judged.case, case.knobs, case.outcome, case.family, case.message, case.warnings,
             base.outcome if base else None,  # control_outcome
-            verdicts.delta(base, case) if judged else None,
+            verdicts.delta(base, case) if compared else None,
             case.evidence,
-            rerun(blocking.get(name)) if blocking else None,
+            rerun(blocking.get(judged.case)) if blocking else None,
             case.forward_ms,
             verdicts.slowdown(base, case) if timed else None,
             verdicts.fingerprint_changed(base, case),
@@ -311,40 +240,38 @@ def case_rows(result: CellResult, control: CellResult | None, control_id: str | 
             None,  # baseline_delta
             verdicts.timed_ratio(base, case) if timed else None,
             case.sources,
-            result.explained.get(name),
-            None,  # first_diff: the cli's differ fills it
+            result.explained.get(judged.case),
+            judged.first_diff,
             (),  # known: annotate_known fills it
             case.params,
-            own,  # verdict
-            reason if own == Verdict.DECLARED_SKIP else None,
+            judged.verdict,
+            judged.declared,
             case.duration_s,
+            None,  # history
+            judged.unjudged,
         ))
-    if judged and control is not None:
-        # A set difference first: most cells ran every case, and sorting the control's cases
-        # for each of a fleet's cells to find none would cost a tenth of the build.
-        rows += [missing_row(result, name, control.cases[name], gpu, Verdict.NOT_RUN if compared else fact)
-                 for name in sorted(control.cases.keys() - result.cases.keys())]
     return rows
 
 
-def missing_row(result: CellResult, name: str, control: Case, where: str, verdict: Verdict | None) -> CaseRow:
+def missing_row(cell: night.JudgedCell, judged: night.JudgedCase) -> CaseRow:
     """A case the control ran and this cell did not: never a pass by omission (not-run)."""
-    return CaseRow(cell=result.cell, gpu=where, case=name, knobs={}, outcome=Outcome.MISSING,
+    return CaseRow(cell=cell.result.cell, gpu=cell.place, case=judged.case, knobs={}, outcome=Outcome.MISSING,
                    family=None, message="the control ran this case; this cell has no result for it",
-                   warnings=(), control_outcome=control.outcome, delta=Delta.MISSING,
-                   verdict=verdict or Verdict.NOT_RUN)
+                   warnings=(), control_outcome=judged.control.outcome if judged.control else None,
+                   delta=Delta.MISSING, verdict=judged.verdict, unjudged=judged.unjudged)
 
 
 def rerun(case: Case | None) -> Rerun | None:
     return None if case is None else Rerun(outcome=case.outcome, family=case.family, message=case.message)
 
 
-def cell_row(result: CellResult, cases: list[CaseRow], fact: Verdict | None, where: str | None = None) -> CellRow:
+def cell_row(cell: night.JudgedCell, cases: list[CaseRow]) -> CellRow:
+    result = cell.result
     deltas = [c.delta for c in cases if c.delta]
     said = Counter(c.verdict for c in cases)
     return CellRow(
         cell=result.cell,
-        gpu=GpuInfo(key=where or result.gpu_key, name=str(result.gpu.get("name")),
+        gpu=GpuInfo(key=cell.place, name=str(result.gpu.get("name")),
                     capability=result.gpu.get("capability"), generation=str(result.gpu.get("generation"))),
         host=result.host or None,
         lane=result.lane,
@@ -354,7 +281,7 @@ def cell_row(result: CellResult, cases: list[CaseRow], fact: Verdict | None, whe
         mismatches=result.stack_mismatch,
         problems=result.problems,
         counts=dict(sorted(Counter(c.family or str(c.outcome) for c in cases).items())),
-        signature=any(c.family == classify.SIGNATURE for c in cases),
+        signature=cell.signature,
         warning_signature=any(classify.SIGNATURE in c.warnings for c in cases),
         # Stored by the harness when the cell finished (or worked out by the cli for an older
         # directory): the report reads it and never scans a log itself.
@@ -363,14 +290,14 @@ def cell_row(result: CellResult, cases: list[CaseRow], fact: Verdict | None, whe
         fixed=deltas.count(Delta.FIXED),
         slowdown=verdicts.typical_slowdown([c.timed for c in cases]),
         fingerprint_changed=sum(1 for c in cases if c.fingerprint_changed),
-        # The worst of its fact and its cases' verdicts: one order, no rule that excuses a case.
-        verdict=cell_verdict(fact, (c.verdict for c in cases)),
+        verdict=cell.verdict,  # the night's: the worst of its fact and its cases' verdicts
         verdicts={str(v): said[v] for v in (*ORDER, *sorted(OUTSIDE)) if said[v]},
         optional=result.optional,
         not_run=result.not_run,
         unsupported=result.unsupported,
         infra_cause=result.infra_cause,
         attempts=result.attempts,
+        unjudged=cell.unjudged,
     )
 
 

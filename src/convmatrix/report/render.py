@@ -13,8 +13,9 @@ from convmatrix.report import grid as report_grid
 from convmatrix.report import json as report_json
 from convmatrix.report.model import CaseRow, CellRow, Report
 from convmatrix.results.families import SIGNATURE
+from convmatrix.results.night import case_red
 from convmatrix.results.outcomes import Outcome, Verdict
-from convmatrix.results.verdicts import OUTSIDE, RED
+from convmatrix.results.verdicts import OUTSIDE
 
 FORMATS = ("text", "markdown", "html", "json", "junit")
 
@@ -112,7 +113,7 @@ def case_element(suite: ET.Element, case: CaseRow, red: bool, outside: bool) -> 
         ET.SubElement(ET.SubElement(element, "properties"), "property", name="history", value=case.history.word)
     if case.outcome == Outcome.PASS:
         return
-    if (red and (case.outcome.failing or case.verdict in RED)) or (outside and case.outcome.failing):
+    if (red and (case.outcome.failing or case_red(case.verdict))) or (outside and case.outcome.failing):
         failure = ET.SubElement(element, "failure", type=one_line(case.family or case.verdict),
                                 message=one_line(f"{case.verdict} {case.family or case.outcome}".strip()))
         failure.text = xml_text(case.message or "")
@@ -177,6 +178,11 @@ def junit(report: Report) -> str:
         element = ET.SubElement(suite, "testcase", classname=name, name="(verdict)")
         attributes = {"message": one_line(message), **({"type": str(cell.verdict)} if kind == "failure" else {})}
         ET.SubElement(element, kind, attributes).text = xml_text(message)
+    if report.notes:
+        # What the reader should know of the inputs (a skipped .partial rerun, a duplicate dropped):
+        # a suite of its own with no testcase, the notes in its <system-out>, as CI systems show it.
+        notes = by_cell["(notes)"] = ET.SubElement(root, "testsuite", name="(notes)")
+        ET.SubElement(notes, "system-out").text = xml_text("\n".join(report.notes))
     for cell in report.cells:
         if cell.attempts:
             name = one_line(cell.where)
@@ -185,7 +191,7 @@ def junit(report: Report) -> str:
                 suite = by_cell[name] = ET.SubElement(root, "testsuite", name=name)
             attempts_element(suite, cell)
     for suite in by_cell.values():
-        tests = list(suite)
+        tests = [t for t in suite if t.tag == "testcase"]
         suite.set("tests", str(len(tests)))
         suite.set("failures", str(sum(1 for t in tests if t.find("failure") is not None)))
         suite.set("skipped", str(sum(1 for t in tests if t.find("skipped") is not None)))

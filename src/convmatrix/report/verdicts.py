@@ -6,12 +6,17 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Protocol
 
-from convmatrix.errors import BadInput, InfrastructureError, NotGreen, UnhealthyControl
-from convmatrix.results import families
+from convmatrix.errors import InfrastructureError, NotGreen, UnhealthyControl
+from convmatrix.results import night
 from convmatrix.results import verdicts as results_verdicts
+
+# The control's health, a cell's own fact and the control's id are the judged night's
+# (results/night.py); named here too for the report's callers.
+from convmatrix.results.night import Health, cell_fact, control_id, health
+
+__all__ = ["Health", "cell_fact", "control_id", "health"]
 from convmatrix.results.outcomes import FAILING, Delta, Outcome, Verdict
 from convmatrix.results.read import CellResult
 
@@ -80,48 +85,6 @@ class Verdicted(Protocol):
 
     @property
     def cells(self) -> Sequence[VerdictedCell]: ...
-
-
-@dataclass(frozen=True, kw_only=True)
-class Health:
-    healthy: bool
-    reason: str | None
-    absent: bool = False  # no control result at all on this GPU (nothing to judge against)
-    elsewhere: tuple[str, ...] = ()  # absent on this host, but it ran on these (its cells: INVALID)
-
-
-def control_id(results: Sequence[CellResult], given: str | None) -> str | None:
-    """--control wins; else the cell the matrix marked as control in its cell.json."""
-    if given:
-        if not any(r.cell == given for r in results):
-            raise BadInput(f"--control {given}: no results for that cell")
-        return given
-    marked = sorted({r.cell for r in results if r.marked_control})
-    if len(marked) > 1:
-        raise BadInput(f"several cells are marked control ({', '.join(marked)}): pick one with --control")
-    return marked[0] if marked else None
-
-
-def health(control: CellResult | None) -> Health:
-    """A control that did not complete, ran another stack, or hit the environment is unhealthy."""
-    if control is None:
-        return Health(healthy=False, reason="the control has no result on this GPU", absent=True)
-    if control.not_run:
-        return Health(healthy=False, reason=f"the control did not run: {control.not_run}")
-    if control.unsupported:
-        return Health(healthy=False, reason=f"this runner cannot run the control: {control.unsupported}")
-    if control.did_not_run and control.infra_cause is not None:
-        return Health(healthy=False, reason=f"the control did not run: {control.infra_cause.words()}")
-    if control.problems:
-        return Health(healthy=False, reason="; ".join(control.problems))
-    if control.stack_mismatch:
-        return Health(healthy=False, reason="stack mismatch: " + "; ".join(control.stack_mismatch))
-    infra = sorted(control.families() & families.INFRASTRUCTURE)
-    if infra:
-        return Health(healthy=False, reason=f"infrastructure failure on the control: {', '.join(infra)}")
-    if not control.cases:
-        return Health(healthy=False, reason="the control recorded no cases")
-    return Health(healthy=True, reason=None)
 
 
 def delta(control: Judged | None, case: Judged) -> Delta:
@@ -198,30 +161,6 @@ def fingerprint_changed(control: Printed | None, case: Printed) -> bool | None:
     return control.fingerprint != case.fingerprint
 
 
-def cell_fact(result: CellResult, control: str | None, health: Health | None) -> Verdict | None:
-    """What a cell's own facts say before its cases do (None: nothing; its cases decide): not-run
-    when it was planned and never ran, control, unsupported when the runner refused it before it
-    ran, INVALID when it did not complete or is not comparable, no-control. The cell's verdict is
-    then the worst of this and its cases' (results.verdicts.cell_verdict): no fact excuses a case."""
-    if result.not_run:
-        return Verdict.NOT_RUN  # planned and not run: it covers nothing, the control included
-    if result.cell == control:
-        return Verdict.CONTROL
-    if result.unsupported and not result.cases:
-        return Verdict.UNSUPPORTED  # refused before it ran: the runner's driver is too old for it
-    if result.problems or not result.cases or result.stack_mismatch:
-        # It did not complete, never ran cases, or ran another stack than requested: whatever it
-        # recorded covers less than it claims, so it can be neither green nor compared.
-        return Verdict.INVALID
-    if control is None or health is None:
-        return Verdict.NO_CONTROL
-    if not health.healthy:
-        # No verdicts from a sick (or absent) control: say which. A control that ran only on
-        # another host is no control for this one: never green, INVALID.
-        return Verdict.NO_CONTROL if health.absent and not health.elsewhere else Verdict.INVALID
-    return None
-
-
 def policy(fail_on: str) -> str:
     """The policy the views describe for a --fail-on: `never` changes the exit, not what is red."""
     return fail_on if fail_on in results_verdicts.POLICIES else "regression"
@@ -231,8 +170,7 @@ def failing(cell: VerdictedCell, fail_on: str) -> bool:
     """Whether this cell makes the report red under fail_on's policy (results.verdicts.fails), a
     regression against --baseline counting as one: every view and the exit code ask this."""
     said = policy(fail_on)
-    return (results_verdicts.fails(cell.verdict, policy=said, signature=cell.signature, excused=cell.excused)
-            or bool(said == "regression" and cell.baseline_regressions))
+    return night.red(cell, said) or bool(said == "regression" and cell.baseline_regressions)
 
 
 def tally(cells: Sequence[VerdictedCell]) -> str:

@@ -9,6 +9,7 @@ one line naming the file and field for what is wrong.
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 import json
 from collections.abc import Iterable, Sequence
@@ -59,8 +60,14 @@ def plan_path(run_dir: Path, host: str, selection: dict[str, Any]) -> Path:
 def write(run_dir: Path, *, host: str, selection: dict[str, Any], fleet_gpus: Sequence[str],
           expected: Iterable[Expected]) -> Path:
     path = plan_path(run_dir, host, selection)
+    # The same command again (a --resume of the night) keeps the first plan's time: the night's
+    # shared time (results/night.shared_time) is its plans' earliest, and a resume is the same night.
+    folder = run_dir / PLANS
+    before = load(path, []) if not folder.is_symlink() and path.is_file() and not path.is_symlink() else None
+    kept = before.get("written") if before else None
+    written = kept if rundir.records.parse_time(kept) else rundir.records.now()
     rundir.write_plain(path, json.dumps({
-        "schema": SCHEMA, "host": host, "written": rundir.records.now(), **selection,
+        "schema": SCHEMA, "host": host, "written": written, **selection,
         "fleet_gpus": list(fleet_gpus),
         "expected": [{"cell": e.cell, "gpu_key": e.gpu_key, "host": e.host, "optional": e.optional,
                       "lane": e.lane, "requested": e.requested or {}} for e in expected],
@@ -68,9 +75,11 @@ def write(run_dir: Path, *, host: str, selection: dict[str, Any], fleet_gpus: Se
     return path
 
 
-def read(run_dir: Path, errors: list[str]) -> tuple[list[Expected], list[str]]:
+def read(run_dir: Path, errors: list[str],
+         written: list[datetime.datetime] | None = None) -> tuple[list[Expected], list[str]]:
     """Every plan in a run directory: what they expect, and the GPU keys their matrices' [fleet]
-    tables name. A plan that cannot be read is one line in errors, and expects nothing."""
+    tables name (and, into written, when each plan was first written). A plan that cannot be read
+    is one line in errors, and expects nothing."""
     folder = run_dir / PLANS
     if not folder.is_dir() or folder.is_symlink():
         return [], []
@@ -81,6 +90,8 @@ def read(run_dir: Path, errors: list[str]) -> tuple[list[Expected], list[str]]:
         if data is None:
             continue
         fleet.update(dict.fromkeys(data["fleet_gpus"]))
+        if written is not None and (at := rundir.records.parse_time(data.get("written"))) is not None:
+            written.append(at)
         expected += [Expected(cell=e["cell"], gpu_key=e["gpu_key"], host=e["host"], optional=e["optional"],
                               lane=e.get("lane", ""), requested=e.get("requested") or {}, source=str(path))
                      for e in data["expected"]]

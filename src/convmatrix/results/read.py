@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import datetime
-import json
 import os
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -152,6 +151,7 @@ class Loaded:
     expected: list[plans.Expected] = field(default_factory=list)  # what the run directories' plans expect
     fleet_gpus: list[str] = field(default_factory=list)  # the GPU keys their matrices' [fleet] tables name
     run_dirs: list[Path] = field(default_factory=list)  # the run directories given (not cell directories)
+    planned: list[datetime.datetime] = field(default_factory=list)  # when each of their plans was first written
 
 
 def load(paths: Iterable[str | Path], expect_gpus: Sequence[str] = ()) -> Loaded:
@@ -165,10 +165,10 @@ def load(paths: Iterable[str | Path], expect_gpus: Sequence[str] = ()) -> Loaded
         if "\x00" in str(path):
             loaded.errors.append(f"{str(path)!r}: not a path (it holds a NUL)")
             continue
-        dirs = result_dirs(path)
+        dirs = result_dirs(path, loaded.notes)
         if path.is_dir() and not is_result_dir(path):
             loaded.run_dirs.append(path)
-            expected, fleet = plans.read(path, loaded.errors)
+            expected, fleet = plans.read(path, loaded.errors, loaded.planned)
             loaded.expected += expected
             loaded.fleet_gpus = list(dict.fromkeys([*loaded.fleet_gpus, *fleet]))
         if not dirs and not (path.is_dir() and (path / plans.PLANS).is_dir()):
@@ -261,16 +261,25 @@ def stamp(result: CellResult) -> str:
     return "never" if result.ended == EPOCH else result.ended.isoformat(timespec="seconds")
 
 
-def result_dirs(path: Path) -> list[Path]:
+def result_dirs(path: Path, notes: list[str] | None = None) -> list[Path]:
     if not path.is_dir():
         return []
     if is_result_dir(path):
         return [path]
     # Hidden ones are the harness's own (.locks, a container's .scratch left by a SIGKILL): no results.
     # A symlink is never followed to a cell directory: it would read what lies elsewhere.
-    return sorted(p for p in path.iterdir()
-                  if not p.name.startswith(".") and not p.is_symlink() and p.is_dir() and is_result_dir(p)
-                  and not superseded(p))
+    found = []
+    for p in sorted(path.iterdir()):
+        if p.name.startswith(".") or p.is_symlink() or not p.is_dir() or not is_result_dir(p):
+            continue
+        if superseded(p):
+            if notes is not None and rundir.is_staging(p):
+                # Said, not silent: the rerun it holds may have failed where the kept result passed.
+                notes.append(f"{p}: an interrupted rerun beside the result {rundir.final_dir(p).name}; not read, "
+                             "the earlier result stands (run the cell again to replace it)")
+            continue
+        found.append(p)
+    return found
 
 
 def superseded(path: Path) -> bool:
@@ -505,11 +514,13 @@ def completion_problems(meta: dict[str, Any], env: dict[str, Any]) -> list[str]:
 
 def read_cases(path: Path, errors: list[str], conflicts: list[str] | None = None,
                base: Path | None = None, bounded: list[str] | None = None) -> dict[str, Case]:
-    """Each case's last line. A case recorded again with another outcome is named in conflicts
-    (the cell cannot be taken as it reads: which line is true?), never resolved in silence. A
+    """Each case's line. A case recorded again is one case when its lines agree (the same outcome
+    and family: the later line, with the warnings of both); when they disagree (another outcome
+    or family), the later line is named in conflicts (the cell cannot be taken as it reads: which
+    line is true?) and the worse line is kept (see again()), never the greener one in silence. A
     file of more than rundir.MAX_LINES lines or rundir.MAX_RESULTS bytes, or a line nested past
-    jsonread.MAX_DEPTH, is named
-    in bounded (its cell INVALID; errors when no list is given) and not read."""
+    jsonread.MAX_DEPTH, is named in bounded (its cell INVALID; errors when no list is given) and
+    not read."""
     cases: dict[str, Case] = {}
     bounded = errors if bounded is None else bounded
     try:
@@ -541,32 +552,58 @@ def read_cases(path: Path, errors: list[str], conflicts: list[str] | None = None
             errors.append(f"{path}:{lineno}: {case}")  # only here: 200,000 sound lines need no name
             continue
         before = cases.get(case.case)
-        if before is not None and before.outcome != case.outcome and conflicts is not None:
-            conflicts.append(f"{path.name}:{lineno}: case {case.case} recorded again as {case.outcome}, "
-                             f"earlier as {before.outcome}")
+        if before is not None:
+            kept, conflict = again(before, case)
+            if conflict and conflicts is not None:
+                conflicts.append(f"{path.name}:{lineno}: case {case.case} recorded again as {said(case)}, "
+                                 f"earlier as {said(before)}; kept {'this' if kept is case else 'the earlier'} line")
+            case = kept
         cases[case.case] = case
     return cases
+
+
+def _badness(outcome: Outcome) -> int:
+    """A failing outcome over a skip over a pass (higher: worse)."""
+    return 2 if outcome.failing else 1 if outcome is Outcome.SKIP else 0
+
+
+def again(before: Case, case: Case) -> tuple[Case, bool]:
+    """What a case recorded again reads as, and whether its lines conflict. Lines that agree
+    (the same outcome and family; the same line written twice among them) are one case: the
+    later line, with the warnings of both. Lines that disagree conflict, and the worse one is
+    kept (a failing outcome over a skip over a pass; of two failing, the earlier): the cell is
+    INVALID either way, and what it shows is never greener than a line it holds."""
+    if before.outcome == case.outcome and before.family == case.family:
+        if before.warnings and before.warnings != case.warnings:
+            case = replace(case, warnings=tuple(dict.fromkeys((*case.warnings, *before.warnings))))
+        return case, False
+    return (case if _badness(case.outcome) > _badness(before.outcome) else before), True
+
+
+def said(case: Case) -> str:
+    """A case's outcome and, where it says more, its family: `fail (cudnn_not_supported)`."""
+    return f"{case.outcome} ({case.family})" if case.family and case.family != case.outcome else str(case.outcome)
 
 
 BAD_LINE = object()  # what numbered() gives for a line that is no JSON at all
 
 
-def numbered(text: str) -> Iterable[tuple[int, Any]]:
-    """Each non-blank line's number and its JSON value, or BAD_LINE. One json.loads of the whole
-    file as an array when every line holds one value (a report reads 200,000 lines: one call,
-    not one per line); line by line when that fails or the count differs (a corrupt or blank
-    line, or one holding two values)."""
-    body = text.strip()
-    try:
-        # ",\n", not ",": a line break inside a string (an object split over two lines) then stays
-        # a raw control character there, which json refuses, and the file is read line by line.
-        # A line nested past json's recursion: line by line too, where jsonread names it.
-        values = json.loads("[" + body.replace("\n", ",\n") + "]")
-    except (ValueError, RecursionError):
-        values = None
-    if body and isinstance(values, list) and len(values) == body.count("\n") + 1:
-        return enumerate(values, text[:len(text) - len(text.lstrip())].count("\n") + 1)
-    return [(lineno, _loads(line)) for lineno, line in enumerate(text.split("\n"), 1) if line.strip()]
+def numbered(text: str) -> Iterator[tuple[int, Any]]:
+    """Each non-blank line's number and its JSON value (BAD_LINE for a line that is not one JSON
+    value), each line read alone, as it is read.
+
+    Once, a file whose value count matched its line count was read by one json.loads of it all as
+    an array: a report reads 200,000 lines, and one call parses them faster than one per line. It
+    took what no line holds alone for sound: an object split over two lines between two fields
+    (the comma put at each line break made it whole) beside a line holding two objects (issue 45).
+    No check of that array costs less than reading each line alone, so each line is read alone; as
+    a generator, each value is dropped once read_cases has checked it, where the array held every
+    one at once (and the collector walked them all): read_cases of 200,000 lines takes about the
+    time it took with the array, at two thirds of its peak memory."""
+    loads = _loads
+    for lineno, line in enumerate(text.split("\n"), 1):
+        if line and not line.isspace():  # not line.strip(): the same test, without a copy of the line
+            yield lineno, loads(line)
 
 
 def _loads(line: str) -> Any:

@@ -9,6 +9,7 @@ import pytest
 
 from convmatrix.cli.main import main
 from historykit import night, recorded
+from testkit import env_json, record, write_result
 
 
 def three_nights(url: str, base: Path) -> None:
@@ -46,9 +47,30 @@ def test_limits_and_nothing(history_url: str, tmp_path: Path, capsys: pytest.Cap
     capsys.readouterr()
     assert main(["history", "cand", "--history", history_url, "--limit", "1"]) == 0
     assert "night-003" in capsys.readouterr().out
-    assert main(["history", "nobody", "--history", history_url]) == 0
-    assert capsys.readouterr().out.strip() == "no recorded runs of that cell"
     assert main(["history", "cand", "--history", history_url, "--limit", "0"]) == 2
+
+
+def test_an_unknown_cell_is_one_line_with_the_closest_ids(history_url: str, tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 45: an unknown id printed "no recorded runs of that cell" and exited 0 (a typo in a
+    CI step read as a cell that never ran); now exit 2 and the closest recorded ids."""
+    three_nights(history_url, tmp_path)
+    capsys.readouterr()
+    assert main(["history", "cnad", "--history", history_url]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no recorded cell 'cnad'" in err[0] and "the closest: cand" in err[0]
+
+
+def test_the_short_id_the_report_prints_names_its_cell(history_url: str, tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    long = "baremetal-torch2.5.1-cu124-cudnnbundled-py3.11"
+    run = tmp_path / "night-001"
+    write_result(run, "ctrl", [record("a")], env=env_json("ctrl"), cell={"control": True})
+    write_result(run, long, [record("a")], env=env_json(long), cell={})
+    assert recorded(run, history_url) == 0
+    capsys.readouterr()
+    assert main(["history", "bm-2.5.1-cu124-bundled-py3.11", "--history", history_url]) == 0
+    assert capsys.readouterr().out.startswith(f"{long}: 1 runs")
 
 
 def test_sqlalchemy_is_loaded_only_by_the_commands_that_use_a_history() -> None:

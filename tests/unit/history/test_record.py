@@ -9,16 +9,19 @@ import signal
 import subprocess
 import sys
 import threading
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from hypothesis import given
 
 from convmatrix.cli import report as report_cmd
 from convmatrix.history import backends, record, schema
 from convmatrix.report.model import Report
 from historykit import night
+from strategies import env_values
 from testkit import REPO, env_json, write_result
 from testkit import record as line
 
@@ -36,9 +39,10 @@ def rows(url: str) -> dict[str, int]:
                 for t in (schema.runs, schema.cells, schema.cases)}
 
 
-def store(url: str, report: Report, run: str = "r1") -> record.Recorded:
+def store(url: str, report: Report, run: str = "r1", at: datetime.datetime = AT) -> record.Recorded:
+    assert report.judged is not None
     with backends.opened(url) as engine, engine.begin() as conn:
-        return record.record(conn, report, run=run, at=AT)
+        return record.record(conn, replace(report.judged, run=run, at=at))
 
 
 def test_what_is_stored(history_url: str, tmp_path: Path) -> None:
@@ -99,9 +103,9 @@ def slow(conn, table, made):
         time.sleep(60)
 backends.insert_new = slow
 report = report_cmd.made([sys.argv[2]], None, [])[1]
-import datetime
+import dataclasses, datetime
 with backends.opened(sys.argv[1]) as engine, engine.begin() as conn:
-    record.record(conn, report, run="r1", at=datetime.datetime(2026, 11, 1))
+    record.record(conn, dataclasses.replace(report.judged, run="r1", at=datetime.datetime(2026, 11, 1)))
 """
 
 
@@ -188,8 +192,7 @@ def test_the_stack_key_and_the_diff_hash() -> None:
 def test_a_run_time_is_stored_in_utc(history_url: str, tmp_path: Path) -> None:
     report = judged(night(tmp_path, 1))
     east = datetime.datetime(2026, 11, 1, 5, tzinfo=datetime.timezone(datetime.timedelta(hours=3)))
-    with backends.opened(history_url) as engine, engine.begin() as conn:
-        record.record(conn, report, run="r", at=east)
+    store(history_url, report, run="r", at=east)
     with backends.opened(history_url) as engine, engine.connect() as conn:
         assert conn.execute(sa.select(schema.runs.c.at)).scalar_one() == datetime.datetime(2026, 11, 1, 2)
 
@@ -232,3 +235,68 @@ def test_the_longest_names_a_run_may_hold_are_stored(history_url: str, tmp_path:
         stored = conn.execute(sa.select(schema.cells.c.torch, schema.cells.c.stack)
                               .where(schema.cells.c.cell == cell)).one()
     assert stored.torch == "t" * 100 and stored.stack == f"torch={'t' * 100};cuda={'u' * 100};cudnn=1{'0' * 99}"
+
+
+ODD = {"driver": "550\udfff", "torch": "2.5.1\x00+cu124", "cuda": "12.4\x1b[2J", "image_id": "sha256:\x00ab",
+       "suite_version": "s\ud800"}
+
+
+def odd_night(base: Path, n: int, broken: tuple[str, ...] = ()) -> Path:
+    run = base / f"odd-{n}"
+    ended = f"2026-11-{n:02d}T02:00:00+00:00"
+    write_result(run, "ctrl", [line("a"), line("b")], env=env_json("ctrl", ended=ended, **ODD),
+                 cell={"control": True, "ended": ended})
+    write_result(run, "cand", [line(c, "failed", "cuDNN error: CUDNN_STATUS_NOT_SUPPORTED") if c in broken else line(c)
+                               for c in ("a", "b")], env=env_json("cand", ended=ended, **ODD), cell={"ended": ended})
+    return run
+
+
+def test_a_night_with_a_surrogate_and_a_nul_in_its_env_is_recorded(history_url: str, tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 46: a lone surrogate in env.json crashed `record` with a traceback (UnicodeEncodeError,
+    nothing recorded, and the nightly wrote no report); a NUL lost the night on PostgreSQL. Both
+    back-ends now store the same escaped text, and the series is found again the next night."""
+    from historykit import recorded, reported
+
+    assert recorded(odd_night(tmp_path, 1), history_url) == 0
+    assert "2 cells added" in capsys.readouterr().out
+    with backends.opened(history_url) as engine, engine.connect() as conn:
+        c = schema.cells.c
+        stored = conn.execute(sa.select(c.driver, c.torch, c.cuda, c.image, c.suite_version, c.stack)
+                              .where(c.cell == "cand")).one()
+    assert tuple(stored[:5]) == ("550\\udfff", "2.5.1\\u0000+cu124", "12.4\\u001b[2J", "sha256:\\u0000ab", "s\\ud800")
+    assert stored.stack == "torch=2.5.1\\u0000+cu124;cuda=12.4\\u001b[2J;cudnn=90100"
+    assert recorded(odd_night(tmp_path, 2), history_url) == 0
+    code, report = reported(odd_night(tmp_path, 3, broken=("b",)), history_url, tmp_path, "--fail-on", "first-red")
+    (row,) = [c for c in report["cases"] if c["cell"] == "cand" and c["case"] == "b"]
+    assert code == 1 and row["history"]["state"] == "first-red" and row["history"]["runs"] == 3
+
+
+def test_tables_are_never_made_beside_another_programs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 46: `record --history sqlite:///other-app.db` added convmatrix's tables to another
+    program's database."""
+    import sqlite3
+
+    from historykit import recorded
+
+    other = tmp_path / "other-app.db"
+    with sqlite3.connect(other) as db:
+        db.execute("CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT)")
+    assert recorded(night(tmp_path, 1), f"sqlite:///{other}") == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "other table(s) (users)" in err[0]
+    with sqlite3.connect(other) as db:
+        assert [t for (t,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")] == ["users"]
+
+
+@given(values=env_values())
+def test_record_never_shows_a_traceback(values: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Whatever text a cell's env.json holds (any code point, lone surrogates and NUL among them):
+    record stores the night (exit 0) or says one line (exit 2); never an exception."""
+    from historykit import recorded
+
+    base = tmp_path_factory.mktemp("fuzz")
+    run = base / "run"
+    write_result(run, "ctrl", [line("a")], env=env_json("ctrl", **values), cell={"control": True})
+    write_result(run, "cand", [line("a")], env=env_json("cand", **values), cell={})
+    assert recorded(run, f"sqlite:///{base / 'h.sqlite'}") in (0, 2)

@@ -321,3 +321,37 @@ def test_an_unknown_cell_is_bad_input(write_matrix: Callable[[str], Path], capsy
     with pytest.raises(BadInput, match="no cell 'nope'") as caught:
         bisect_cmd.run(args)
     assert caught.value.exit_code == 2
+
+
+@pytest.mark.parametrize("how", ["matrix", "option", "neither"])
+def test_a_step_on_a_cpu_runner_runs_when_the_source_or_the_command_allows_it(
+        how: str, tmp_path: Path, write_matrix: Callable[[str], Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 46: every step matrix bisect wrote was refused on a runner without a GPU ("pass
+    --allow-cpu"): bisect had no --allow-cpu, and the source matrix's allow_cpu = true was not
+    carried into its steps. The orchestrator's own refusal (refuse_cpu) is what the steps meet."""
+    from convmatrix.run import options, orchestrate
+
+    monkeypatch.delenv(options.ALLOW_CPU, raising=False)
+    source = matrix.load(write_matrix(("allow_cpu = true\n" if how == "matrix" else "") + MATRIX))
+    plan = bisect.plan(source.cell("baremetal-torch2.5.1-cu124-cudnn9.3.0.75-py3.11"),
+                       source.cell("baremetal-torch2.5.1-cu124-cudnn9.5.1.17-py3.11"))
+    top = parser()
+    args = top.parse_args(["bisect", "--good", "a", "--bad", "b", *(["--allow-cpu"] if how == "option" else [])])
+    opts = options.parse(["--out", str(tmp_path / "b"), *(["--allow-cpu"] if args.allow_cpu else [])])
+    refused: list[str] = []
+
+    def run_like_orchestrate(m: matrix.Matrix, cells: Any, opts: Any, log: Any, *, strict: bool, selection: Any) -> None:
+        try:
+            orchestrate.refuse_cpu(m, cells, opts, specs=[])
+        except BadInput as exc:
+            refused.append(str(exc))
+            raise
+        write_result(opts.out, cells[0].id, [record("a")])
+
+    runner = bisect.CellRunner(source, plan, opts, lambda line: None, run=run_like_orchestrate)
+    if how == "neither":
+        with pytest.raises(BadInput, match="allow-cpu"):
+            runner("9.3.0.75")
+    else:
+        runner("9.3.0.75")
+        assert refused == []

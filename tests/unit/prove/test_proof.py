@@ -55,6 +55,7 @@ def go(capsys: pytest.CaptureFixture[str], *args: str | Path) -> tuple[int, str,
 
 
 PAIR = ("--pair", "knobs=default:pad=8")
+CPU = "--allow-cpu"  # a proof whose AFTER ran on the CPU alone is no proof without it (issue 45)
 
 
 def test_signature_gone_nothing_new_control_passing_is_proven(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -77,7 +78,7 @@ def test_signature_gone_nothing_new_control_passing_is_proven(tmp_path: Path, ca
 def test_anything_short_of_a_fix_is_not_proven(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                after: dict[str, str | None], why: str) -> None:
     run = knob_run(tmp_path, after=after)
-    code, out, err = go(capsys, run, run, *PAIR)
+    code, out, err = go(capsys, run, run, *PAIR, CPU)
     assert code == 1, out
     assert f"cpu: {STACK} → {STACK}+pad8: {why}" in out
     assert err.startswith("convmatrix: not proven: ")
@@ -101,10 +102,11 @@ def test_a_proof_with_nothing_to_prove_says_one_thing(tmp_path: Path, capsys: py
     says "proven" when the proof is not."""
     run = knob_run(tmp_path, before={"a": None, "b": None}, after={"a": None, "b": None})
     for fmt in ("text", "markdown"):
-        code, out, _ = go(capsys, run, run, *PAIR, "--format", fmt)
+        code, out, _ = go(capsys, run, run, *PAIR, "--format", fmt, CPU)
         assert code == 1
         lines = [line for line in out.splitlines() if line.strip()]
-        head = lines[1].removeprefix("## Fix proof: ") if fmt == "text" else lines[0].removeprefix("## Fix proof: ")
+        assert lines[1].startswith("no GPU took part in BEFORE or AFTER")  # the line after the title
+        head = lines[2] if fmt == "text" else lines[0].removeprefix("## Fix proof: ")
         assert head == "NOT PROVEN: nothing failed with the signature in BEFORE: there is nothing to prove", out
         assert not re.search(r"(?<!NOT )\bproven\b", out.replace("NOT PROVEN", "")), out
         assert "nothing to prove: nothing failed before or after" in out
@@ -122,7 +124,7 @@ def test_nothing_to_prove_without_the_signature_before(tmp_path: Path, capsys: p
     run = tmp_path / "r"
     cell(run, CONTROL, {"a": None})
     cell(run, STACK, {"a": None})
-    code, out, _ = go(capsys, run, run)
+    code, out, _ = go(capsys, run, run, CPU)
     assert code == 1 and "nothing failed with the signature in BEFORE" in out
 
 
@@ -135,7 +137,7 @@ def test_a_control_failing_or_absent_gives_no_verdict(tmp_path: Path, capsys: py
     if control is not None:
         cell(after, CONTROL, control)
     cell(after, STACK, {"a": None, "b": None})
-    code, out, err = go(capsys, before, after)
+    code, out, err = go(capsys, before, after, CPU)
     assert code == 3, out
     assert f"control {CONTROL} on cpu in AFTER: " in err
 
@@ -147,10 +149,10 @@ def test_separate_runs_pair_by_id_or_by_an_axis(tmp_path: Path, capsys: pytest.C
     cell(after, CONTROL, {"a": None})
     override = STACK.replace("cudnnbundled", "cudnn9.5.1.17")
     cell(after, override, {"a": None})
-    code, out, _ = go(capsys, before, after, "--pair", "cudnn=bundled:9.5.1.17")
+    code, out, _ = go(capsys, before, after, "--pair", "cudnn=bundled:9.5.1.17", CPU)
     assert code == 0, out
     assert f"{STACK} → {override}: proven" in out
-    code, out, _ = go(capsys, before, after)  # by id: the stack has no counterpart, so it proves nothing
+    code, out, _ = go(capsys, before, after, CPU)  # by id: the stack has no counterpart, so it proves nothing
     assert code == 1 and "no counterpart in AFTER" in out
 
 
@@ -198,11 +200,11 @@ def test_markdown_is_one_table_per_pair(tmp_path: Path) -> None:
 
     loaded = results.load([run])
     proof = prove.prove(loaded, loaded, before_paths=[str(run)], after_paths=[str(run)],
-                        pairing=prove.parse_pair("knobs=default:pad=8"))
+                        pairing=prove.parse_pair("knobs=default:pad=8"), allow_cpu=True)
     assert proof.verdict == prove.Verdict.PROVEN
     text = render_prove.render(proof, "markdown")
     assert "| x_y.z+1 | fail cudnn_not_supported | pass | fixed |" in text
-    assert text.startswith("## Fix proof: PROVEN")
+    assert text.startswith("## Fix proof: PROVEN on the CPU alone")
 
 
 def test_a_case_id_that_could_break_a_table_or_a_path_is_a_bad_line(tmp_path: Path) -> None:

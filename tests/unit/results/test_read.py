@@ -1,13 +1,18 @@
 from __future__ import annotations
 
 import json
+import tempfile
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
 
+import strategies as gen
 from convmatrix import results
+from convmatrix.cli.main import main
 from convmatrix.results import read, rundir
+from convmatrix.results.outcomes import Outcome
 from testkit import env_json, record, write_result
 
 NOT_SUPPORTED = "cuDNN error: CUDNN_STATUS_NOT_SUPPORTED. This error may appear if you passed in a non-contiguous input."
@@ -72,8 +77,8 @@ def test_cell_json_mismatch_is_recomputed(tmp_path: Path) -> None:
 
 
 def test_a_line_holding_two_objects_is_named_not_split(tmp_path: Path) -> None:
-    """Lines are decoded as one JSON array when they can be: two values on a line must not pass
-    for two cases, nor shift the line numbers of the errors after it."""
+    """Two values on a line must not pass for two cases, nor shift the line numbers of the errors
+    after it."""
     directory = write_result(tmp_path, "a", [record("c1")])
     with (directory / "results.jsonl").open("a") as fh:
         fh.write(json.dumps(record("c2")) + ", " + json.dumps(record("c3")) + "\n")
@@ -96,12 +101,12 @@ def test_a_wrong_type_is_caught_after_sound_lines_of_the_same_fields(tmp_path: P
 
 
 def test_line_numbers_count_blank_lines_whichever_way_the_file_is_read(tmp_path: Path) -> None:
-    """Read whole when every line holds one value, else line by line: errors name the same lines."""
+    """Blank lines first or between (once read whole, then line by line): errors name the file's lines."""
     bad = record("c3")
     bad["status"] = "exploded"
     directory = write_result(tmp_path, "a", [])
     path = directory / "results.jsonl"
-    for text, line in ((f"\n\n{json.dumps(record('c1'))}\n{json.dumps(bad)}\n", 4),  # read whole
+    for text, line in ((f"\n\n{json.dumps(record('c1'))}\n{json.dumps(bad)}\n", 4),  # blank lines first
                        (f"{json.dumps(record('c1'))}\n\n  \n{json.dumps(bad)}\r\n\n", 4)):  # blank lines between
         path.write_text(text)
         loaded = results.load([tmp_path])
@@ -162,3 +167,148 @@ def test_an_explain_finding_is_read_by_its_hashed_name_and_must_name_its_case(tm
     assert len(errors) == 1 and "field 'case': expected 'zz.json'" in errors[0]
     (cell / "explain" / f"{rundir.explain_name('zz')}.json").rename(cell / "explain" / "zz.json")
     assert set(read.read_explained(cell, ["zz"], [])) == {"zz"}
+
+
+# --- issue 45: two lines for one case, and lines only the whole file made sound ---------------------
+
+DRIVER_TOO_OLD = "RuntimeError: The NVIDIA driver on your system is too old (found version 11040)."
+DONE = {"ended": "2026-12-02T00:02:00Z"}
+
+
+def report_json(run: Path, tmp_path: Path) -> tuple[int, dict[str, Any]]:
+    """`convmatrix report RUN --format json`'s exit code and its cells by name."""
+    out = tmp_path / "report.json"
+    code = main(["report", str(run), "--format", "json", "-o", str(out)])
+    return code, {c["cell"]: c for c in json.loads(out.read_text())["cells"]}
+
+
+def test_one_case_failing_twice_with_other_families_is_named_not_read_as_the_last(tmp_path: Path) -> None:
+    """Issue 45, item 1: CUDNN_STATUS_NOT_SUPPORTED, then "driver too old" for one case, both
+    failed: the last line won in silence, and the cell read `unsupported` (exit 0) everywhere."""
+    run = tmp_path / "run"
+    write_result(run, "ctrl", [record("x"), record("y")], cell={"control": True, **DONE})
+    write_result(run, "cand", [record("x", "failed", NOT_SUPPORTED), record("y"),
+                               record("x", "failed", DRIVER_TOO_OLD)], cell=DONE)
+    loaded = results.load([run])
+    (cand,) = [r for r in loaded.results if r.cell == "cand"]
+    assert loaded.errors == []
+    assert cand.cases["x"].family == "cudnn_not_supported"  # the first failing line's: never the greener
+    assert cand.problems == ("results.jsonl:3: case x recorded again as fail (cuda_driver_insufficient), earlier "
+                             "as fail (cudnn_not_supported); kept the earlier line",)
+    code, cells = report_json(run, tmp_path)
+    assert cells["cand"]["verdict"] == "invalid" and code == 1
+    assert cand.problems[0] in cells["cand"]["problems"]
+
+
+def test_a_case_recorded_again_keeps_its_worst_line(tmp_path: Path) -> None:
+    """Disagreeing lines make the cell INVALID and keep the worst one (a failure over a skip over a
+    pass), whichever came last; among failures, the first."""
+    write_result(tmp_path, "a", [record("f", "failed", NOT_SUPPORTED), record("f"),
+                                 record("s"), record("s", "skipped", "not here"), record("s"),
+                                 record("t", "timeout", "case timed out"), record("t", "failed", NOT_SUPPORTED)])
+    (result,) = results.load([tmp_path]).results
+    assert {name: case.outcome for name, case in result.cases.items()} == {"f": "fail", "s": "skip", "t": "timeout"}
+    assert result.problems == (
+        "results.jsonl:2: case f recorded again as pass, earlier as fail (cudnn_not_supported); kept the earlier line",
+        "results.jsonl:4: case s recorded again as skip, earlier as pass; kept this line",
+        "results.jsonl:5: case s recorded again as pass, earlier as skip; kept the earlier line",
+        "results.jsonl:7: case t recorded again as fail (cudnn_not_supported), earlier as timeout; "
+        "kept the earlier line",
+    )
+
+
+def test_lines_that_agree_are_one_case_and_no_conflict(tmp_path: Path) -> None:
+    """The same line written twice, or the same outcome and family in other words, is no conflict:
+    the later line is kept, with the warnings of both (a pass that warned stays one that warned)."""
+    warned = [{"category": "UserWarning", "message": "Plan failed with a cudnnException: "
+               "CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR: cudnnFinalize Descriptor Failed cudnn_status: "
+               "CUDNN_STATUS_NOT_SUPPORTED"}]
+    write_result(tmp_path, "a", [record("a"), record("a"),
+                                 record("b", "failed", NOT_SUPPORTED), record("b", "failed", NOT_SUPPORTED + " (2)"),
+                                 record("c", warnings=warned), record("c", duration_s=0.5)])
+    loaded = results.load([tmp_path])
+    (result,) = loaded.results
+    assert loaded.errors == [] and result.problems == ()
+    assert result.cases["b"].message == NOT_SUPPORTED + " (2)"
+    assert result.cases["c"].warnings == ("cudnn_not_supported",) and result.cases["c"].duration_s == 0.5
+
+
+def test_an_object_over_two_lines_and_two_on_one_line_are_named(tmp_path: Path) -> None:
+    """Issue 45, item 2: split between two fields (a comma at the line break makes it whole), then a
+    second object on the second line: the whole-file read found two values in two lines and took
+    them as sound (exit 0). Each line is read alone now, as every line always was."""
+    run = tmp_path / "run"
+    write_result(run, "ctrl", [record("a"), record("b")], cell={"control": True, **DONE})
+    cand = write_result(run, "cand", [record("a")], cell=DONE)
+    first = json.dumps(record("b", "failed", NOT_SUPPORTED))
+    at = first.index(', "nodeid"')
+    text = f"{first[:at]}\n{first[at + 2:]}, {json.dumps(record('c'))}\n{json.dumps(record('a'))}\n"
+    assert len(json.loads("[" + text.strip().replace("\n", ",\n") + "]")) == 3  # what made it pass
+    (cand / "results.jsonl").write_text(text)
+    assert [line is read.BAD_LINE for _n, line in read.numbered(text)] == [True, True, False]
+    loaded = results.load([run])
+    path = cand / "results.jsonl"
+    assert loaded.errors == [f"{path}:1: not a JSON object (truncated or corrupt line)",
+                             f"{path}:2: not a JSON object (truncated or corrupt line)"]
+    (result,) = [r for r in loaded.results if r.cell == "cand"]
+    assert set(result.cases) == {"a"}
+    assert "some of its results could not be read (see the errors)" in result.problems
+    assert main(["report", str(run)]) == 2
+
+
+def badness(line: gen.JsonlLine) -> int:
+    """A sound line's rank, worst highest: a failing outcome over a skip over a pass."""
+    assert line.outcome is not None
+    return {Outcome.PASS: 0, Outcome.SKIP: 1}.get(line.outcome, 2)
+
+
+@pytest.mark.properties
+@given(gen.reread_results_files())
+def test_a_results_file_never_reads_greener_than_its_worst_line(lines: list[gen.JsonlLine]) -> None:
+    """Issue 45: whatever duplicate and malformed lines a results.jsonl holds, each malformed line
+    is named (and only those); each case reads as its worst sound line (the first of the worst),
+    and a case whose lines disagree (outcome or family) is a conflict, its cell with a problem;
+    lines that agree are none."""
+    with tempfile.TemporaryDirectory() as tmp:
+        directory = write_result(Path(tmp), "cand", [], cell=DONE)
+        path = directory / rundir.RESULTS
+        path.write_text(gen.jsonl_text(lines))
+        errors: list[str] = []
+        conflicts: list[str] = []
+        cases = read.read_cases(path, errors, conflicts)
+        assert [int(e.removeprefix(f"{path}:").split(":")[0]) for e in errors] == [
+            n for n, line in enumerate(lines, 1) if line.bad]
+        said: dict[str, list[gen.JsonlLine]] = {}
+        for line in lines:
+            if line.case is not None:
+                said.setdefault(line.case, []).append(line)
+        assert set(cases) == set(said)
+        for name, its in said.items():
+            worst = max(badness(line) for line in its)
+            first_worst = next(line for line in its if badness(line) == worst)
+            assert (cases[name].outcome, cases[name].family) == (first_worst.outcome, first_worst.family), name
+            agree = len({(line.outcome, line.family) for line in its}) == 1
+            assert any(f": case {name} recorded again as " in c for c in conflicts) != agree, (name, conflicts)
+        loaded_errors: list[str] = []
+        result = read.load_dir(directory, loaded_errors)
+        assert result is not None and loaded_errors == errors
+        assert bool(result.problems) == bool(conflicts or errors)
+        assert all(c in result.problems for c in conflicts[:5])
+
+
+@pytest.mark.parametrize("fmt", ["text", "markdown", "html", "json", "junit"])
+def test_a_partial_rerun_beside_its_result_is_a_note_in_every_format(fmt: str, tmp_path: Path) -> None:
+    """Issue 46: a .partial beside an older final result was skipped (as the contract says) without
+    a word, so an interrupted rerun that failed with the signature read green."""
+    from convmatrix.cli.main import main
+
+    run = tmp_path / "run"
+    write_result(run, "ctrl", [record("a")], cell={"control": True})
+    write_result(run, "cand", [record("a")], cell={})
+    partial = run / "cand@cpu.partial"
+    partial.mkdir()
+    (partial / "results.jsonl").write_text(json.dumps(record("a", "failed", "cuDNN error: CUDNN_STATUS_NOT_SUPPORTED"))
+                                           + "\n")
+    out = tmp_path / f"report.{fmt}"
+    assert main(["report", str(run), "--format", fmt, "-o", str(out)]) == 0
+    assert "cand@cpu.partial: an interrupted rerun beside the result cand@cpu" in out.read_text()
