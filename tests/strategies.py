@@ -735,3 +735,96 @@ def env_values() -> st.SearchStrategy[dict[str, Any]]:
     or nothing, as valid JSON carries them."""
     return st.dictionaries(st.sampled_from(ENV_FIELDS), st.one_of(st.text(max_size=300), st.integers(), st.none()),
                            max_size=len(ENV_FIELDS))
+
+
+# --- i46 scrub and known-issue claims ---
+# A place a message may name a file server, a user and a file by, with no name the exporter knows
+# (atlas/scrub.py): a UNC share, host:/path, a file: URL, a PATH list whose later entry holds the
+# user, a drive path with spaces; amid text that must come through as it is.
+I46_LEGIT = ("RuntimeError:", "cuDNN", "error", "at", "on", "(", ")", ",", "CUDNN_STATUS_NOT_SUPPORTED", "by", "from",
+             "'", '"', "=", ":", "torch", "2.5.1+cu124", "sm_90", "12:30", "16:9", "a:b", "9.18.1", "failed",
+             "conv2d-fp16-k3-p1-depthwise-channels_last", "at::native::conv2d", "c10::Error", "float16/bfloat16",
+             "1/2", "max abs error 3.1 > tolerance 0.01", "capability 9.0", "NVIDIA H200")
+
+
+def _alnum_runs(text: str) -> set[str]:
+    return set("".join(c if c.isalnum() else " " for c in text.lower()).split())
+
+
+_I46_WORDS = _alnum_runs(" ".join(I46_LEGIT)) | {"share", "users", "usr", "bin", "opt", "lib", "file", "pt"}
+# Names no legitimate word holds (a name that is also a word of the text could not be told apart).
+i46_names = atlas_names.filter(lambda n: not _alnum_runs(n) & _I46_WORDS)
+i46_legit_lines = st.lists(st.sampled_from(I46_LEGIT), min_size=1, max_size=4).map(" ".join)
+
+
+@st.composite
+def hostile_locations(draw: st.DrawFn) -> tuple[str, str, str, str]:
+    """(place, host, user, leaf): one place in one of the shapes, naming a user and a file, and a
+    host where the shape has one."""
+    host, user, leaf = draw(i46_names), draw(i46_names), draw(i46_names)
+    domain = draw(st.sampled_from(["", ".lab", ".corp.example"]))
+    dirs = "/".join([*draw(st.lists(st.sampled_from(["export", "home", "data", "srv"]), max_size=2)), user])
+    shape = draw(st.sampled_from(["unc", "unc-slash", "unc-long", "drive-spaces", "host-path", "user-host-path",
+                                  "file-1", "file-3", "file-host", "path-list"]))
+    if shape == "path-list":
+        entries = draw(st.lists(st.sampled_from(["/usr/bin", "/opt/x/bin", "/usr/local/cuda/lib64", "~/bin"]),
+                                min_size=1, max_size=3))
+        own = draw(st.sampled_from([f"/{dirs}/{leaf}", f"/net/{host}/{user}/{leaf}", f"{dirs}/{leaf}",
+                                    f"~{user}/{leaf}"]))
+        entries.insert(draw(st.integers(1, len(entries))), own)  # never the first
+        prefix = draw(st.sampled_from(["", "PATH=", "LD_LIBRARY_PATH=", "export PATH="]))
+        return prefix + ":".join(entries), host, user, leaf
+    scheme = draw(st.sampled_from(["file", "FILE", "File"]))
+    place = {
+        "unc": f"\\\\{host}{domain}\\share\\{user}\\{leaf}.pt",
+        "unc-slash": f"//{host}{domain}/share/{user}/{leaf}.pt",
+        "unc-long": f"\\\\?\\C:\\Users\\{user}\\{leaf}",
+        "drive-spaces": f"D:\\Users\\{user}\\My Models\\{leaf} v2\\m.pt",
+        "host-path": f"{host}{domain}:/{dirs}/{leaf}",
+        "user-host-path": f"{user}@{host}{domain}:/{dirs}/{leaf}",
+        "file-1": f"{scheme}:/{dirs}/{leaf}",
+        "file-3": f"{scheme}:///{dirs}/{leaf}",
+        "file-host": f"{scheme}://{host}{domain}/{dirs}/{leaf}",
+    }[shape]
+    return place, host, user, leaf
+
+
+@st.composite
+def hostile_location_messages(draw: st.DrawFn) -> tuple[str, str, str, str]:
+    """(message, host, user, leaf): a hostile location amid legitimate words, space-separated."""
+    place, host, user, leaf = draw(hostile_locations())
+    words = st.lists(st.sampled_from(I46_LEGIT), max_size=4)
+    return " ".join([*draw(words), place, *draw(words)]), host, user, leaf
+
+
+# A CUDA out-of-memory message as PyTorch words it (2.1+: "GPU 0 has a total capacity of ...";
+# before: "(GPU 0; ... total capacity; ...)"), the request fitting the GPU's whole capacity or not.
+_OOM_UNITS = {"bytes": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
+
+
+def _size(value: int, unit: str) -> str:
+    return f"{value} bytes" if unit == "bytes" else f"{value / 100:.2f} {unit}"
+
+
+@st.composite
+def oom_messages(draw: st.DrawFn, fits: bool | None = None) -> tuple[str, bool]:
+    """(message, whether the request is at most the capacity); `fits` picks one side."""
+    capacity = draw(st.integers(100, 19_200))  # hundredths of a GiB: 1.00 to 192.00 GiB
+    side = draw(st.booleans()) if fits is None else fits
+    if side:
+        unit = draw(st.sampled_from(list(_OOM_UNITS)))
+        ceiling = capacity * (1 << 30) // _OOM_UNITS[unit] if unit != "bytes" else 1 << 20
+        request = draw(st.integers(1, min(ceiling, 10**7)))
+        said = _size(request, unit)
+    else:
+        said = _size(draw(st.integers(capacity + 1, capacity * 20 + 1)), "GiB")
+    total = _size(capacity, "GiB")
+    free = _size(draw(st.integers(0, capacity)), "GiB")
+    gpu = draw(st.sampled_from(["GPU 0", "GPU 3", "the GPU"]))
+    message = draw(st.sampled_from([
+        f"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate {said}. {gpu} has a total capacity of "
+        f"{total} of which {free} is free. Including non-PyTorch memory, this process has 1.00 GiB memory in use.",
+        f"RuntimeError: CUDA out of memory. Tried to allocate {said} ({gpu}; {total} total capacity; "
+        f"0 bytes already allocated; {free} free; 2.00 MiB reserved in total by PyTorch)",
+    ]))
+    return message, side

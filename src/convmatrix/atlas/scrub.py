@@ -26,18 +26,33 @@ from convmatrix.escape import one_line
 MAX_REASON = 200  # characters of a scrubbed line (the bundle allows 300: room for a family prefix)
 MIN_WORD = 2  # a shorter host or user name is not replaced: it would blank every "a" of a message
 
+# What a path may hold, to the next space, quote, bracket or list separator; a POSIX one stops at a
+# colon too (a PATH list's separator, or "file.py:42", whose line number stays).
+_IN_PATH = r"""[^\s'"`<>|,;]"""
+_IN_POSIX = r"""[^\s'"`<>|,;:()\[\]]"""
 # The shapes, most specific first: a URL before the path inside it, an email before its host.
 _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
+    # A file: URL of any form: file:/x, file:///x, file://host/x (the last two are URLs below too).
+    (re.compile(r"\bfile:[/\\]\S*", re.IGNORECASE), "<url>"),
     (re.compile(r"\b[a-z][a-z0-9+.-]{1,15}://\S+", re.IGNORECASE), "<url>"),
-    (re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)*", re.ASCII), "<user@host>"),
+    # (from the start of a run only: the same matches, in linear time on a long run without "@")
+    (re.compile(r"(?<![\w.+-])[\w.+-]+@[\w-]+(?:\.[\w-]+)*", re.ASCII), "<user@host>"),
     # A device's UUID (GPU-…, MIG-…) or any UUID-shaped id
     # (MIG-GPU-<uuid>/<gi>/<ci> before driver R470).
     (re.compile(r"\b(?:(?:MIG-)?(?:GPU|MIG)-)?[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b"
                 r"(?:/[0-9]+)*", re.IGNORECASE), "<uuid>"),
-    # Windows and POSIX paths: a drive or a UNC share; a path from the root, a home (~, ~user) or
-    # a relative one going up (../). A bare "/" or "a/b" inside a word stays.
-    (re.compile(r"(?:\b[A-Za-z]:|\\\\)[\\/][^\s'\"`<>|,;]*"), "<path>"),
-    (re.compile(r"(?<![\w.:/-])(?:~[\w.-]*|\.\.?)?/[^\s'\"`<>|,;:()\[\]]+"), "<path>"),
+    # Windows paths: a drive (C:\, C:/) or a UNC share (\\server\share\..., \\?\C:\..., \\.\pipe),
+    # running on past a space while the next word goes on with a backslash (C:\Program Files\x).
+    (re.compile(rf"(?:\b[A-Za-z]:[\\/]|\\\\(?=[\w.?$-])){_IN_PATH}*(?:[ ](?=[^\s'\"`<>|,;\\]+\\){_IN_PATH}*)*"),
+     "<path>"),
+    # A host before a path (nfs01:/export/x, gpu-7.lab:/data, an scp target): the host goes; its
+    # path is the next shape's.
+    (re.compile(r"(?<![\w.@<>/\\:~-])[A-Za-z0-9](?:[\w.-]*[A-Za-z0-9])?(?=:/)"), "<host>"),
+    # POSIX paths: from the root, a home (~, ~user) or a relative one going up (../), after a space,
+    # a quote, "=" or a colon (host:/path, file:/path); a PATH list is one path, every entry that
+    # holds a "/" or a ~ with it. A bare "/" or "a/b" inside a word stays.
+    (re.compile(rf"(?<![\w./-])(?:~[\w.-]*|\.\.?)?/{_IN_POSIX}+"
+                rf"(?::(?:{_IN_POSIX}*/{_IN_POSIX}*|~{_IN_POSIX}*))*"), "<path>"),
     # IPv4, with a port or not (a four-part version, 9.1.0.70, goes too: the safe side), and IPv6
     # in its full or compressed forms (MAC addresses go with them)
     (re.compile(r"\b(?:[0-9]{1,3}\.){3}[0-9]{1,3}(?::[0-9]{1,5})?\b"), "<ip>"),

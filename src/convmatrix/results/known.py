@@ -7,7 +7,10 @@ either side optional.
 
 No false "known" claims: an entry whose range needs a stack fact the stack does not have (None,
 or a version that cannot be read) does not match, and neither does an entry whose case condition
-needs a params field the results line does not have. Standard library only.
+needs a params field the results line does not have. A failure is claimed only when every
+condition of the entry holds: its family, case conditions, ranges, and what its message must say
+(a pattern; an OOM's request against the GPU's capacity); a log with no message to weigh
+(match_stack) claims no entry that needs one. Standard library only.
 """
 
 from __future__ import annotations
@@ -48,6 +51,16 @@ PREDICATES: dict[str, type] = {
     "min_batch": int,
     "min_stride": int,
 }
+# [issue.when] predicates on the failure's message (checked where a failure is annotated).
+MESSAGE_PREDICATES: dict[str, type] = {
+    "oom_fits_gpu": bool,
+}
+# A CUDA OOM as PyTorch words it: the request, and the GPU's total capacity (2.1+: "has a total
+# capacity of 22.05 GiB"; before: "(GPU 0; 22.05 GiB total capacity; ...").
+_SIZE = r"(\d+(?:\.\d+)?)\s?(bytes|KiB|MiB|GiB|TiB)\b"
+_UNITS = {"bytes": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
+_OOM_REQUEST = re.compile(r"\bTried to allocate " + _SIZE)
+_OOM_CAPACITY = re.compile(r"\btotal capacity of " + _SIZE + "|" + _SIZE + r" total capacity\b")
 # Stack facts a range may bound, and the form of their version strings in the file.
 _VERSION_FORMS = {
     "torch": re.compile(r"\d+\.\d+\.\d+"),
@@ -104,6 +117,12 @@ class KnownIssue:
     directions: tuple[str, ...] = ()
     when: tuple[tuple[str, bool | int], ...] = ()  # (predicate, value) pairs, all must hold
     message: str = ""  # a regular expression the failure's message must contain; "" = any
+    message_when: tuple[tuple[str, bool | int], ...] = ()  # MESSAGE_PREDICATES, all must hold
+
+    @property
+    def needs_message(self) -> bool:
+        """Whether a claim rests on the failure's words (a pattern or a message predicate)."""
+        return bool(self.message or self.message_when)
 
     @property
     def conditions(self) -> str:
@@ -188,12 +207,14 @@ def _entry(entry: Any, where: str) -> KnownIssue:
         raise bad("torch/cuda/cudnn/capability", "an entry needs at least one version range")
     lists = {field: _list(entry, field, bad) for field in _LISTS}
     message = _message(entry, bad)
+    when = _when(entry, bad)
     return KnownIssue(
         id=text["id"], summary=text["summary"], source=text["source"], fixed_in=text["fixed_in"],
         workaround=text["workaround"], families=lists["families"], torch=ranges.get("torch"),
         cuda=ranges.get("cuda"), cudnn=ranges.get("cudnn"), capability=ranges.get("capability"),
         ops=lists["ops"], dtypes=lists["dtypes"], memory_formats=lists["memory_formats"],
-        layouts=lists["layouts"], directions=lists["directions"], when=_when(entry, bad), message=message,
+        layouts=lists["layouts"], directions=lists["directions"], when=tuple(w for w in when if w[0] in PREDICATES),
+        message=message, message_when=tuple(w for w in when if w[0] in MESSAGE_PREDICATES),
     )
 
 
@@ -244,9 +265,9 @@ def _when(entry: dict[str, Any], bad: Any) -> tuple[tuple[str, bool | int], ...]
         raise bad("when", "a table of predicates")
     out: list[tuple[str, bool | int]] = []
     for name, arg in value.items():
-        kind = PREDICATES.get(name)
+        kind = PREDICATES.get(name, MESSAGE_PREDICATES.get(name))
         if kind is None:
-            raise bad(f"when.{name}", f"unknown predicate (one of {', '.join(PREDICATES)})")
+            raise bad(f"when.{name}", f"unknown predicate (one of {', '.join([*PREDICATES, *MESSAGE_PREDICATES])})")
         if kind is int and (isinstance(arg, bool) or not isinstance(arg, int) or arg < 1):
             raise bad(f"when.{name}", "a whole number >= 1")
         if kind is bool and not isinstance(arg, bool):
@@ -431,12 +452,35 @@ def case_matches(issue: KnownIssue, params: Mapping[str, Any]) -> bool:
 
 
 # -- the matcher ------------------------------------------------------------------------------------
+def oom_sizes(message: str) -> tuple[float, float] | None:
+    """(bytes asked for, the GPU's total capacity in bytes) as a CUDA OOM message prints them;
+    None when it prints not both."""
+    request, capacity = _OOM_REQUEST.search(message), _OOM_CAPACITY.search(message)
+    if request is None or capacity is None:
+        return None
+    value, unit = (capacity.group(1), capacity.group(2)) if capacity.group(1) else (capacity.group(3),
+                                                                                    capacity.group(4))
+    return float(request.group(1)) * _UNITS[request.group(2)], float(value) * _UNITS[unit]
+
+
+def _message_predicate(name: str, arg: bool | int, message: str) -> bool:
+    if name == "oom_fits_gpu":
+        sizes = oom_sizes(message)
+        return sizes is not None and (sizes[0] <= sizes[1]) == arg
+    return False
+
+
 def message_matches(issue: KnownIssue, message: str | None) -> bool:
-    """Whether the failure's message contains what the entry's source quotes (no pattern: yes;
-    a pattern and no message: no, a claim needs the words)."""
-    if not issue.message:
+    """Whether the failure's message says what the entry's source does: its pattern found, each
+    message predicate holding (none of either: yes; one and no message, or a message that cannot
+    answer it: no, a claim needs the words)."""
+    if not issue.needs_message:
         return True
-    return message is not None and re.search(issue.message, message) is not None
+    if message is None:
+        return False
+    if issue.message and re.search(issue.message, message) is None:
+        return False
+    return all(_message_predicate(name, arg, message) for name, arg in issue.message_when)
 
 
 def match(params: Mapping[str, Any], stack: Stack, *, family: str | None = None,
@@ -467,6 +511,7 @@ def matched(issue: KnownIssue, stack: Stack, family: str | None) -> str:
         parts = [f"family {family}" if family in issue.families else f"families {'/'.join(issue.families)}"]
     if issue.message:
         parts.append(f"message /{issue.message}/")
+    parts += [f"{name}={str(value).lower()}" for name, value in issue.message_when]
     if issue.conditions:
         parts.append(issue.conditions)
     for fact, name in _FACT_NAMES.items():
@@ -481,10 +526,11 @@ def match_stack(stack: Stack, families: Iterable[str], *,
                 issues: Iterable[KnownIssue] | None = None) -> list[KnownIssue]:
     """Version and family-level matching, for a log with no case params: the entries that list a
     family among `families` and whose ranges all hold on the stack. Their case conditions are not
-    checked (KnownIssue.conditions says what they are)."""
+    checked (KnownIssue.conditions says what they are); an entry whose claim rests on the
+    failure's message (KnownIssue.needs_message) is not matched: a log's families weigh no words."""
     seen = set(families)
     return [issue for issue in (load() if issues is None else issues)
-            if seen.intersection(issue.families) and stack_matches(issue, stack)]
+            if seen.intersection(issue.families) and not issue.needs_message and stack_matches(issue, stack)]
 
 
 def annotation(issue: KnownIssue, why: str = "") -> str:

@@ -7,13 +7,14 @@ from __future__ import annotations
 import getpass
 import re
 import socket
+import time
 from pathlib import Path
 
 import pytest
 from hypothesis import given
 
 from convmatrix.atlas.scrub import MAX_REASON, Secrets, names, scrub, secrets_here
-from strategies import leaky_messages
+from strategies import hostile_location_messages, i46_legit_lines, leaky_messages
 
 
 def test_a_message_holding_everything_identifying(tmp_path: Path) -> None:
@@ -90,3 +91,63 @@ def test_no_generated_message_lets_a_name_an_address_or_a_path_through(found: tu
 def test_names_says_whether_a_whole_field_names_something(text: str, shapes: bool, named: bool) -> None:
     secrets = Secrets(hosts=("gpu-node-17",), users=("alice",))
     assert names(text, secrets, shapes=shapes) is named
+
+
+# --- issue 46: a UNC share, a host:/path, a file: URL and a PATH list's later entries ---------------
+@pytest.mark.parametrize(("text", "kept"), [
+    ("load \\\\fileserver\\share\\alice\\m.pt failed", "load <path> failed"),
+    ("at \\\\?\\C:\\Users\\alice\\m.pt", "at <path>"),
+    ("open C:\\Program Files\\alice dir\\x.dll denied", "open <path> denied"),
+    ("stale handle nfs01:/export/data now", "stale handle <host>:<path> now"),
+    ("mount nfs01.lab:/export/home/alice/x failed", "mount <host>:<path> failed"),
+    ("scp alice@nfs01:/export/home/alice/x", "scp <user@host>:<path>"),
+    ("see file:/home/alice/x and FILE:///home/alice/y or file://nas7/home/alice/z.",
+     "see <url> and <url> or <url>"),
+    ("PATH=/usr/bin:/opt/x/bin:/home/alice/bin", "PATH=<path>"),
+    ("LD_LIBRARY_PATH=/usr/lib:home/alice/lib:~/lib64 set", "LD_LIBRARY_PATH=<path> set"),
+])
+def test_shares_host_paths_file_urls_and_path_lists_go(text: str, kept: str) -> None:
+    said = scrub(text, Secrets())
+    assert said == kept
+    for leak in ("alice", "fileserver", "nfs01", "nas7", "/export", "/opt"):
+        assert leak not in said, said
+
+
+@pytest.mark.parametrize("text", [
+    "torch 2.5.1+cu124 on sm_90 (capability 9.0) with cuDNN 9.18.1: CUDNN_STATUS_NOT_SUPPORTED",
+    "at 12:30 the 16:9 and a:b ratios held; at::native::conv2d and c10::Error stay",
+    "case conv2d-fp16-k3-p1-depthwise-channels_last failed: numeric mismatch (1/2 of the output)",
+    "RuntimeError: CUDA error: an illegal memory access was encountered; float16/bfloat16",
+])
+def test_legitimate_text_survives_the_new_shapes(text: str) -> None:
+    assert scrub(text, Secrets()) == text
+    assert not names(text.split(" ")[0], Secrets())
+
+
+def _bounded(name: str, text: str) -> bool:
+    return re.search(rf"(?<![A-Za-z0-9]){re.escape(name)}(?![A-Za-z0-9])", text, re.IGNORECASE) is not None
+
+
+@given(hostile_location_messages())
+def test_no_share_host_path_file_url_or_path_list_lets_a_name_through(found: tuple[str, str, str, str]) -> None:
+    """Issue 46: a file server's name, a user's and a file's, in a place of any of the shapes and
+    none of them known to the exporter, are gone; only placeholders are left of the place."""
+    message, host, user, leaf = found
+    said = scrub(message, Secrets())
+    for name in (host, user, leaf):
+        assert not _bounded(name, said), (message, said)
+    assert "\\" not in said and ":/" not in said, (message, said)
+
+
+@given(i46_legit_lines)
+def test_legitimate_lines_come_through_whole(line: str) -> None:
+    """Versions, GPU generations, statuses, times, ratios, C++ scopes and case ids are no place."""
+    assert scrub(line, Secrets()) == line
+
+
+def test_a_long_run_without_an_at_sign_scrubs_in_linear_time() -> None:
+    """Issue 46: the email shape tried every start inside a run of word characters (quadratic: a
+    100,000-character word took most of a minute); it starts where a run starts."""
+    started = time.perf_counter()
+    said = scrub("a" * 100_000 + " x-" * 30_000, Secrets())
+    assert time.perf_counter() - started < 5 and len(said) == MAX_REASON
