@@ -68,3 +68,27 @@ def test_bisect_finds_the_first_cudnn_override_that_fails(tmp_path: Path, monkey
     lines = capsys.readouterr().err
     assert "cuDNN 9.5.0.50: FAIL (" in lines
     print(f"bisect: {data['cell_runs']} cell runs in {wall:.0f} s")
+
+
+def test_bisect_runs_on_a_cpu_runner_with_the_default_matrix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 46: on a runner without a GPU every step matrix bisect wrote was refused ("pass
+    --allow-cpu"), though matrix/default.toml says allow_cpu = true. Without $CONVMATRIX_ALLOW_CPU
+    (the test session sets it) and without --allow-cpu, the default matrix's own word carries
+    into the steps: between its control (the bundled cuDNN) and its 9.5.1.17 override."""
+    from convmatrix.run import options
+    from testkit import REPO
+
+    monkeypatch.delenv(options.ALLOW_CPU, raising=False)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(PLUGINS), os.environ.get("PYTHONPATH")])))
+    monkeypatch.setenv("CONVMATRIX_FAIL_FROM_CUDNN", "90500")
+    monkeypatch.setenv("CONVMATRIX_RESULTS_STORE", str(tmp_path / "store"))
+    answer = tmp_path / "answer.json"
+    top = parser()
+    args = top.parse_args(["bisect", "-m", str(REPO / "matrix" / "default.toml"),
+                           "--good", "baremetal-torch2.5.1-cu124-cudnnbundled-py3.11", "--bad", BAD,
+                           "--out", str(tmp_path / "bisect"), "--format", "json", "-o", str(answer),
+                           "--", *SELECT, "-p", "convmatrix_cudnn_from"])
+    assert bisect_cmd.run(args) == 0, capsys.readouterr().err[-3000:]
+    data = json.loads(answer.read_text())
+    assert (data["first_bad"], data["exit_code"]) == ("9.5.0.50", 0)
