@@ -4,10 +4,11 @@ calls, distinct cases and peak memory for three models built from PyPI packages'
 
     python bench/from_model.py
 
-Each model is recorded in a fresh interpreter (so that its peak RSS is its own): the time is
-triage/from_model.record's (build on meta, cast, forward, backward), the import of torch,
-torchvision and diffusers excluded and printed apart; peak RSS is the process's (ru_maxrss),
-with its RSS before the recording beside it.
+Each model is recorded from a fresh interpreter: the time is triage/from_model.record's, which
+starts the child interpreter that records (suites/capture.py: its own import of torch, then build
+on meta, cast, forward, backward); the bench's own import of torch, torchvision and diffusers is
+printed apart; peak RSS is the recording child's (ru_maxrss of the children), with the bench
+process's RSS before the recording beside it.
 
     resnet50     torchvision.models:resnet50, 8x3x224x224, float16, channels_last, forward+backward
     vae_decoder  diffusers AutoencoderKL's decoder at Stable Diffusion's config, 1024x1024 images
@@ -32,7 +33,7 @@ sys.path[:0] = [str(REPO / "src"), str(REPO / "tests")]
 SD_VAE = {"block_out_channels": [128, 256, 512, 512], "layers_per_block": 2,
           "down_block_types": ["DownEncoderBlock2D"] * 4, "up_block_types": ["UpDecoderBlock2D"] * 4}
 MODELS: dict[str, dict[str, Any]] = {
-    "resnet50": {"target": "torchvision.models:resnet50", "inputs": [(8, 3, 224, 224)], "dtype": "float16",
+    "resnet50": {"target": "modelzoo:torchvision.models.resnet50", "inputs": [(8, 3, 224, 224)], "dtype": "float16",
                  "channels_last": True, "backward": True},
     "vae_decoder": {"target": "modelzoo:vae_decoder", "inputs": [(32, 4, 128, 128)], "dtype": "float16",
                     "kwargs": SD_VAE},
@@ -51,11 +52,11 @@ def one(name: str) -> dict[str, Any]:
     spec = dict(MODELS[name])
     target, inputs = spec.pop("target"), spec.pop("inputs")
     start = time.perf_counter()
-    found = from_model.record(target, inputs, **spec)
+    found = from_model.record(target, inputs, **spec)  # in a child interpreter of its own (suites/capture.py)
     seconds = time.perf_counter() - start
     return {"model": name, "import_s": round(imported, 2), "record_s": round(seconds, 3), "conv_calls": found.calls,
             "cases": len(found.cases), "aten_calls": found.aten_calls, "rss_before_mb": rss_before >> 20,
-            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss >> 10}
+            "peak_rss_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss >> 10}
 
 
 def main() -> None:

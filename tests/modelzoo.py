@@ -1,8 +1,8 @@
 """Models for `convmatrix cases --from-model`'s tests and bench/from_model.py, built from code in
 PyPI packages with no weights (tests/requirements.txt pins torchvision and diffusers), and small
 models of known layers. Importable as `modelzoo` (pyproject's pytest `pythonpath`); the targets
-are `modelzoo:tiny`, `modelzoo:vae_decoder`, `modelzoo:unet`, and `torchvision.models:resnet50`
-once `torchvision_importable()` has run.
+are `modelzoo:tiny`, `modelzoo:vae_decoder`, `modelzoo:unet` and `modelzoo:torchvision.models.resnet50`
+(torchvision through this module, whose import makes it importable in the recording's interpreter).
 
 Missing torchvision or diffusers fails the import, loudly: CI installs them from the lock.
 """
@@ -46,22 +46,29 @@ def torchvision_importable() -> None:
 _SCHEMAS: Any = None
 torchvision_importable()
 # After the schemas: diffusers imports torchvision where it finds it. Either missing fails loudly.
-# Imported as Any: neither ships complete types.
-diffusers: Any = importlib.import_module("diffusers")
+# Imported as Any: neither ships complete types. diffusers is imported when a model of it is built
+# (its import takes seconds, and every `--from-model modelzoo:...` recording imports this module in
+# an interpreter of its own: issue 46); its absence fails here all the same.
+if importlib.util.find_spec("diffusers") is None:
+    raise ImportError("diffusers is not installed: install the tests' lock (requirements/tests.txt)")
 torchvision: Any = importlib.import_module("torchvision")
+
+
+def _diffusers() -> Any:
+    return importlib.import_module("diffusers")
 
 
 def vae_decoder(**config: Any) -> torch.nn.Module:
     """The decoder of diffusers' AutoencoderKL at its default config (or `config`): latents
     N x 4 x H/8 x W/8 to images; at the default config one block per level, 1 decoder layer."""
-    decoder: torch.nn.Module = diffusers.AutoencoderKL(**config).decoder
+    decoder: torch.nn.Module = _diffusers().AutoencoderKL(**config).decoder
     return decoder
 
 
 def unet(**config: Any) -> torch.nn.Module:
     """diffusers' UNet2DConditionModel at its default config (or `config`): inputs sample
     N x 4 x H x W, timestep (1), encoder_hidden_states N x 77 x 1280."""
-    model: torch.nn.Module = diffusers.UNet2DConditionModel(**config)
+    model: torch.nn.Module = _diffusers().UNet2DConditionModel(**config)
     return model
 
 

@@ -828,3 +828,137 @@ def oom_messages(draw: st.DrawFn, fits: bool | None = None) -> tuple[str, bool]:
         f"0 bytes already allocated; {free} free; 2.00 MiB reserved in total by PyTorch)",
     ]))
     return message, side
+
+
+# --- i46 logs read through the owner's fd ---
+#
+# What a cell may leave as its log.txt while the harness reads it (run/evidence.write,
+# triage/scan.first_cause, the report's first cause): a symlink to a file outside the cell, a FIFO,
+# a directory, a huge sparse file or a normal log, put there before the read or swapped in and out
+# during it by a process the cell left behind; the rest of the cell is a hostile_trees draw
+# (planted with plant). The readers must read nothing outside the cell and each read with a bound.
+import contextlib  # noqa: E402  (this section's own; the sections above do not need them)
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+from collections.abc import Iterator  # noqa: E402
+
+LOG_KINDS = ("outside-link", "fifo", "dir", "sparse", "normal")
+LOG_SWAPS = ("before", "during")
+OUTSIDE_MARK = "OUTSIDE-SECRET"  # on every line of the outside file: seen anywhere, it was read
+SPARSE_SIZE = 2 << 30  # a sparse log's size: far past any bound, and no disk
+
+
+@dataclass(frozen=True)
+class LogCase:
+    kind: str  # what log.txt is (LOG_KINDS)
+    swap: str  # "before": it is that from the start; "during": swapped with the real log while read
+    tree: tuple[TreeEntry, ...]  # the rest of the cell
+
+
+@st.composite
+def log_cases(draw: st.DrawFn, max_entries: int = 4) -> LogCase:
+    return LogCase(kind=draw(st.sampled_from(LOG_KINDS)), swap=draw(st.sampled_from(LOG_SWAPS)),
+                   tree=tuple(draw(hostile_trees(max_entries=max_entries))))
+
+
+def outside_log(folder: Path, text: str) -> Path:
+    """A file outside every cell that looks like a failing log (text's lines), each line marked
+    with OUTSIDE_MARK, so that a reader led to it finds a failure there and shows the mark."""
+    path = folder / "outside-log.txt"
+    path.write_text("".join(f"{line} {OUTSIDE_MARK}\n" for line in text.splitlines()))
+    return path
+
+
+def log_object(where: Path, kind: str, real: Path, outside: Path) -> None:
+    """What log.txt is for kind, made at where: a link to outside, a FIFO, a directory, a sparse
+    file of SPARSE_SIZE starting with real's bytes, or (normal) a hard link to real."""
+    if kind == "outside-link":
+        where.symlink_to(outside)
+    elif kind == "fifo":
+        os.mkfifo(where)
+    elif kind == "dir":
+        where.mkdir()
+    elif kind == "sparse":
+        where.write_bytes(real.read_bytes())
+        os.truncate(where, SPARSE_SIZE)
+    else:
+        os.link(real, where)
+
+
+_SWAP = """
+import os, sys
+log, real, obj, kind = sys.argv[1:5]
+tmp = log + ".swap"
+print("ready", flush=True)
+while True:
+    try:
+        if kind == "dir":
+            os.unlink(log); os.mkdir(log); os.rmdir(log); os.link(real, log)
+        else:
+            os.link(obj, tmp, follow_symlinks=False); os.replace(tmp, log)
+            os.link(real, tmp); os.replace(tmp, log)
+    except OSError:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+"""
+
+
+def put_back(log: Path, real: Path) -> None:
+    """log a hard link to real again, whatever a swap left there."""
+    for path in (log, log.with_name(log.name + ".swap")):
+        if path.is_dir() and not path.is_symlink():
+            path.rmdir()
+        elif os.path.lexists(path):
+            path.unlink()
+    os.link(real, log)
+
+
+@contextlib.contextmanager
+def swapping(log: Path, real: Path, obj: Path, kind: str) -> Iterator[None]:
+    """Another process (a cell's leftover) putting obj (a directory, for kind "dir") in log's
+    place and the real log back, as fast as it can, until the block ends; then log is real again."""
+    proc = subprocess.Popen([sys.executable, "-c", _SWAP, str(log), str(real), str(obj), kind],
+                            stdout=subprocess.PIPE)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == b"ready\n"
+        yield
+    finally:
+        proc.kill()
+        proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
+        put_back(log, real)
+
+
+def bytes_read() -> int:
+    """The bytes this process has read so far (all its threads; read, pread and sendfile): what a
+    bound on reads is checked by."""
+    for line in Path("/proc/self/io").read_text().splitlines():
+        if line.startswith("rchar:"):
+            return int(line.split()[1])
+    raise AssertionError("no rchar in /proc/self/io")
+
+
+# --- i46 model capture ---
+# A user's model that misbehaves (issue 46: `convmatrix cases --from-model` records in a child
+# interpreter): what it does (tests/capturezoo.py's DOINGS: end the interpreter, print, sleep,
+# swallow every exception in a loop, allocate real memory, raise) and where (at its module's
+# import, in its builder, in its forward); `arg` is the exit status or the error's number.
+CAPTURE_DOINGS = ("exit", "print", "sleep", "swallow", "allocate", "raise")
+CAPTURE_PLACES = ("import", "build", "forward")
+
+
+@dataclass(frozen=True)
+class Misbehaviour:
+    what: str
+    where: str
+    arg: int
+
+
+@st.composite
+def misbehaviours(draw: st.DrawFn) -> Misbehaviour:
+    what = draw(st.sampled_from(CAPTURE_DOINGS))
+    return Misbehaviour(what=what, where=draw(st.sampled_from(CAPTURE_PLACES)),
+                        arg=draw(st.sampled_from((0, 1, 3)) if what == "exit" else st.integers(0, 99)))

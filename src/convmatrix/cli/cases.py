@@ -1,11 +1,13 @@
 """`convmatrix cases`: user case files as the suite will run them, and a failing job's log made
 into one (`--from-log`: PyTorch's printed repro snippets, triage/snippets.py), or a model's
-convolutions (`--from-model`: recorded on the meta device, triage/from_model.py)."""
+convolutions (`--from-model`: recorded on the meta device in a child interpreter, triage/from_model.py
+and suites/capture.py)."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import tempfile
 import time
@@ -182,14 +184,19 @@ def from_model(args: argparse.Namespace) -> int:
     if not inputs:
         raise BadInput("--from-model: name the model's input shapes with --input (e.g. --input 8x3x224x224)")
     kwargs = recorder.parse_kwargs(args.kwargs)
+    max_seconds, max_rss_growth = recorder.bounds_from_env(os.environ)
     suffix = snippets.suffix_of(args.output)
     start = time.perf_counter()
+    # In a child interpreter (suites/capture.py): the model's code, its prints, exits and memory stay there.
     found = recorder.record(args.from_model, inputs, dtype=args.dtype, autocast=args.autocast,
-                            channels_last=args.channels_last, backward=args.backward, kwargs=kwargs)
+                            channels_last=args.channels_last, backward=args.backward, kwargs=kwargs,
+                            max_seconds=max_seconds, max_rss_growth=max_rss_growth)
     seconds = time.perf_counter() - start
     said = recorder.header(args.from_model, inputs, found, autocast=args.autocast, backward=args.backward,
                            seconds=seconds)
     write_checked(recorder.to_case_file(found.cases, said, suffix), args.output, suffix, "recorded")
+    for note in found.notes:
+        print(f"convmatrix: {one_line(note)}", file=sys.stderr)
     where = f" in {args.output}" if args.output is not None else ""
     print(f"convmatrix: {len(found.cases)} case(s) from {found.calls} convolution call(s) of "
           f"{one_line(args.from_model)} recorded in {seconds:.2f} s{where}", file=sys.stderr)

@@ -104,10 +104,15 @@ def identified(report: Report, loaded: results.Loaded, run_id: str | None, at: s
 def with_first_cause(result: CellResult) -> CellResult:
     """A failing cell's first cause, worked out once here from its log.txt when its directory has
     no first_cause.json (older than the file, or copied from elsewhere): the report reads causes,
-    it does not scan logs, and nothing it showed before is lost."""
+    it does not scan logs, and nothing it showed before is lost. The log is read through one open
+    file, no further than its bound (scan.first_cause); a log cut there is said on stderr, one line."""
     if result.cause_known or not result.failing:
         return result
-    return replace(result, first_cause=scan.first_cause(result.path / rundir.LOG), cause_known=True)
+    notes: list[str] = []
+    cause = scan.first_cause(result.path / rundir.LOG, notes)
+    for note in notes:
+        print(f"convmatrix report: {note}", file=sys.stderr)
+    return replace(result, first_cause=cause, cause_known=True)
 
 
 def first_differences(result: CellResult, control: CellResult, cases: list[str]) -> dict[str, Difference]:

@@ -25,6 +25,7 @@ import contextlib
 import fcntl
 import hashlib
 import importlib.util
+import io
 import json
 import os
 import re
@@ -260,6 +261,73 @@ def read_lines(path: Path, base: Path | None = None) -> tuple[bytes | None, int]
                     chunks = None
     lines = newlines + (last != b"\n")
     return (None if chunks is None or lines > max_lines else b"".join(chunks)), lines
+
+
+# log.txt is read through one descriptor, opened once (open_plain, relative to the cell
+# directory's), by every pass of whatever reads it (run/evidence.py, triage/scan.first_cause), each
+# pass no further than this: triage is tuned for a 1 GB 8-rank log (bench/triage_throughput.py,
+# bench/run.py's triage_vs_grep), and a cell's pytest log is far smaller. Past it, the first
+# MAX_LOG bytes are read and the reader says so (log_cut); the rest is not read.
+MAX_LOG = 1 << 30
+
+
+class Window(io.RawIOBase):
+    """The first `limit` bytes of an open regular file, read by offset (os.pread) at a position of
+    its own: the descriptor's offset is neither used nor moved, so any number of passes share one
+    open file. Nothing at or past `limit` is ever read. Closing it leaves the descriptor open."""
+
+    def __init__(self, handle: BinaryIO | int, limit: int) -> None:
+        super().__init__()
+        self._fd = handle if isinstance(handle, int) else handle.fileno()
+        self.limit = limit
+        self._pos = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        view = memoryview(buffer).cast("B")
+        want = min(len(view), self.limit - self._pos)
+        if want <= 0:
+            return 0
+        if hasattr(os, "preadv"):  # straight into the buffer
+            got = os.preadv(self._fd, [view[:want]], self._pos)
+        else:
+            data = os.pread(self._fd, want, self._pos)
+            got = len(data)
+            view[:got] = data
+        self._pos += got
+        return got
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        start = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos}.get(whence)
+        if start is None:
+            start = min(self.size(), self.limit)
+        if start + offset < 0:
+            raise ValueError(f"negative position {start + offset}")
+        self._pos = start + offset
+        return self._pos
+
+    def tell(self) -> int:
+        return self._pos
+
+    def size(self) -> int:
+        """The whole file's size now (what lies past limit included)."""
+        return os.fstat(self._fd).st_size
+
+
+def window(handle: BinaryIO | int, limit: int) -> io.BufferedReader:
+    """A buffered reader of the first limit bytes of handle's file (Window): one pass of a log."""
+    return io.BufferedReader(Window(handle, limit), buffer_size=1 << 20)
+
+
+def log_cut(path: Path | str, size: int, limit: int) -> str:
+    """The line a reader of log.txt gives when the file is past its bound (MAX_LOG)."""
+    return (f"{path}: {size:,} bytes; only its first {limit:,} bytes were read (the bound on a cell's log.txt), "
+            "not the rest")
 
 
 def write_plain(path: Path, data: bytes, base: Path) -> None:

@@ -1,14 +1,29 @@
 """A model's convolutions as case entries (`convmatrix cases --from-model`), recorded on the CPU
-with no memory for the model and no weights.
+with no memory for the model and no weights, in an interpreter of their own.
 
-The model is built by the user's callable under ``torch.device("meta")`` (every parameter and
-buffer a meta tensor: shapes and strides, no storage), cast on meta (``model.to(float16)`` under
-FakeTensorMode fails; on meta it is a relabelling), and run on meta inputs of the given shapes
-inside a ``TorchDispatchMode`` that sees each aten call as the model made it. Each convolution
+The recording runs in a child process (suites/capture.py, run by this same Python with `-I`, in a
+session of its own, handed this process's `sys.path`): the user's code runs there, so that nothing
+it does reaches this process. It says what it does on a pipe of its own (JSON lines: torch imported
+and its memory then, each phase, then the recording or one line of error); what the model prints on
+stdout and stderr is read apart and never reaches the case file. This process enforces the bounds:
+past MAX_SECONDS of wall time (from torch's import on: the module's import, the build and the run)
+or past MAX_RSS_GROWTH of resident memory above the child's own after `import torch` (its process
+group's, read every _POLL_S), the child's process group is killed (SIGKILL). Any end of the child
+that is not a finished recording (an exit of the model's own, a signal, a kill) is one line of
+BadInput (exit 2), nothing written. What it hands over is checked as the suite reads case entries
+(suites/casefile.py) before it becomes the Recorded cases. $CONVMATRIX_FROM_MODEL_SECONDS and
+$CONVMATRIX_FROM_MODEL_MEMORY_MB set the two bounds (bounds_from_env).
+
+How the child records (suites/capture.py says it in full): the model is built by the user's
+callable under ``torch.device("meta")`` (every parameter and buffer a meta tensor: shapes and
+strides, no storage), cast on meta, and run on meta inputs of the given shapes inside a
+``TorchDispatchMode`` that sees each aten call as the model made it. Each convolution
 (``aten.convolution``, ``aten._convolution``, and with ``--backward`` ``aten.convolution_backward``)
 is read for its shapes, strides, groups, padding, stride, dilation, transposition, output padding
 and dtype, and becomes a case entry of suites/casefile.py's keys; identical convolutions (the 16
-bottleneck 3x3s of a ResNet stage) are one case with a call count.
+bottleneck 3x3s of a ResNet stage) are one case with a call count. A builder that reads a tensor's
+value (`.item()`) is run for real on the CPU instead, under the same bounds, and the model moved to
+meta; the file's header says so.
 
 What is observed and what is stamped:
 - dtype, memory format (from the input's strides, or the weight's: PyTorch's convolution picks
@@ -21,27 +36,27 @@ What is observed and what is stamped:
   chosen below ``aten.convolution`` on a real device; on meta the call stops at
   ``aten.convolution``'s meta kernel, so they never show: recording them would need the device.
 
-Bounds: the recording stops with BadInput (exit 2), nothing written, past MAX_SECONDS of wall
-time (a SIGALRM on the main thread), past MAX_RSS_GROWTH of resident memory (read every
-_RSS_EVERY aten calls: a meta model holds none, so growth means the callable built real tensors),
-past MAX_CASES distinct convolutions, or when a parameter of the built model is off the meta device.
-A callable that cannot be imported, or that raises, is one line naming it.
+This module imports no torch: only the child does.
 """
 
 from __future__ import annotations
 
 import contextlib
-import importlib
 import json
+import math
 import os
 import re
+import selectors
 import signal
-import threading
-from collections.abc import Iterator, Mapping, Sequence
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from convmatrix.errors import BadInput
+from convmatrix.results import rundir
 from convmatrix.triage import snippets
 
 MAX_SECONDS = 120.0  # a ResNet-50's forward and backward records in well under a second
@@ -49,19 +64,24 @@ MAX_RSS_GROWTH = 2 << 30  # bytes: a meta model holds no data; a few hundred MB 
 MAX_CASES = 1000  # distinct convolutions; suites/casefile.py takes 10,000 a file, a model has a few hundred
 MAX_INPUTS = 16
 MAX_KWARGS = 64 << 10  # characters of --kwargs
-MAX_CALLS = 10_000_000  # aten calls: a bound on a model that loops forever inside one op pattern
-_RSS_EVERY = 512  # aten calls between two reads of /proc/self/statm
+TORCH_IMPORT_SECONDS = 300.0  # the child's import of torch, before the bound on the recording starts
+TORCH_RSS = 1 << 30  # bytes torch's import may take, before the child's own baseline is known
+MAX_SAID = 64 << 20  # bytes the child may say on its pipe: a recording of 1,000 cases is under 1 MB
+SECONDS_ENV = "CONVMATRIX_FROM_MODEL_SECONDS"
+MEMORY_ENV = "CONVMATRIX_FROM_MODEL_MEMORY_MB"
+_POLL_S = 0.02  # seconds between two reads of the child's memory
+_GROUP_EVERY = 10  # polls between two reads of its whole process group's (a scan of /proc)
+_TAIL = 4096  # bytes of the model's output kept, for its last line when the child dies
 DTYPES = ("float32", "float16", "bfloat16")
 _SHAPE = re.compile(r"[1-9][0-9]{0,9}(?:x[1-9][0-9]{0,9}){0,7}\Z")
 _TARGET = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*:[A-Za-z_][A-Za-z0-9_.]*\Z")
 _FIELD_ORDER = ("name", "op", "input", "out_channels", "kernel", "stride", "padding", "dilation", "groups",
                 "output_padding", "bias", "dtype", "autocast", "memory_format", "direction", "captured_from",
                 "source")
-
-
-class _Stop(BaseException):
-    """A bound reached while recording (raised from the dispatch mode or the alarm). A
-    BaseException, so that a model's own `except Exception` does not swallow it."""
+# What the child is doing, as the line of a kill says it.
+_PHASES = {"torch": "importing torch", "build": "building the model",
+           "build_cpu": "building the model on the CPU (its builder reads tensor values)",
+           "run": "running the model", "hand_over": "handing over the recording"}
 
 
 @dataclass
@@ -105,46 +125,34 @@ def parse_kwargs(text: str | None) -> dict[str, Any]:
     return value
 
 
-# What a package's compiled ops say at import when they were built for another build of torch:
-# PyPI's torchvision wheel is built for PyPI's (CUDA) torch, and beside a CPU-only torch its _C
-# extension does not load, after which torchvision 0.28's meta registrations fail with this line.
-_MISSING_OP = re.compile(r"operator ([A-Za-z_][A-Za-z0-9_]*)::[A-Za-z_][A-Za-z0-9_.]* does not exist")
-
-
-def _mismatch_hint(exc: BaseException) -> str:
-    """A hint for an extension built against another torch build (else nothing): which torch is
-    here, and that the package must be the release built for it."""
-    found = _MISSING_OP.search(str(exc))
-    if found is None:
-        return ""
-    import torch
-
-    return (f" ({found.group(1)}'s compiled ops do not match torch {torch.__version__}: install the {found.group(1)} "
-            f"release built for this torch, from the same index, e.g. both from PyPI)")
-
-
-def load_callable(target: str) -> Any:
-    module_name, attr = parse_target(target)
-    try:
-        obj: Any = importlib.import_module(module_name)
-    except Exception as exc:  # a user's module: any error on import is theirs, told in one line
-        raise BadInput(f"--from-model {target}: cannot import {module_name}: {type(exc).__name__}: "
-                       f"{_first_line(exc)}{_mismatch_hint(exc)}") from None
-    for part in attr.split("."):
+def bounds_from_env(environ: Mapping[str, str]) -> tuple[float, int]:
+    """The recording's bounds: wall seconds ($CONVMATRIX_FROM_MODEL_SECONDS, default MAX_SECONDS)
+    and bytes of memory growth ($CONVMATRIX_FROM_MODEL_MEMORY_MB, in MiB, default MAX_RSS_GROWTH)."""
+    seconds, growth = MAX_SECONDS, MAX_RSS_GROWTH
+    text = environ.get(SECONDS_ENV, "").strip()
+    if text:
         try:
-            obj = getattr(obj, part)
-        except AttributeError:
-            raise BadInput(f"--from-model {target}: {module_name} has no {attr}") from None
-    if not callable(obj):
-        raise BadInput(f"--from-model {target}: {attr} is not callable")
-    return obj
+            seconds = float(text)
+        except ValueError:
+            seconds = math.nan
+        if not math.isfinite(seconds) or not 0 < seconds <= 86400:
+            raise BadInput(f"${SECONDS_ENV}={text[:40]!r}: expected the seconds a recording may take, a number "
+                           "over 0 and at most 86400")
+    text = environ.get(MEMORY_ENV, "").strip()
+    if text:
+        if not text.isdigit() or not 0 < int(text) <= 1 << 24:
+            raise BadInput(f"${MEMORY_ENV}={text[:40]!r}: expected the MiB of memory a recording may grow by, a "
+                           "whole number from 1 to 16777216")
+        growth = int(text) << 20
+    return seconds, growth
 
 
 def record(target: str, inputs: Sequence[tuple[int, ...]], *, dtype: str = "float32", autocast: str | None = None,
            channels_last: bool = False, backward: bool = False, kwargs: Mapping[str, Any] | None = None,
            max_seconds: float = MAX_SECONDS, max_rss_growth: int = MAX_RSS_GROWTH,
            max_cases: int = MAX_CASES) -> Recorded:
-    """Every convolution `target`'s model runs on meta inputs of `inputs` shapes, as case entries."""
+    """Every convolution `target`'s model runs on meta inputs of `inputs` shapes, as case entries,
+    recorded in a child interpreter under the bounds."""
     if dtype not in DTYPES:
         raise BadInput(f"--dtype {dtype}: expected one of {', '.join(DTYPES)}")
     if autocast is not None and autocast not in ("float16", "bfloat16"):
@@ -153,58 +161,12 @@ def record(target: str, inputs: Sequence[tuple[int, ...]], *, dtype: str = "floa
         raise BadInput("--autocast runs a float32 model (the autocast dtype is the convolutions'): drop --dtype")
     if not inputs or len(inputs) > MAX_INPUTS:
         raise BadInput(f"--input: give 1 to {MAX_INPUTS} input shapes")
-    try:
-        import torch  # lazily: only --from-model needs torch, and the CLI runs where there is none
-        from torch.utils._python_dispatch import TorchDispatchMode  # noqa: F401 (checked here, used below)
-    except ImportError as exc:
-        raise BadInput(f"--from-model needs torch in this interpreter ({exc})") from None
-    make = load_callable(target)
-    recorder = _recorder_class()(target, inputs, autocast, max_rss_growth, max_cases)
-    torch_dtype = getattr(torch, dtype)
-    memory_format = {4: torch.channels_last, 5: torch.channels_last_3d}
-    with _deadline(max_seconds, target), recorder:
-        try:
-            with torch.device("meta"):
-                model = make(**dict(kwargs or {}))
-        except Exception as exc:  # the user's callable: any error is theirs, told in one line
-            raise BadInput(f"--from-model {target}: the callable raised {type(exc).__name__}: "
-                           f"{_first_line(exc)}") from None
-        if not isinstance(model, torch.nn.Module):
-            raise BadInput(f"--from-model {target}: returned a {type(model).__name__}, not a torch.nn.Module")
-        off = [name for name, t in [*model.named_parameters(), *model.named_buffers()] if t.device.type != "meta"]
-        if off:
-            raise BadInput(f"--from-model {target}: {len(off)} parameter(s) or buffer(s) built off the meta device "
-                           f"({off[0]} on {dict([*model.named_parameters(), *model.named_buffers()])[off[0]].device}):"
-                           " build them on the default device so that no memory is allocated")
-        try:
-            model = model.to(dtype=torch_dtype)
-            if channels_last:
-                # Module.to(memory_format=channels_last) refuses a 5-d parameter (a Conv3d's): each
-                # tensor takes its rank's channels-last format, as the inputs do.
-                for t in [*model.parameters(), *model.buffers()]:
-                    if t.dim() in memory_format:
-                        t.data = t.data.to(memory_format=memory_format[t.dim()])
-            model.train(backward)
-            tensors = []
-            for shape in inputs:
-                t = torch.empty(shape, device="meta", dtype=torch_dtype)
-                if channels_last and len(shape) in memory_format:
-                    t = t.to(memory_format=memory_format[len(shape)])
-                tensors.append(t)
-            recorder.on = True
-            with torch.set_grad_enabled(backward):
-                out = model(*tensors)
-            if backward:
-                grads = [t for t in _tensors(out) if t.requires_grad]
-                if not grads:
-                    raise BadInput(f"--from-model {target}: --backward, but no output of the model needs a gradient")
-                torch.autograd.backward(grads, [torch.empty_like(t) for t in grads])
-        except BadInput:
-            raise
-        except Exception as exc:  # the user's model: any error is theirs, told in one line
-            raise BadInput(f"--from-model {target}: the model raised {type(exc).__name__} on inputs "
-                           f"{_shapes(inputs)}: {_first_line(exc)}") from None
-    found: Recorded = recorder.result()
+    module, _ = parse_target(target)
+    request = {"target": target, "inputs": [list(shape) for shape in inputs], "dtype": dtype, "autocast": autocast,
+               "channels_last": channels_last, "backward": backward, "kwargs": dict(kwargs or {}),
+               "max_cases": max_cases, "path": [str(p) for p in sys.path], "parent": os.getpid()}
+    done = _Child(target, module, max_seconds, max_rss_growth).run(request)
+    found = _checked(target, done, max_cases)
     if not found.cases:
         raise BadInput(f"--from-model {target}: the model ran no convolution on inputs {_shapes(inputs)}")
     return found
@@ -221,6 +183,8 @@ def header(target: str, inputs: Sequence[tuple[int, ...]], found: Recorded, *, a
         said += (f" autocast = {autocast} is stamped by the tool, not observed: autocast does not apply to meta "
                  "tensors, so the model ran in float32 and each convolution is written as a float32 case run "
                  f"under {autocast} autocast.")
+    for note in found.notes:
+        said += f" {note}"
     return said
 
 
@@ -229,259 +193,272 @@ def to_case_file(cases: list[dict[str, Any]], said: str, suffix: str) -> str:
     return snippets.case_file(cases, said, suffix)
 
 
-# -- the dispatch mode ----------------------------------------------------------------------------
+# -- the child ------------------------------------------------------------------------------------
 
-def _recorder_class() -> type:
-    from torch.utils._python_dispatch import TorchDispatchMode  # lazily: torch only for --from-model
+class _Child:
+    """One run of suites/capture.py: started, fed its request, watched and, past a bound, killed
+    with its whole process group; what it handed over, or one line of BadInput."""
 
-    class _Recorder(TorchDispatchMode):  # type: ignore[no-untyped-call]
-        """Sees every aten call; keeps the convolutions once `on` is set (after the model is built)."""
+    def __init__(self, target: str, module: str, max_seconds: float, max_rss_growth: int) -> None:
+        self.target, self.module = target, module
+        self.max_seconds, self.growth = max_seconds, max_rss_growth
+        self.phase = "torch"
+        self.baseline: int | None = None  # the child's RSS after `import torch`
+        self.said = bytearray()  # the pipe's bytes not yet a whole line
+        self.heard = 0  # bytes the child said in all
+        self.tail = b""  # the end of what the model printed
+        self.final: dict[str, Any] | None = None  # {"done": ...} or {"error": ...}
 
-        def __init__(self, target: str, inputs: Sequence[tuple[int, ...]], autocast: str | None,
-                     max_rss_growth: int, max_cases: int) -> None:
-            super().__init__()  # type: ignore[no-untyped-call]
-            self.target = target
-            self.where = f"{target}({_shapes(inputs)})"
-            self.autocast = autocast
-            self.on = False
-            self.keys: dict[tuple[Any, ...], int] = {}
-            self.found = Recorded()
-            self.max_cases = max_cases
-            self.rss_base = _rss()
-            self.max_rss = self.rss_base + max_rss_growth
-            import torch  # lazily, as above
+    def run(self, request: dict[str, Any]) -> dict[str, Any]:
+        if not sys.executable:
+            raise BadInput(f"--from-model {self.target}: this Python does not know its own interpreter "
+                           "(sys.executable is empty), which the recording runs in")
+        script = rundir.SUITE_DIR / "capture.py"
+        flags = ["-B"] if sys.flags.dont_write_bytecode else []
+        read_end, write_end = os.pipe()
+        try:
+            proc = subprocess.Popen([sys.executable, "-I", *flags, str(script), str(write_end)],
+                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                    pass_fds=(write_end,), start_new_session=True)
+        except OSError as exc:
+            os.close(read_end)
+            raise BadInput(f"--from-model {self.target}: cannot start {sys.executable} to record in "
+                           f"({exc.strerror or exc})") from None
+        finally:
+            os.close(write_end)
+        try:
+            return self._watch(proc, read_end, request)
+        finally:
+            self._end(proc)
+            os.close(read_end)
 
-            aten = torch.ops.aten
-            self.forward_ops = {aten.convolution.default, aten._convolution.default}
-            self.backward_ops = {aten.convolution_backward.default}
-
-        def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-            found = self.found
-            found.aten_calls += 1
-            if found.aten_calls % _RSS_EVERY == 0:
-                self._check_bounds()
-            if self.on:
-                if func in self.forward_ops:
-                    self._add(_forward_call(args), backward=False)
-                    self._check_bounds()
-                elif func in self.backward_ops:
-                    self._add(_backward_call(args), backward=True)
-                    self._check_bounds()
-            return func(*args, **(kwargs or {}))
-
-        def _check_bounds(self) -> None:
-            if self.found.aten_calls > MAX_CALLS:
-                raise _Stop(f"--from-model {self.target}: over {MAX_CALLS} aten calls: is the model looping?")
-            rss = _rss()
-            if rss > self.max_rss:
-                grown = (self.max_rss - self.rss_base) >> 20
-                raise _Stop(f"--from-model {self.target}: the recording grew past {grown} MiB of memory: does the "
-                            "model build tensors off the meta device?")
-
-        def _add(self, call: dict[str, Any] | None, *, backward: bool) -> None:
-            if call is None:
-                return
-            self.found.calls += 1
-            direction = call.pop("direction")
-            key = tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in call.items()))
-            index = self.keys.get(key)
-            if index is None:
-                if len(self.found.cases) >= self.max_cases:
-                    raise _Stop(f"--from-model {self.target}: over {self.max_cases} distinct convolutions "
-                                "(a case file's bound here)")
-                index = len(self.found.cases)
-                self.keys[key] = index
-                self.found.cases.append({**call, "direction": None, "masks": set()})
-                self.found.counts.append({"forward": 0, "backward": 0})
-            self.found.counts[index]["backward" if backward else "forward"] += 1
-            if direction is not None:
-                self.found.cases[index]["masks"].add(direction)
-
-        def result(self) -> Recorded:
-            found = self.found
-            entries = []
-            for number, (case, counts) in enumerate(zip(found.cases, found.counts, strict=True), 1):
-                masks = case.pop("masks")
-                case.pop("direction")
-                # A case that ran backward runs its forward too (the suite's "backward" is both);
-                # a first layer, whose input needs no gradient, computes the weight's alone.
-                if not masks:
-                    direction = "forward"
-                elif masks == {"backward_weight"}:
-                    direction = "backward_weight"
-                elif masks == {"backward_input"}:
-                    direction = "backward_input"
+    def _watch(self, proc: subprocess.Popen[bytes], channel: int, request: dict[str, Any]) -> dict[str, Any]:
+        assert proc.stdin is not None and proc.stdout is not None
+        with contextlib.suppress(OSError):  # a child gone already is told below, by how it ended
+            proc.stdin.write(json.dumps(request).encode("utf-8"))
+        with contextlib.suppress(OSError):
+            proc.stdin.close()
+        output = proc.stdout.fileno()
+        os.set_blocking(output, False)
+        os.set_blocking(channel, False)
+        started = time.monotonic()
+        recording_since: float | None = None
+        polls = 0
+        with selectors.DefaultSelector() as selector:
+            selector.register(channel, selectors.EVENT_READ)
+            selector.register(output, selectors.EVENT_READ)
+            while True:
+                now = time.monotonic()
+                if recording_since is None:
+                    left = started + TORCH_IMPORT_SECONDS - now
+                    if left <= 0:
+                        self._kill(proc)
+                        raise BadInput(f"--from-model {self.target}: importing torch took over "
+                                       f"{TORCH_IMPORT_SECONDS:g} s")
                 else:
-                    direction = "backward"
-                calls = f"{counts['forward']} forward call(s)"
-                if counts["backward"]:
-                    calls += f" and {counts['backward']} backward call(s)"
-                entry = {**case, "name": f"{_slug(self.target)}_{number}", "direction": direction,
-                         "captured_from": self.where[:400],
-                         "source": f"recorded by convmatrix cases --from-model from {self.where[:300]}: {calls}"}
-                if self.autocast is not None:
-                    entry["autocast"] = self.autocast
-                if direction == "forward":
-                    del entry["direction"]
-                entries.append({k: entry[k] for k in _FIELD_ORDER if k in entry})
-            found.cases = entries
-            return found
+                    left = recording_since + self.max_seconds - now
+                    if left <= 0:
+                        self._kill(proc)
+                        raise BadInput(f"--from-model {self.target}: recording took over {self.max_seconds:g} s "
+                                       f"(killed while {self._doing()})")
+                for key, _ in selector.select(min(_POLL_S, left)):
+                    fd = key.fd
+                    data = _read(fd)
+                    if data is None:
+                        continue
+                    if not data:
+                        selector.unregister(fd)
+                    elif fd == channel:
+                        self._hear(proc, data)
+                    else:
+                        self.tail = (self.tail + data)[-_TAIL:]
+                if self.baseline is not None and recording_since is None:
+                    recording_since = time.monotonic()
+                polls += 1
+                self._check_memory(proc, polls % _GROUP_EVERY == 0)
+                if _exited(proc.pid):
+                    break
+            # The child has ended: what it said last, if it said anything (a subprocess of the
+            # model's may hold the pipe open: what is there now is all).
+            while data := _read(channel):
+                self._hear(proc, data)
+        self._kill(proc)  # what the model left running in the child's process group (the child is not reaped yet)
+        code = proc.wait()
+        final = self.final or {}
+        if "error" in final:
+            raise BadInput(" ".join(str(final["error"]).split("\n"))[:4000])
+        if "done" in final and code == 0:
+            done: dict[str, Any] = final["done"]
+            return done
+        raise BadInput(self._unfinished(code))
 
-    return _Recorder
+    def _hear(self, proc: subprocess.Popen[bytes], data: bytes) -> None:
+        self.heard += len(data)
+        if self.heard > MAX_SAID:
+            self._kill(proc)
+            raise BadInput(f"--from-model {self.target}: the recorder said over {MAX_SAID >> 20} MiB: not a "
+                           "recording")
+        self.said += data
+        while (end := self.said.find(b"\n")) >= 0:
+            line = bytes(self.said[:end])
+            del self.said[:end + 1]
+            try:
+                message = json.loads(line)
+            except (ValueError, RecursionError):
+                message = None
+            if not isinstance(message, dict) or len(message) != 1:
+                self._kill(proc)
+                raise BadInput(f"--from-model {self.target}: the recorder said something that is not a recording "
+                               f"(while {self._doing()})")
+            if "torch" in message:
+                torch_said = message["torch"]
+                rss = torch_said.get("rss") if isinstance(torch_said, dict) else None
+                self.baseline = rss if isinstance(rss, int) and rss >= 0 else 0
+                self.phase = "import"
+            elif "phase" in message:
+                self.phase = str(message["phase"])
+            elif "done" in message or "error" in message:
+                self.final = message
+
+    def _check_memory(self, proc: subprocess.Popen[bytes], whole_group: bool) -> None:
+        used = max(_rss(proc.pid), _group_rss(proc.pid) if whole_group else 0)
+        limit = (TORCH_RSS if self.baseline is None else self.baseline) + self.growth
+        if used <= limit:
+            return
+        self._kill(proc)
+        grown = self.growth >> 20
+        if self.phase == "build_cpu":
+            raise BadInput(f"--from-model {self.target}: the recording grew past {grown} MiB of memory (killed while "
+                           f"{self._doing()}): the model is built for real there; allow it more with ${MEMORY_ENV}, "
+                           "or make its builder run on the meta device")
+        raise BadInput(f"--from-model {self.target}: the recording grew past {grown} MiB of memory (killed while "
+                       f"{self._doing()}): does the model build tensors off the meta device?")
+
+    def _doing(self) -> str:
+        return f"importing {self.module}" if self.phase == "import" else _PHASES.get(self.phase, "recording")
+
+    def _unfinished(self, code: int) -> str:
+        if code < 0:
+            try:
+                how = f"was killed by {signal.Signals(-code).name}"
+            except ValueError:
+                how = f"was killed by signal {-code}"
+        else:
+            how = f"ended with exit status {code}"
+        last = [line for line in self.tail.decode("utf-8", "replace").splitlines() if line.strip()]
+        printed = f"; its last line of output: {last[-1].strip()[:300]}" if last else ""
+        return (f"--from-model {self.target}: the recording's interpreter {how} while {self._doing()}, before the "
+                f"recording was finished{printed}")
+
+    @staticmethod
+    def _kill(proc: subprocess.Popen[bytes]) -> None:
+        """SIGKILL to the child's process group (its own subprocesses too), while the child is not
+        yet reaped (so its process group id cannot be anyone else's)."""
+        with contextlib.suppress(OSError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        with contextlib.suppress(OSError):
+            proc.kill()
+
+    def _end(self, proc: subprocess.Popen[bytes]) -> None:
+        """Whatever happened: the child and its process group gone, the child reaped, its pipes closed."""
+        if proc.returncode is None:
+            self._kill(proc)
+            proc.wait()
+        for stream in (proc.stdin, proc.stdout):
+            if stream is not None:
+                with contextlib.suppress(OSError):
+                    stream.close()
 
 
-def _forward_call(args: Sequence[Any]) -> dict[str, Any] | None:
-    # aten::convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups)
-    # (aten::_convolution has the same nine first, then the backend flags).
-    x, weight, bias, stride, padding, dilation, transposed, output_padding, groups = args[:9]
-    return _entry(x, weight, bias is not None, stride, padding, dilation, bool(transposed), output_padding,
-                  int(groups), None)
-
-
-def _backward_call(args: Sequence[Any]) -> dict[str, Any] | None:
-    # aten::convolution_backward(grad_output, input, weight, bias_sizes, stride, padding, dilation,
-    #                            transposed, output_padding, groups, output_mask)
-    _grad, x, weight, bias_sizes, stride, padding, dilation, transposed, output_padding, groups, mask = args[:11]
-    direction = ("backward" if mask[0] and mask[1] else "backward_input" if mask[0] else
-                 "backward_weight" if mask[1] else None)
-    if direction is None:
-        return None  # the bias's gradient alone: no convolution runs
-    # Autograd hands bias_sizes [0] for a convolution without bias (and the bias's size with one).
-    bias = bias_sizes is not None and len(bias_sizes) > 0 and all(int(v) > 0 for v in bias_sizes)
-    return _entry(x, weight, bias, stride, padding, dilation, bool(transposed), output_padding, int(groups),
-                  direction)
-
-
-def _entry(x: Any, weight: Any, bias: bool, stride: Sequence[int], padding: Sequence[int],
-           dilation: Sequence[int], transposed: bool, output_padding: Sequence[int], groups: int,
-           direction: str | None) -> dict[str, Any] | None:
-    import torch  # lazily, as in record
-
-    dims = x.dim() - 2
-    if dims not in (1, 2, 3) or weight.dim() != dims + 2:
-        return None  # an unbatched call is batched by torch before aten sees it; anything else is not a conv case
-    kernel = list(weight.shape[2:])
-    out_channels = int(weight.shape[1]) * groups if transposed else int(weight.shape[0])
-    entry: dict[str, Any] = {
-        "op": f"conv_transpose{dims}d" if transposed else f"conv{dims}d",
-        "input": [int(v) for v in x.shape], "out_channels": out_channels,
-        "kernel": _one_or_list(kernel), "stride": _one_or_list(stride), "padding": _one_or_list(padding),
-        "dilation": _one_or_list(dilation), "groups": groups, "bias": bias,
-        "dtype": {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16"}.get(x.dtype,
-                                                                                                     str(x.dtype)),
-        "memory_format": _memory_format(x, weight, dims),
-        "direction": direction,
-    }
-    if transposed and any(output_padding):
-        entry["output_padding"] = _one_or_list(output_padding)
-    return entry
-
-
-def _memory_format(x: Any, weight: Any, dims: int) -> str:
-    """channels_last where PyTorch's convolution picks it: when the input's or the weight's strides
-    are channels_last's (ATen's cudnn_conv_suggest_memory_format takes either). The strides are
-    compared whole, as ATen's suggest_memory_format does, so a 1x1 weight, contiguous both ways,
-    still tells. The weight decides in practice: the meta kernels of batch norm and pooling hand on
-    contiguous outputs whatever their input's layout, where a device's keep channels_last."""
-    if dims not in (2, 3):
-        return "contiguous"
-    for t in (x, weight):
-        shape, strides = list(t.shape), list(t.stride())
-        if strides == _channels_last_strides(shape) and strides != _contiguous_strides(shape):
-            return "channels_last" if dims == 2 else "channels_last_3d"
-    return "contiguous"
-
-
-def _contiguous_strides(shape: list[int]) -> list[int]:
-    strides, step = [], 1
-    for extent in reversed(shape):
-        strides.append(step)
-        step *= max(extent, 1)
-    return strides[::-1]
-
-
-def _channels_last_strides(shape: list[int]) -> list[int]:
-    """N, C, *spatial laid out as N, *spatial, C (torch's channels_last and channels_last_3d)."""
-    order = [1, *range(len(shape) - 1, 1, -1), 0]  # innermost first: C, then the last spatial dim out
-    strides, step = [0] * len(shape), 1
-    for dim in order:
-        strides[dim] = step
-        step *= max(shape[dim], 1)
-    return strides
-
-
-def _one_or_list(values: Sequence[int]) -> Any:
-    values = [int(v) for v in values]
-    return values[0] if len(set(values)) == 1 else values
-
-
-# -- bounds and helpers ---------------------------------------------------------------------------
-
-@contextlib.contextmanager
-def _deadline(seconds: float, target: str) -> Iterator[None]:
-    """A wall-clock bound on building and running the model (SIGALRM raises _Stop in the main thread,
-    in Python code between two bytecodes or when the current aten call returns; elsewhere no alarm),
-    and every bound reached inside as one line of BadInput."""
-    alarm = threading.current_thread() is threading.main_thread() and hasattr(signal, "setitimer")
-
-    def expire(_signum: int, _frame: Any) -> None:
-        raise _Stop(f"--from-model {target}: recording took over {seconds:g} s")
-
-    previous = signal.signal(signal.SIGALRM, expire) if alarm else None
-    if alarm:
-        signal.setitimer(signal.ITIMER_REAL, seconds)
+def _read(fd: int) -> bytes | None:
+    """What a pipe holds now: b"" at its end, None when it is open with nothing in it."""
     try:
-        yield
-    except _Stop as exc:
-        raise BadInput(str(exc)) from None
-    finally:
-        if alarm:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-            signal.signal(signal.SIGALRM, previous)
+        return os.read(fd, 1 << 16)
+    except BlockingIOError:
+        return None
+    except OSError:
+        return b""
 
 
-def _rss() -> int:
-    """Resident bytes of this process (Linux's /proc; 0 elsewhere, where the bound does not apply)."""
+def _exited(pid: int) -> bool:
+    """Whether the child has ended, without reaping it (its pid, its process group's id, stay its)."""
     try:
-        with open("/proc/self/statm", "rb") as handle:
+        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:
+        return True
+
+
+def _checked(target: str, done: Any, max_cases: int) -> Recorded:
+    """What the child handed over, as Recorded: each case checked as suites/casefile.py reads a
+    [[case]] table (the file as a whole is checked again where it is written)."""
+    casefile = rundir.suite_module("casefile")
+    catalog = rundir.suite_module("catalog")
+
+    def bad(why: str) -> BadInput:
+        return BadInput(f"--from-model {target}: the recording is not a set of case entries: {why}")
+
+    if not isinstance(done, dict):
+        raise bad("not a table")
+    cases, counts, calls, aten_calls, notes = (done.get(k) for k in ("cases", "counts", "calls", "aten_calls",
+                                                                     "notes"))
+    if not isinstance(cases, list) or len(cases) > max_cases:
+        raise bad(f"expected a list of at most {max_cases} cases")
+    if not isinstance(counts, list) or len(counts) != len(cases) or not all(
+            isinstance(c, dict) and set(c) == {"forward", "backward"} and all(_count(v) for v in c.values())
+            for c in counts):
+        raise bad("expected a forward and a backward count per case")
+    if not _count(calls) or not _count(aten_calls):
+        raise bad("expected whole numbers of calls")
+    if not isinstance(notes, list) or len(notes) > 8 or not all(isinstance(n, str) and len(n) <= 1000 for n in notes):
+        raise bad("expected a few notes")
+    for number, case in enumerate(cases, 1):
+        if not isinstance(case, dict) or list(case) != [k for k in _FIELD_ORDER if k in case]:
+            raise bad(f"case {number}: expected the keys {', '.join(_FIELD_ORDER)}, in this order")
+        try:
+            catalog.Case(**casefile.case_fields(case, "recorded"))
+        except (casefile.Bad, ValueError, TypeError) as exc:
+            raise bad(f"case {number}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
+    return Recorded(cases=cases, counts=counts, calls=done["calls"], aten_calls=done["aten_calls"],
+                    notes=[" ".join(n.split()) for n in notes])
+
+
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+# -- helpers --------------------------------------------------------------------------------------
+
+def _rss(pid: int | None = None) -> int:
+    """Resident bytes of a process, this one by default (Linux's /proc; 0 elsewhere, where the
+    bound does not apply)."""
+    try:
+        with open(f"/proc/{'self' if pid is None else pid}/statm", "rb") as handle:
             return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
     except (OSError, ValueError, IndexError):
         return 0
 
 
-def _tensors(out: Any) -> list[Any]:
-    """Every tensor in a model's output: a tensor, a tuple or list, a dict, or a dataclass-like
-    output object (diffusers' DecoderOutput, transformers' ModelOutput are dicts or have fields)."""
-    import torch  # lazily, as in record
-
-    found: list[Any] = []
-    stack = [out]
-    seen = 0
-    while stack and seen < 10_000:
-        seen += 1
-        item = stack.pop()
-        if isinstance(item, torch.Tensor):
-            found.append(item)
-        elif isinstance(item, Mapping):
-            stack.extend(item.values())
-        elif isinstance(item, (list, tuple)):
-            stack.extend(item)
-        elif hasattr(item, "__dataclass_fields__"):
-            stack.extend(getattr(item, name, None) for name in item.__dataclass_fields__)
-    return found
+def _group_rss(group: int) -> int:
+    """Resident bytes of every process of a process group (a scan of /proc; 0 elsewhere)."""
+    total = 0
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return 0
+    page = os.sysconf("SC_PAGE_SIZE")
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as handle:
+                stat = handle.read()
+            fields = stat[stat.rindex(b")") + 2:].split()
+            if int(fields[2]) == group:  # pgrp; rss is field 24 of stat, the 22nd after the name
+                total += int(fields[21]) * page
+        except (OSError, ValueError, IndexError):
+            continue
+    return total
 
 
 def _shapes(inputs: Sequence[tuple[int, ...]]) -> str:
     return ", ".join("x".join(str(v) for v in shape) for shape in inputs)
-
-
-def _slug(target: str) -> str:
-    """The callable's name as the start of its cases' names (lower-case letters, digits, '_')."""
-    name = target.rpartition(":")[2].rpartition(".")[2]
-    return re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_")[:40] or "model"
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0][:300] if text else "(no message)"
-

@@ -25,12 +25,19 @@ How a log is read (the same rules on every path, so that they agree):
 
 Memory is bounded by the chunk, ``LINE_CAP`` times the lines kept around a candidate (``context``
 before the cause, ``LOOKAHEAD`` after), and ``MAX_COLLATERAL``; the work is linear in the log.
+
+A cell's log.txt (``first_cause``) is the cell's, not the user's: it is opened once, relative to
+its directory's descriptor, never through a link or as a FIFO (``rundir.open_plain``), and only
+that open file is read (``scan_open``): by offset, its first ``rundir.MAX_LOG`` bytes, and rg or
+grep read a copy of those bytes through a pipe (``_copy``), never the path. Past the bound the
+first bytes are triaged and a warning says the log was cut.
 """
 
 from __future__ import annotations
 
 import codecs
 import contextlib
+import fcntl
 import heapq
 import os
 import re
@@ -38,15 +45,18 @@ import shutil
 import stat
 import subprocess
 import sys
+import threading
 import time
 import zlib
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Protocol
+from typing import IO, Any, BinaryIO, Protocol
 
 from convmatrix.errors import BadInput
+from convmatrix.escape import one_line
+from convmatrix.results import rundir
 from convmatrix.results.families import classify, strip_ansi
 from convmatrix.results.read import FirstCause
 from convmatrix.triage import ranks, remedies
@@ -698,10 +708,33 @@ class _Gunzip:
         return b"".join(pieces)
 
 
-def _scan_gzip(raw: Readable, context: int, name: str) -> dict[str, Any]:
+class _Capped:
+    """At most ``limit`` bytes of a stream; ``cut`` once there was more."""
+
+    def __init__(self, stream: Readable, limit: int) -> None:
+        self._stream = stream
+        self.limit = limit
+        self.given = 0
+        self.cut = False
+
+    def read(self, size: int = -1, /) -> bytes:
+        left = self.limit - self.given
+        if left <= 0:
+            self.cut = self.cut or bool(self._stream.read(1))
+            return b""
+        data = self._stream.read(min(size if size > 0 else CHUNK, left))
+        self.given += len(data)
+        return data
+
+
+def _scan_gzip(raw: Readable, context: int, name: str, limit: int | None = None) -> dict[str, Any]:
+    """limit: bytes of decompressed text triaged at most (a cell's log: rundir.MAX_LOG)."""
     unzip = _Gunzip(raw, name)
-    scanner, count, stopped = _scan_stream(unzip, context, name, input_size(raw))
+    text: Readable = unzip if limit is None else _Capped(unzip, limit)
+    scanner, count, stopped = _scan_stream(text, context, name, input_size(raw))
     said = [stopped] if stopped else []
+    if isinstance(text, _Capped) and text.cut:
+        said.append(f"{name}: more than {text.limit:,} bytes decompressed; only those were triaged, not the rest")
     if unzip.problem is None:
         return scanner.result(said)
     if unzip.produced == 0:
@@ -804,34 +837,103 @@ def ripgrep() -> str | None:
     return shutil.which("rg")
 
 
-def _scan_with_grep(path: str, context: int) -> dict[str, Any] | None:
-    """Triage a plain file with grep as the prefilter (several times faster); None if grep failed."""
+def _prefilter(source: str) -> list[str] | None:
+    """The prefilter's command reading source (a path, or "-": its standard input); None when
+    it is turned off (CONVMATRIX_TRIAGE_GREP=0) or there is neither rg nor grep."""
     if os.environ.get("CONVMATRIX_TRIAGE_GREP", "1") == "0":
         return None
     # ripgrep's SIMD multi-literal search keeps its speed with many needles; GNU grep's does not.
     rg, grep = ripgrep(), shutil.which("grep")
     if rg is not None:
         cmd = [rg, "--no-config", "--no-heading", "--no-mmap", f"--max-columns={LINE_CAP}", "-a", "-n", "-b", "-F"]
-        cmd += [*_grep_needles(), "--", path]
-    elif grep is not None:
-        cmd = [grep, "-a", "-n", "-b", "-F", *_grep_needles(), "--", path]
-    else:
+        return [*cmd, *_grep_needles(), "--", source]
+    if grep is not None:
+        return [grep, "-a", "-n", "-b", "-F", *_grep_needles(), "--", source]
+    return None
+
+
+def _scan_hits(cmd: list[str], handle: IO[bytes], context: int, stdin: int | None = None) -> dict[str, Any] | None:
+    """Triage handle's lines at the hits cmd prints; None if cmd failed. stdin: a pipe's read end
+    for cmd, closed here once cmd has it."""
+    lines = _FileLines(handle)
+    scanner = _Scanner(context, lines)
+    try:
+        proc = subprocess.Popen(cmd, stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                env={**os.environ, "LC_ALL": "C"})
+    finally:
+        if stdin is not None:
+            os.close(stdin)  # the child's copy is its own: the writer sees EPIPE once the child is gone
+    assert proc.stdout is not None
+    with proc:
+        for number, offset in _prefilter_hits(proc.stdout):
+            lines.anchor(number, offset)
+            raw = lines.raw(number)
+            if raw is not None and any(needle in raw for needle in scanner.needles()):
+                scanner.candidate(number)
+    if proc.returncode not in (0, 1):
         return None
-    env = {**os.environ, "LC_ALL": "C"}
-    with open(path, "rb") as handle:
-        lines = _FileLines(handle)
-        scanner = _Scanner(context, lines)
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
-        assert proc.stdout is not None
-        with proc:
-            for number, offset in _prefilter_hits(proc.stdout):
-                lines.anchor(number, offset)
-                raw = lines.raw(number)
-                if raw is not None and any(needle in raw for needle in scanner.needles()):
-                    scanner.candidate(number)
-        if proc.returncode not in (0, 1):
-            return None
     return scanner.result([])
+
+
+def _scan_with_grep(path: str, context: int) -> dict[str, Any] | None:
+    """Triage a plain file with grep as the prefilter (several times faster); None if grep failed."""
+    cmd = _prefilter(path)
+    if cmd is None:
+        return None
+    with open(path, "rb") as handle:
+        return _scan_hits(cmd, handle, context)
+
+
+_PIPE_SIZE = 1 << 20  # the copy's pipe: Linux's largest for anyone (/proc/sys/fs/pipe-max-size)
+
+
+def _copy(source: int, pipe: int, limit: int) -> None:
+    """source's first limit bytes into pipe, by offset (the kernel's sendfile where it can; the
+    descriptor's own offset is not moved), then the pipe closed. A reader gone (EPIPE) ends it."""
+    offset = 0
+    try:
+        while offset < limit:
+            want = min(_PIPE_SIZE, limit - offset)
+            try:
+                sent = os.sendfile(pipe, source, offset, want)
+            except OSError as exc:
+                if isinstance(exc, BrokenPipeError):
+                    raise
+                data = os.pread(source, want, offset)  # no sendfile from this file to a pipe here
+                sent = 0
+                while sent < len(data):
+                    sent += os.write(pipe, data[sent:])
+            if sent == 0:
+                break
+            offset += sent
+    except BrokenPipeError:
+        pass
+    finally:
+        os.close(pipe)
+
+
+def _scan_fd_with_grep(handle: BinaryIO, context: int, limit: int) -> dict[str, Any] | None:
+    """_scan_with_grep for an open file: the prefilter reads a copy of its first limit bytes
+    through a pipe (a thread feeds it: _copy), never its path; the lines around each hit are read
+    from the same open file by offset, within the same bytes. None if grep failed or is off."""
+    cmd = _prefilter("-")
+    if cmd is None:
+        return None
+    read_end, write_end = os.pipe()
+    with contextlib.suppress(AttributeError, OSError):  # F_SETPIPE_SZ is Linux's; a smaller pipe works too
+        fcntl.fcntl(write_end, fcntl.F_SETPIPE_SZ, _PIPE_SIZE)
+    feeder = threading.Thread(target=_copy, args=(handle.fileno(), write_end, limit), daemon=True)
+    try:
+        feeder.start()
+    except BaseException:
+        os.close(write_end)
+        os.close(read_end)
+        raise
+    try:
+        with rundir.window(handle, limit) as lines:
+            return _scan_hits(cmd, lines, context, stdin=read_end)
+    finally:
+        feeder.join()
 
 
 # -- entry point -------------------------------------------------------------------------------------
@@ -905,13 +1007,49 @@ def utf16_as_utf8(handle: IO[bytes]) -> Readable:
     return codecs.EncodedFile(handle, "utf-8", "utf-16")
 
 
-def first_cause(log: Path) -> FirstCause | None:
+def scan_open(handle: BinaryIO, context: int = DEFAULT_CONTEXT, *, name: str, limit: int) -> dict[str, Any]:
+    """Triage an open regular file through its descriptor, its first limit bytes only (gzip: as
+    many decompressed), read by offset: nothing opens it again by a path, and its own offset is
+    not used. Past limit, a warning says the file was cut."""
+    _check_context(context, name)
+    fd = handle.fileno()
+    magic = os.pread(fd, 2, 0)
+    if magic == _GZIP_MAGIC:
+        with rundir.window(handle, limit) as raw:
+            result = _scan_gzip(raw, context, name, limit)
+    elif magic in _UTF16_BOMS:
+        with rundir.window(handle, limit) as raw:
+            result = scan(_Capped(utf16_as_utf8(raw), limit), context, name=name)
+    else:
+        found = _scan_fd_with_grep(handle, context, limit)
+        if found is None:
+            with rundir.window(handle, limit) as raw:
+                found = scan(raw, context, name=name)
+        result = found
+    size = os.fstat(fd).st_size
+    if size > limit:
+        result["warnings"] = [rundir.log_cut(name, size, limit), *result["warnings"]]
+    return result
+
+
+def first_cause(log: Path, notes: list[str] | None = None) -> FirstCause | None:
     """A cell's log.txt to its first cause, as results.read holds it (None: no log, or no failure
-    named in it). The harness stores it when the cell finishes; the cli asks for it only for a
-    results directory that has none."""
-    if log.is_symlink() or not log.is_file():  # a symlink would read elsewhere, a FIFO hang
+    named in what was read of it). The harness stores it when the cell finishes; the cli asks for
+    it only for a results directory that has none. log.txt is opened once, relative to its
+    directory's descriptor (a symlink would read elsewhere, a FIFO hang: neither is read), and
+    read through that open file only, no further than rundir.MAX_LOG bytes (scan_open). notes:
+    given a list, what the reader should know (the log was cut at the bound, triage stopped at its
+    time bound) is added to it, each one line."""
+    try:
+        handle = rundir.open_plain(log)
+    except (rundir.NotPlain, FileNotFoundError, NotADirectoryError):
         return None
-    found = scan_path(str(log), context=0)
+    except OSError as exc:
+        raise BadInput(f"{log}: {exc.strerror or exc}") from None
+    with handle:
+        found = scan_open(handle, context=0, name=str(log), limit=rundir.MAX_LOG)
+    if notes is not None:
+        notes.extend(one_line(warning) for warning in found["warnings"])
     if found["family"] is None:
         return None
     return FirstCause(log=str(log), family=found["family"], line=found["line"], rank=found["rank"],

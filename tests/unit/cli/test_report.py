@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -54,13 +55,13 @@ def test_a_directory_without_first_cause_gets_it_from_its_log_once(
 
     run, bad = a_run(tmp_path)
     scanned: list[str] = []
-    real = scan.scan_path
+    real = scan.scan_open
 
-    def counting(path: str, context: int = scan.DEFAULT_CONTEXT) -> dict[str, object]:
-        scanned.append(path)
-        return real(path, context)
+    def counting(handle: Any, context: int = scan.DEFAULT_CONTEXT, *, name: str, limit: int) -> dict[str, object]:
+        scanned.append(name)  # the log, read through its one open file (issue 46), never by path
+        return real(handle, context, name=name, limit=limit)
 
-    monkeypatch.setattr(scan, "scan_path", counting)
+    monkeypatch.setattr(scan, "scan_open", counting)
     cause = cause_of(run, tmp_path)
     assert cause == {"log": str(bad / "log.txt"), "family": "cudnn_not_supported", "line": 5, "rank": None,
                      "fatal": True}
@@ -71,7 +72,7 @@ def test_a_stored_none_means_no_cause_and_no_scan(tmp_path: Path, monkeypatch: p
     run, bad = a_run(tmp_path)
     (bad / "first_cause.json").write_text(json.dumps(
         {"schema": 1, "family": None, "line": None, "rank": None, "fatal": False}))
-    monkeypatch.setattr("convmatrix.triage.scan.scan_path", lambda *_a, **_k: pytest.fail("scanned"))
+    monkeypatch.setattr("convmatrix.triage.scan.scan_open", lambda *_a, **_k: pytest.fail("scanned"))
     assert cause_of(run, tmp_path) is None
 
 

@@ -440,7 +440,7 @@ def _version_outside(fact: str, bound: known.Range) -> st.SearchStrategy[str | i
     if fact == "cudnn":
         low = known.cudnn_number(bound.min) if bound.min else None
         high = known.cudnn_number(bound.max) if bound.max else None
-        sides = [st.none()]
+        sides: list[st.SearchStrategy[int | None]] = [st.none()]
         if low is not None:
             sides.append(st.integers(1000, low - 1))
         if high is not None:
