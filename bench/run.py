@@ -77,7 +77,12 @@ class Bench:
         self.tmp = tmp
         self.select = select
         self.env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "UV_NATIVE_TLS": "1", "DOCKER_BUILDKIT": "1",
-                    "CONVMATRIX_VENVS": str(tmp / "venvs"), "CONVMATRIX_RESULTS_STORE": str(tmp / "store")}
+                    "CONVMATRIX_VENVS": str(tmp / "venvs"), "CONVMATRIX_RESULTS_STORE": str(tmp / "store"),
+                    # The bench runs the suite with --device cpu on purpose: its cu124 stacks must not be
+                    # refused on a runner without a GPU (issue 49: it exited 2 there).
+                    "CONVMATRIX_ALLOW_CPU": "1"}
+        self.cells = 1000  # report_merge's generated run (--short: fewer)
+        self.rounds = ROUNDS
         self.commands: dict[str, list[str]] = {}
         self.notes: dict[str, str] = {}
 
@@ -174,11 +179,11 @@ class Bench:
     def report_merge(self) -> tuple[float, float]:
         """The median of ROUNDS runs (one run here varies by a tenth or more), and the largest peak."""
         runs = self.tmp / "merge"
-        write_results(runs, cells=1000, cases=200)
+        write_results(runs, cells=self.cells, cases=200)
         command = [sys.executable, "-m", "convmatrix", "report", str(runs), "--format", "json", "-o",
                    str(self.tmp / "merge.json"), "--fail-on", "never"]
         seconds, peaks = [], []
-        for _ in range(ROUNDS):
+        for _ in range(self.rounds):
             start = time.perf_counter()
             proc = subprocess.Popen(command, env=self.env, cwd=REPO, stdout=subprocess.DEVNULL)
             _, status, usage = os.wait4(proc.pid, 0)
@@ -187,8 +192,8 @@ class Bench:
             if proc.returncode:
                 raise SystemExit(f"bench: {' '.join(command)} exited with {proc.returncode}")
             peaks.append(usage.ru_maxrss / 1024)
-        self.commands["report_merge_s"] = [f"convmatrix report RUN --format json -o FILE --fail-on never (1,000 "
-                                           f"generated cells x 200 cases; the median of {ROUNDS}: "
+        self.commands["report_merge_s"] = [f"convmatrix report RUN --format json -o FILE --fail-on never "
+                                           f"({self.cells:,} generated cells x 200 cases; the median of {self.rounds}: "
                                            f"{' '.join(f'{s:.2f}' for s in seconds)} s)"]
         return statistics.median(seconds), max(peaks)
 
@@ -204,9 +209,21 @@ class Bench:
                             env=self.env, cwd=REPO, check=False))
         self.commands["triage_vs_grep"] = [f"grep -F CUDNN_STATUS_NOT_SUPPORTED ({grep:.2f} s) and convmatrix "
                                            f"triage --format json ({ours:.2f} s) on a {mb} MB 8-rank log, the "
-                                           f"median of {ROUNDS} alternated runs each"]
+                                           f"median of {ROUNDS} alternated runs each", f"rg: {triage_rg()}"]
         path.unlink()
         return grep / ours
+
+
+def triage_rg() -> str:
+    """The ripgrep `convmatrix triage` runs under this interpreter, as scan.ripgrep finds it (the
+    wheel's beside the interpreter first, else PATH's), and its version; or that it has none and
+    falls back to GNU grep (much slower with many needles)."""
+    beside = Path(sys.executable).parent / "rg"
+    rg = str(beside) if beside.is_file() and os.access(beside, os.X_OK) else shutil.which("rg")
+    if rg is None:
+        return "none (GNU grep prefilter)"
+    done = subprocess.run([rg, "--version"], capture_output=True, text=True, check=False)
+    return f"{rg} ({(done.stdout.splitlines() or ['unknown version'])[0]})"
 
 
 def alternated(first: Callable[[int], float], second: Callable[[int], float]) -> tuple[float, float]:
@@ -283,12 +300,17 @@ def main() -> int:
     ap.add_argument("--triage-mb", type=int, default=1000, help="the triage log's size (default 1000 MB)")
     ap.add_argument("--only", nargs="+", choices=["matrix", "report", "overhead", "triage"],
                     help="only these groups (matrix: matrix_vs_naive, noop_rerun_s, pool_speedup)")
+    ap.add_argument("--short", action="store_true",
+                    help="CI's quick check that the bench runs: report (100 cells) and triage (20 MB), one round "
+                         "each; its figures are not the targets' measurements")
     args = ap.parse_args()
-    groups = set(args.only or ["matrix", "report", "overhead", "triage"])
+    groups = set(args.only or (["report", "triage"] if args.short else ["matrix", "report", "overhead", "triage"]))
     figures: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix="convmatrix-bench-", dir=REPO / "reports" if (REPO / "reports").is_dir()
                                      else None) as tmp:
         bench = Bench(Path(tmp), args.select)
+        if args.short:
+            bench.cells, bench.rounds, args.triage_mb = 100, 1, min(args.triage_mb, 20)
         steps: list[tuple[str, Callable[[], Any]]] = []
         if "matrix" in groups or "overhead" in groups:
             steps.append(("warm_up", bench.warm_up))
@@ -317,7 +339,8 @@ def main() -> int:
         else:
             for name, item in result.items():
                 verdict = "met" if item["met"] else "MISSED"
-                print(f"{name:22s} {item['value']:10.3f}   target {item['target']:8s} {verdict}")
+                print(f"{name:22s} {item['value']:10.3f}   target {item['target']:8s} {verdict}"
+                      + (f"   {bench.commands[name][-1]}" if name == "triage_vs_grep" else ""))
     return 0
 
 

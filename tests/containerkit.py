@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -58,3 +59,20 @@ def inspect_cell_container(engine: str, image: str, tmp_path: Path) -> dict[str,
     (info,) = json.loads(done.stdout)
     assert isinstance(info, dict)
     return info
+
+
+# --- issue 49: the rootless user runs a copy it can read ---
+def readable_copy(checkout: Path, home: Path, owner: str | None = None) -> Path:
+    """The harness's source (src/ and suites/, as a checkout lays them out) copied into home, readable
+    by its user: the checkout itself may sit in a folder that user cannot enter (a `mktemp -d`
+    clone, a 0700 home; issue 49). Returns the copy's src/, for PYTHONPATH."""
+    copy = home / "checkout"
+    shutil.rmtree(copy, ignore_errors=True)
+    skip = shutil.ignore_patterns("__pycache__", "*.pyc", ".hypothesis", ".pytest_cache")
+    for part in ("src", "suites"):
+        shutil.copytree(checkout / part, copy / part, ignore=skip)
+    for path in (copy, *copy.rglob("*")):
+        path.chmod(0o755 if path.is_dir() else 0o644)
+        if owner is not None:
+            shutil.chown(path, owner, owner)
+    return copy / "src"

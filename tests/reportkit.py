@@ -18,7 +18,7 @@ def said_by_formats(report: Report) -> dict[str, dict[str, str]]:
     data = json.loads(render.render(report, "json"))
     said["json"] = {f"{c['cell']}@{c['gpu']['key']}": c["verdict"] for c in data["cells"]}
     html = render.render(report, "html")
-    said["html"] = {m[2]: m[1] for m in re.finditer(r'<td class="v v-([a-z-]+)(?: quiet)?" data-panel="[^"]*">'
+    said["html"] = {m[2]: m[1] for m in re.finditer(r'<td class="v v-([a-z-]+)(?: quiet)?(?: plain-col)?" data-panel="[^"]*">'
                                                      r'<a class="cellref" href="#[^"]*" title="([^":]*):', html)}
     text = render.render(report, "text")
     words = {report_grid.verdict_word(v): str(v) for v in Verdict} | {"not run (optional)": str(Verdict.NOT_RUN)}

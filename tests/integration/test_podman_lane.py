@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from containerkit import HOSTILE_STEP, assert_no_root_shell, inspect_cell_container
+from containerkit import HOSTILE_STEP, assert_no_root_shell, inspect_cell_container, readable_copy
 from convmatrix.run.lanes import base_image, containers
 from testkit import ran
 
@@ -205,11 +205,12 @@ def rootless(podman_base: str, tmp_path_factory: pytest.TempPathFactory) -> Path
 def test_rootless_podman_runs_a_cell_as_the_user_with_no_capability(rootless: Path) -> None:
     """Checked on this machine: user namespaces are on, so Podman runs rootless for an ordinary user.
     The harness's own client starts that user's service on its socket, the engine keeps its images in
-    the user's store, and the cell's files come back owned by the user."""
+    the user's store, and the cell's files come back owned by the user. The user runs a readable copy
+    of the harness in its home: the checkout may be in a folder it cannot read."""
     work = rootless / "work"
     shutil.rmtree(work, ignore_errors=True)
     (rootless / "step.py").write_text(ROOTLESS_STEP)
-    src = Path(containers.__file__).parents[3]
+    src = readable_copy(Path(containers.__file__).parents[3].parent, rootless, ROOTLESS_USER)
     done = as_user(f"PYTHONPATH={src} venv/bin/python step.py {work} {shlex.quote(HOSTILE_STEP)}", rootless)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     found = json.loads(done.stdout.strip().splitlines()[-1])

@@ -146,7 +146,7 @@ def test_a_hostile_message_stays_text(page: cdp.Page, tmp_path: Path,
 def fleet_html(tmp_path_factory: pytest.TempPathFactory) -> Path:
     import fleetkit
 
-    run = fleetkit.write_nightly(tmp_path_factory.mktemp("fleet") / "run")
+    run = fleetkit.write_fleet(tmp_path_factory.mktemp("fleet") / "run")
     out = run.parent / "fleet.html"
     done = subprocess.run([sys.executable, "-m", "convmatrix", "report", str(run), "--format", "html", "-o", str(out)],
                           capture_output=True, text=True, check=False)
@@ -172,7 +172,56 @@ def test_a_fleets_report_fits_a_1400_screen_and_filters(browser: cdp.Page, fleet
     left = browser.evaluate(f"[...document.querySelectorAll('#{panel} p.ids code')].filter(c => !c.hidden)"
                             ".map(c => c.textContent)")
     assert left and all(named[0] in name for name in left)
+    browser.call("Emulation.clearDeviceMetricsOverride")
+
+
+def test_the_reds_only_view_of_a_fleet_shows_every_red_cell_on_one_screen(browser: cdp.Page, fleet_html: Path) -> None:
+    """Issue 49: the page opens with the cells to look at, and its toggle keeps only the rows and
+    columns that hold a red cell or a finding: at 1400 x 900 every one of them is on the first
+    screen, with its line in the list above."""
+    browser.call("Emulation.setDeviceMetricsOverride", width=1400, height=900, deviceScaleFactor=1, mobile=False)
+    browser.open(fleet_html.as_uri())
+    assert browser.evaluate("document.querySelectorAll('ul.look li').length") == 7
+    assert browser.evaluate("document.querySelector('ul.look').getBoundingClientRect().bottom") <= 900
+    before = browser.evaluate("document.querySelector('table.grid').getBoundingClientRect().height")
+    browser.click("#reds-only")
+    browser.evaluate("window.scrollTo(0, 0)")  # the page as it opens: the top of it
+    after = browser.evaluate("document.querySelector('table.grid').getBoundingClientRect().height")
+    reds = browser.evaluate("[...document.querySelectorAll('.grid td.v-regression, .grid td.v-invalid')]"
+                            ".map(td => { const r = td.getBoundingClientRect();"
+                            " return [td.checkVisibility(), r.bottom, r.right]; })")
+    assert len(reds) == 20 and after < before / 3, (before, after)
+    assert all(shown and bottom <= 900 and right <= 1400 for shown, bottom, right in reds), reds
+    shown_rows = browser.evaluate("[...document.querySelectorAll('.grid tr.stack')].filter(r => r.checkVisibility())"
+                                  ".length")
+    assert shown_rows == 7
     if os.environ.get("CONVMATRIX_SCREENSHOT"):  # docs/report-fleet.png: CONVMATRIX_SCREENSHOT=docs/report-fleet.png
-        browser.open(fleet_html.as_uri())
         browser.screenshot(Path(os.environ["CONVMATRIX_SCREENSHOT"]))
     browser.call("Emulation.clearDeviceMetricsOverride")
+
+
+# --- issue 49: the history page (convmatrix history --format html), in chromium ---------------------
+def test_the_history_page_shows_cells_by_nights_and_links_each_night(browser: cdp.Page, tmp_path: Path) -> None:
+    """Nights recorded into SQLite, the page written by the command: coloured squares, the first
+    red marked, each night's header a link through --link, no console error under its CSP."""
+    from historykit import night, recorded
+
+    url = f"sqlite:///{tmp_path / 'h.sqlite'}"
+    for n, broken in enumerate(((), (), ("b",), (), ("b",)), 1):
+        assert recorded(night(tmp_path, n, broken), url) == 0
+    done = subprocess.run([sys.executable, "-m", "convmatrix", "history", "--history", url, "--format", "html",
+                           "-o", str(tmp_path / "page"), "--link", "https://ci.example/{run}/report.html"],
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    browser.call("Runtime.enable")
+    browser.open((tmp_path / "page" / "index.html").as_uri())
+    assert browser.evaluate("document.querySelectorAll('table.nights tbody tr').length") == 2
+    red, green, blue = rgb(browser, "table.nights td.first")
+    assert red > green + 60 and red > blue + 60, (red, green, blue)
+    assert browser.evaluate("getComputedStyle(document.querySelector('table.nights td.first'), '::after').content") \
+        == '"!"'
+    links = browser.evaluate("[...document.querySelectorAll('table.nights thead a')].map(a => a.href)")
+    assert links == [f"https://ci.example/night-{n:03d}/report.html" for n in range(1, 6)]
+    assert not browser.named("Runtime.exceptionThrown")
+    if os.environ.get("CONVMATRIX_HISTORY_SCREENSHOT"):
+        browser.screenshot(Path(os.environ["CONVMATRIX_HISTORY_SCREENSHOT"]))

@@ -221,3 +221,22 @@ def test_a_padded_cells_repro_pads_as_the_cell_did(case: str, padded_runs: tuple
     assert passed.returncode == 0, passed.stdout + passed.stderr
     shown = re.search(r"output sum \(float64\): (\S+)", passed.stdout)
     assert shown is not None and float(shown[1]) == clean[case]["fingerprint"]["sum"]
+
+
+# --- issue 49: repro --minimal of a case the fault plugin failed in a real suite run ----------------
+@pytest.mark.parametrize("case", CASES)
+def test_the_minimal_script_reproduces_under_the_fault_and_passes_without(case: str, runs: tuple[Path, dict[str, Any]],
+                                                                           tmp_path: Path) -> None:
+    from convmatrix.prove import minimal
+
+    run, _clean = runs
+    text = minimal.minimal(run, CELL, case, "cpu")
+    script = tmp_path / "repro_min.py"
+    script.write_text(text)
+    assert not re.search(r"^\s*(import|from)\s+(convmatrix|numpy)", text, re.MULTILINE)
+    reproduced = run_script(script, WHEN_CUDNN, tmp_path)
+    assert reproduced.returncode == 1, reproduced.stdout + reproduced.stderr
+    assert "REPRODUCES: RuntimeError: cuDNN error: CUDNN_STATUS_NOT_SUPPORTED" in reproduced.stdout
+    passed = run_script(script, None, tmp_path)
+    assert passed.returncode == 0, passed.stdout + passed.stderr
+    assert "PASSES" in passed.stdout

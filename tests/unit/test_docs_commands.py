@@ -8,6 +8,7 @@ import importlib.util
 import json
 import re
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -56,3 +57,57 @@ def test_the_red_cell_recipe_is_complete() -> None:
     noxfile = (REPO / "noxfile.py").read_text()
     for session in re.findall(r"nox -s (\w+)", recipe):
         assert f"def {session}(session" in noxfile, session
+
+
+# --- issue 49: the docs' examples, run as written ---------------------------------------------------
+def _block_after(doc: str, heading: str, fence: str = "```toml\n") -> str:
+    text = (REPO / "docs" / doc).read_text()
+    return text.split(heading, 1)[1].split(fence, 1)[1].split("```", 1)[0]
+
+
+def test_the_case_file_example_loads_as_the_docs_say(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """docs/matrix.md's case file: its [case.sweep] sweeps unet_up_1280 (4 cases, tagged as its
+    comment says), not the view case after it, and the view is the reporter's (1024, 1, 1024)."""
+    from convmatrix.cli.main import main
+
+    cases = tmp_path / "prod.toml"
+    cases.write_text(_block_after("matrix.md", "## Your own cases"))
+    assert main(["cases", str(cases), "--format", "json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    ids = [case["id"] for case in (listed["cases"] if isinstance(listed, dict) else listed)]
+    unet = [i for i in ids if "unet_up_1280" in i]
+    assert len(unet) == 4 and "prod-conv2d-fp16-k3-p1-channels_last-bwd-bench_on-unet_up_1280-batch31-dtype_float16" in unet
+    assert [i for i in ids if "pytorch3512" in i] == ["prod-conv_transpose1d-fp32-k1-view1024x1x1024-pytorch3512"]
+    # the view a (1, 1, 1024) tensor's transpose(1, 2) is
+    import torch
+    assert torch.zeros(1, 1, 1024).transpose(1, 2).stride() == (1024, 1, 1024)
+
+
+def test_the_suites_case_count_is_the_one_the_docs_give() -> None:
+    from catalogkit import catalog
+
+    count = len(catalog.CASES)
+    for doc in ("suite.md", "contracts.md"):
+        text = (REPO / "docs" / doc).read_text()
+        stated = {int(n) for n in re.findall(r"(?:^|catalogue has )(\d{3}) cases\b", text, re.M)} | {
+            int(n) for n in re.findall(r"owed (\d{3}) case\(s\)", text)}
+        assert stated == {count}, f"docs/{doc} says {sorted(stated)} cases; the suite has {count}"
+
+
+def test_retries_is_worded_alike_in_run_help_and_the_docs(capsys: pytest.CaptureFixture[str]) -> None:
+    from convmatrix.cli.main import main
+
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    helptext = " ".join(capsys.readouterr().out.split())
+    sessions = " ".join((REPO / "docs" / "sessions.md").read_text().split())
+    assert "up to N more times" in sessions and "up to N more times" in helptext
+
+
+def test_the_first_run_says_what_a_cpu_runner_needs_and_what_was_measured() -> None:
+    """A CPU runner refuses the default matrix's CUDA stacks without CONVMATRIX_ALLOW_CPU=1 (exit 2):
+    the first run's paragraph says so, and its time is the one docs/performance.md measured."""
+    first = (REPO / "docs" / "sessions.md").read_text().split("## A first run", 1)[1].split("## ", 1)[0]
+    assert "CONVMATRIX_ALLOW_CPU=1" in first
+    assert "about a minute" not in first
+    assert "docs/performance.md" in first

@@ -23,8 +23,12 @@ def add_parser(sub: Any) -> None:
     h.add_argument("cell", nargs="?", help="a cell id: its runs, each with its verdict")
     h.add_argument("case", nargs="?", help="a case id of that cell: its verdict in each run")
     h.add_argument("--history", default=DEFAULT, metavar="URL", help=URL_HELP)
-    h.add_argument("--format", choices=("text", "json"), default="text")
+    h.add_argument("--format", choices=("text", "json", "html"), default="text",
+                   help="html: a static page of every cell x the newest nights into -o DIR (DIR/index.html)")
     h.add_argument("--limit", type=int, default=400, help="the newest N runs (default 400)")
+    h.add_argument("-o", "--out", metavar="DIR", help="--format html: the folder the page is written into")
+    h.add_argument("--link", metavar="TEMPLATE",
+                   help="--format html: each night's report, a URL with {run}: https://ci.example/{run}/report.html")
 
 
 def url(given: str | None) -> str:
@@ -40,6 +44,8 @@ def run(args: argparse.Namespace) -> int:
         raise BadInput(f"--limit {args.limit}: must be 1 or more")
     if args.case and not args.cell:
         raise BadInput("a CASE needs its CELL")
+    if args.format == "html" or args.out or args.link:
+        return page(args)
     chosen = url(args.history)
     with backends.opened(chosen, write=False) as engine, engine.begin() as conn:
         cell = resolve(args.cell, timeline.cell_ids(conn)) if args.cell else None
@@ -51,6 +57,31 @@ def run(args: argparse.Namespace) -> int:
         return 0
     for line in text_lines(entries, bool(args.cell), args.case):
         print(one_line(line))
+    return 0
+
+
+def page(args: argparse.Namespace) -> int:
+    """--format html: the history page (report/history_page.py) as DIR/index.html."""
+    from pathlib import Path
+
+    from convmatrix.cli.output import write_output  # cli.output imports results: start-up time
+    from convmatrix.history import backends, timeline  # SQLAlchemy: start-up time (see url())
+    from convmatrix.report import history_page  # the page's view, only for --format html
+
+    if args.format != "html":
+        raise BadInput("-o and --link are for --format html (the history page)")
+    if args.cell:
+        raise BadInput("--format html draws every recorded cell: give no CELL (its runs: --format text or json)")
+    if not args.out:
+        raise BadInput("--format html needs -o DIR: the page is written as DIR/index.html")
+    link = history_page.check_link(args.link) if args.link else None
+    chosen = url(args.history)
+    with backends.opened(chosen, write=False) as engine, engine.begin() as conn:
+        sheet = timeline.sheet(conn, args.limit)
+    text = history_page.render(sheet, link=link, source=backends.shown(chosen))
+    out = Path(args.out) / "index.html"
+    write_output(text, out)  # whole or not at all, as the report's -o
+    print(out)
     return 0
 
 

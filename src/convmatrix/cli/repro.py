@@ -9,7 +9,7 @@ from typing import Any
 
 from convmatrix.cli.output import say, write_output
 from convmatrix.errors import BadInput
-from convmatrix.prove import repro
+from convmatrix.prove import minimal, repro
 
 
 def add_parser(sub: Any) -> None:
@@ -25,6 +25,9 @@ def add_parser(sub: Any) -> None:
     r.add_argument("--all", action="store_true", help="every failing case of the cell, one script each")
     r.add_argument("-o", "--output", type=Path,
                    help="the script's file (default: stdout); with --all the directory (default: .)")
+    r.add_argument("--minimal", action="store_true",
+                   help="a short script to paste into an issue: versions, the tensors as the case built them, the "
+                        "op; exit 1 when the signature appears, 0 when not (the full script has the suite's bound)")
     r.add_argument("--device", choices=repro.DEVICES, default=None,
                    help="the device the script runs on by default (default: the one the cell ran on)")
 
@@ -32,6 +35,11 @@ def add_parser(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.all == (args.case is not None):
         raise BadInput("repro: name one CASE, or give --all")
+    if args.minimal and args.all:
+        raise BadInput("repro: --minimal takes one CASE, not --all")
+    if args.minimal:
+        write_output(minimal.minimal(args.run, args.cell, args.case, args.device), args.output)
+        return 0
     if not args.all:
         write_output(repro.repro(args.run, args.cell, args.case, args.device), args.output)
         return 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from typing import Any
@@ -10,7 +11,7 @@ from typing import Any
 from convmatrix.errors import BadInput
 from convmatrix.escape import one_line
 from convmatrix.results import known
-from convmatrix.triage import known_in_log, scan
+from convmatrix.triage import known_in_log, remedies, scan
 
 
 def _context(args: argparse.Namespace) -> int:
@@ -38,7 +39,13 @@ def run(args: argparse.Namespace) -> int:
     for warning in result["warnings"]:  # a damaged .gz: what came before the damage is reported
         print(f"convmatrix: warning: {one_line(warning)}", file=sys.stderr)
     # Known upstream issues the log's versions and families point at (results/known_issues.toml).
-    matches = known_in_log.from_path(args.logfile, known_in_log.families_of(result))
+    head = known_in_log.read_head(args.logfile)
+    matches = known_in_log.from_log(head, known_in_log.families_of(result))
+    # The proof on the log's own stack (issue 49), or the shipped example's, saying it read none.
+    stack = known_in_log.stack_from_lines(head)
+    note, verify = remedies.proof_on_stack(result["family"], stack)
+    if result["family"] is not None:
+        result = {**result, "verify": verify, "stack": dataclasses.asdict(stack), "stack_note": note}
     if args.format == "json":
         print(json.dumps({**result, "known": [known_in_log.as_json(issue) for issue in matches]}, indent=2))
     else:
@@ -95,5 +102,7 @@ def render_text(r: dict[str, Any], name: str) -> str:
     out.append("remedies:")
     out.extend(f"  - {item}" for item in r["remedies"])
     out.append("verify the fix:")
+    if r.get("stack_note"):
+        out.append(f"  ({one_line(r['stack_note'])})")
     out.extend(f"  $ {cmd}" for cmd in r["verify"])
     return "\n".join(out) + "\n"

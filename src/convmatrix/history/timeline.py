@@ -75,3 +75,46 @@ def of_cell(conn: Connection, cell: str, case: str | None = None, limit: int = L
         found.append(Entry(run=run, date=at.isoformat(), cell=name, gpu_key=gpu, host=host, stack=stack,
                            verdict=verdict or "absent", red=bool(red), unjudged=unjudged, version=version, **extra))
     return found
+
+
+@dataclass(frozen=True, kw_only=True)
+class Square:
+    """A cell's verdict on one night, for the history page (report/history_page.py)."""
+
+    run: str
+    cell: str
+    gpu_key: str
+    host: str
+    verdict: str
+    red: bool
+    unjudged: str | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Sheet:
+    """The newest nights (oldest first) and every cell's verdict on each: the history page's grid."""
+
+    nights: tuple[tuple[str, str], ...]  # (run, ISO date-time)
+    squares: tuple[Square, ...]
+    red_before: frozenset[tuple[str, str, str]] = frozenset()  # (cell, GPU key, host) red before the first night
+
+
+def sheet(conn: Connection, limit: int = LIMIT) -> Sheet:
+    """The newest `limit` runs and each of their cells, in two queries (a year of a fleet's
+    nightlies: some tens of thousands of rows)."""
+    schema.check(conn)
+    c, r = schema.cells.c, schema.runs.c
+    newest = sa.select(r.id).order_by(r.at.desc(), r.run.desc()).limit(limit).subquery()
+    nights = conn.execute(sa.select(r.id, r.run, r.at).where(r.id.in_(sa.select(newest.c.id)))
+                          .order_by(r.at, r.run)).all()
+    runs_by_id = {number: run for number, run, _ in nights}
+    rows = conn.execute(sa.select(c.run_id, c.cell, c.gpu_key, c.host, c.verdict, c.red, c.unjudged)
+                        .where(c.run_id.in_(sa.select(newest.c.id)))).all()
+    before: set[tuple[str, str, str]] = set()
+    if nights:  # a series red before the page's first night: its first red there is not first-red
+        before = {(cell, gpu, host) for cell, gpu, host in conn.execute(
+            sa.select(c.cell, c.gpu_key, c.host).where(c.red, c.at < nights[0][2]).distinct())}
+    return Sheet(nights=tuple((run, at.isoformat()) for _, run, at in nights), red_before=frozenset(before),
+                 squares=tuple(Square(run=runs_by_id[number], cell=cell, gpu_key=gpu, host=host, verdict=verdict,
+                                      red=bool(red), unjudged=unjudged)
+                               for number, cell, gpu, host, verdict, red, unjudged in rows))

@@ -29,6 +29,7 @@ class Column:
     key: str  # the GPU key: h200-sm90, cpu
     generation: str
     name: str
+    capability: str | None = None  # "9.0", as the cell recorded it (else read from the key's -smNN)
 
     @property
     def header(self) -> str:
@@ -79,7 +80,11 @@ class Grid:
 
 
 def build(report: Report) -> Grid:
-    columns = {c.gpu.key: Column(key=c.gpu.key, generation=c.gpu.generation, name=c.gpu.name) for c in report.cells}
+    columns: dict[str, Column] = {}
+    for c in report.cells:  # a cell that recorded its GPU's capability names it for the column
+        if c.gpu.key not in columns or (c.gpu.capability and not columns[c.gpu.key].capability):
+            columns[c.gpu.key] = Column(key=c.gpu.key, generation=c.gpu.generation, name=c.gpu.name,
+                                        capability=c.gpu.capability)
     first = {c.cell: c for c in reversed(report.cells)}  # one CellRow per stack, for its requested axes
     knobs = cell_knobs(report)
     members: dict[str, list[CellRow]] = {}
@@ -94,8 +99,68 @@ def build(report: Report) -> Grid:
                 Row(cell=cell.cell, short=abbreviate(cell.cell), label=label, control=cell.cell == report.control))
     groups = [Group(title=title, rows=tuple(sorted(rows, key=row_order))) for title, rows
               in sorted(grouped.items(), key=lambda item: natural(item[0]))]
-    return Grid(columns=tuple(sorted(columns.values(), key=lambda c: natural(c.key))), groups=tuple(groups),
+    return Grid(columns=tuple(sorted(columns.values(), key=column_order)), groups=tuple(groups),
                 entries={(c.cell, c.gpu.key): c for c in report.cells})
+
+
+_SM = re.compile(r"-sm([0-9]{2,3})(?:-|$)")
+_SLICE = re.compile(r"-mig(?:[0-9]+c-)?[0-9]+g-([0-9]+)gb")
+_MEMORY = re.compile(r"([0-9]+)\s*GB", re.IGNORECASE)
+
+
+def column_order(column: Column) -> tuple[bool, tuple[int, ...], int, tuple[tuple[int, int | str], ...]]:
+    """GPU columns by generation: compute capability (8.0 Ampere, 8.9 Ada, 9.0 Hopper, 10.0
+    Blackwell), then memory (a MIG slice's from its profile, a whole GPU's from its name), then
+    the key; the CPU last. A key's name sorted Blackwell before Hopper and Ada."""
+    capability: tuple[int, ...] = ()
+    if column.capability and re.fullmatch(r"[0-9]{1,2}\.[0-9]{1,2}", column.capability):
+        capability = tuple(int(p) for p in column.capability.split("."))
+    elif sm := _SM.search(column.key):
+        capability = (int(sm.group(1)[:-1]), int(sm.group(1)[-1]))
+    memory = _SLICE.search(column.key) or _MEMORY.search(column.name)
+    # Memory not named (NVIDIA L4, NVIDIA H200) goes after the named of its capability.
+    size = int(memory.group(1)) if memory else 1 << 20
+    return column.key == "cpu" or not capability, capability, size, natural(column.key)
+
+
+def finding(cell: CellRow) -> bool:
+    """A cell to look at: red, or not plainly fine (another verdict than control or ok, or a mark)."""
+    return cell.verdict not in (Verdict.CONTROL, Verdict.OK) or bool(marks(cell))
+
+
+@dataclass(frozen=True, kw_only=True)
+class Look:
+    """One line of the cells to look at: a stack and the GPUs (in column order) on which it said
+    the same thing (a stack that failed to build on four GPUs is one line, not four)."""
+
+    cell: str
+    rows: tuple[CellRow, ...]
+    words: str  # its summary, the GPU's key said <gpu> where it names one of several
+
+    @property
+    def gpus(self) -> str:
+        return ", ".join(r.gpu.key for r in self.rows)
+
+    @property
+    def where(self) -> str:
+        return self.rows[0].where if len(self.rows) == 1 else f"{self.cell} on {self.gpus}"
+
+
+def look(report: Report) -> list[Look]:
+    """The cells to look at, a stack's identical lines across GPUs as one: red ones first, then
+    the other findings, each in the report's order."""
+    order = {c.key: n for n, c in enumerate(sorted(
+        {c.gpu.key: Column(key=c.gpu.key, generation=c.gpu.generation, name=c.gpu.name, capability=c.gpu.capability)
+         for c in report.cells}.values(), key=column_order))}
+    shared: dict[tuple[str, str], list[CellRow]] = {}
+    for cell in report.cells:
+        if finding(cell):
+            shared.setdefault((cell.cell, summary(cell).replace(cell.gpu.key, "<gpu>")), []).append(cell)
+    found = []
+    for (name, words), rows in shared.items():
+        rows.sort(key=lambda r: order[r.gpu.key])
+        found.append(Look(cell=name, rows=tuple(rows), words=summary(rows[0]) if len(rows) == 1 else words))
+    return sorted(found, key=lambda line: not any(report.red(r) for r in line.rows))
 
 
 def group_title(cell: CellRow) -> str:

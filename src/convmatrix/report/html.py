@@ -16,11 +16,12 @@ from collections.abc import Iterable
 from importlib import resources
 
 from convmatrix.escape import html_cell, html_text
+from convmatrix.matrix.cells import abbreviate
 from convmatrix.report import bounds, nights
 from convmatrix.report import grid as report_grid
 from convmatrix.report import notes as report_notes
 from convmatrix.report.cases import MAX_LISTED, explained, first_difference, listed, more_line, noteworthy, parameters
-from convmatrix.report.grid import Grid
+from convmatrix.report.grid import Column, Grid
 from convmatrix.report.model import CaseRow, CellRow, Report
 from convmatrix.results.outcomes import Delta, Verdict
 from convmatrix.results.verdicts import ORDER
@@ -67,7 +68,8 @@ def render(report: Report) -> str:
     for case in report.cases:
         cases.setdefault((case.cell, case.gpu), []).append(case)
     compact = sum(min(len(rows), MAX_LISTED) for rows in cases.values()) > ROW_BUDGET
-    body = [*heading(report), *overview(report), *grid_section(grid, ids), *history_section(report), *filter_box()]
+    body = [*heading(report), *overview(report), *look_section(report, ids), *grid_section(grid, ids, report),
+            *history_section(report), *filter_box()]
     body += ["<section id=\"cells\">", "<h2>Cells</h2>"]
     if compact:
         body += [line for cell in report.cells
@@ -129,25 +131,62 @@ def overview(report: Report) -> list[str]:
     return ['<section id="overview">', f'<p class="counts">{" ".join(parts)}</p>', sig, *sick, "</section>"]
 
 
-def grid_section(grid: Grid, ids: dict[tuple[str, str], str]) -> list[str]:
-    heads = "".join(f'<th scope="col"><span class="gen">{html_cell(c.generation if c.key != "cpu" else "")}'
+def look_section(report: Report, ids: dict[tuple[str, str], str]) -> list[str]:
+    """What the page opens with: every red cell and every finding, one line each (a stack's
+    identical lines across GPUs as one, report_grid.look), with its GPUs, each a link to its cell,
+    and its cause; red ones first."""
+    lines = report_grid.look(report)
+    if not lines:
+        return []
+    out = ['<section id="look">', f"<h2>Cells to look at ({len(lines)})</h2>", '<ul class="look">']
+    for line in lines:
+        first = line.rows[0]
+        gpus = ", ".join(f'<a href="#{ids[(r.cell, r.gpu.key)]}">{html_cell(r.gpu.key)}</a>' for r in line.rows)
+        word, _, rest = line.words.partition(": ")
+        quiet = " quiet" if report_grid.quiet(first) else ""
+        out.append(f'<li class="{"red" if any(report.red(r) for r in line.rows) else "finding"}" '
+                   f'title="{html_cell(line.where)}: {html_cell(line.words)}">'
+                   f'<span class="badge v-{first.verdict}{quiet}">{html_cell(word)}</span> '
+                   f'<code title="{html_cell(line.cell)}">{html_cell(abbreviate(line.cell))}</code> on {gpus}'
+                   f'{": " if rest else ""}{html_cell(rest)}</li>')
+    return [*out, "</ul>", "</section>"]
+
+
+def grid_section(grid: Grid, ids: dict[tuple[str, str], str], report: Report) -> list[str]:
+    """The grid; the rows and columns that hold no red cell nor finding are marked plain, so that
+    the reds-only toggle (a checkbox before the table: CSS alone, it works without JS) hides them."""
+    found = {where for where, cell in grid.entries.items() if report_grid.finding(cell) or report.red(cell)}
+    plain_rows = {row.cell for row in grid.rows if not any(where[0] == row.cell for where in found)}
+    plain_cols = {c.key for c in grid.columns if not any(where[1] == c.key for where in found)}
+
+    def col(column: Column) -> str:
+        return " plain-col" if column.key in plain_cols else ""
+
+    heads = "".join(f'<th scope="col" class="gpu{col(c)}"><span class="gen">'
+                    f'{html_cell(c.generation if c.key != "cpu" else "")}'
                     f'</span> <span class="key">{html_cell(c.key)}</span></th>' for c in grid.columns)
-    out = ['<section id="grid">', "<h2>Matrix</h2>", '<table class="grid">',
+    toggle = ([f'<input type="checkbox" id="reds-only" class="toggle"> <label for="reds-only">only the rows and '
+               f"columns with a red cell or a finding ({len(grid.rows) - len(plain_rows)} of {len(grid.rows)} "
+               f"stacks, {len(grid.columns) - len(plain_cols)} of {len(grid.columns)} GPUs)</label>"]
+              if found else [])
+    out = ['<section id="grid">', "<h2>Matrix</h2>", *toggle, '<table class="grid">',
            f'<thead><tr><th scope="col">stack</th>{heads}</tr></thead>', "<tbody>"]
     for group in grid.groups:
-        out.append(f'<tr class="group"><th colspan="{len(grid.columns) + 1}">{html_cell(group.title)}</th></tr>')
+        plain = " plain" if all(row.cell in plain_rows for row in group.rows) else ""
+        out.append(f'<tr class="group{plain}"><th colspan="{len(grid.columns) + 1}">{html_cell(group.title)}</th></tr>')
         for row in group.rows:
-            cells = "".join(grid_cell(grid.entry(row, c), ids) for c in grid.columns)
+            cells = "".join(grid_cell(grid.entry(row, c), ids, col(c)) for c in grid.columns)
             short = f' <span class="short">{html_cell(row.short)}</span>' if row.short != row.label else ""
-            out.append(f'<tr class="stack{" control-row" if row.control else ""}"><th scope="row" '
+            plain = " plain" if row.cell in plain_rows else ""
+            out.append(f'<tr class="stack{" control-row" if row.control else ""}{plain}"><th scope="row" '
                        f'title="{html_cell(row.cell)}"><span class="label">{html_cell(row.label)}</span>'
                        f"{short}</th>{cells}</tr>")
     return [*out, "</tbody>", "</table>", *legend(), "</section>"]
 
 
-def grid_cell(cell: CellRow | None, ids: dict[tuple[str, str], str]) -> str:
+def grid_cell(cell: CellRow | None, ids: dict[tuple[str, str], str], plain: str = "") -> str:
     if cell is None:
-        return '<td class="empty"></td>'
+        return f'<td class="empty{plain}"></td>'
     panel_id = ids[(cell.cell, cell.gpu.key)]
     tally = report_grid.tally(cell)
     counts = f"{tally.passed}/{tally.total} pass" + (f" · {tally.failed} fail" if tally.failed else "")
@@ -157,7 +196,8 @@ def grid_cell(cell: CellRow | None, ids: dict[tuple[str, str], str]) -> str:
     quiet = " quiet" if report_grid.quiet(cell) else ""
     marks = "".join(f'<span class="mark {mark_class(m.code)}">{html_cell(m.words)}</span>'
                     for m in report_grid.marks(cell))
-    return (f'<td class="v v-{cell.verdict}{quiet}" data-panel="{panel_id}"><a class="cellref" href="#{panel_id}" '
+    return (f'<td class="v v-{cell.verdict}{quiet}{plain}" data-panel="{panel_id}">'
+            f'<a class="cellref" href="#{panel_id}" '
             f'title="{html_cell(cell.where)}: {html_cell(report_grid.summary(cell))}">'
             f'<span class="verdict">{html_cell(report_grid.cell_word(cell))}</span> '
             f'<span class="counts">{html_cell(counts)}</span>{marks}{history_mark(cell)}</a></td>')

@@ -13,12 +13,18 @@ from convmatrix.report.model import Report
 from convmatrix.results.families import SIGNATURE
 from convmatrix.results.outcomes import Outcome, Verdict
 
+NO_GPU = ("NO GPU took part: every cell that ran, ran on the CPU, so cuDNN was never exercised: these verdicts "
+          "say nothing of cuDNN")
+
 
 def alerts(report: Report) -> list[str]:
     """What every format says first, before the grid: a control that is unhealthy, and a control
     that hits the signature itself (it is not known-good for those cases: a candidate failing
-    them the same way is `same`, not a pass). The same lines in text, markdown, html and json."""
-    lines = settings(report)
+    them the same way is `same`, not a pass). The same lines in text, markdown, html and json.
+    First of all, a night in which no GPU took part (the judged night's fact, results/night.no_gpu):
+    its `ok` says nothing of cuDNN."""
+    lines = [NO_GPU] if report.judged is not None and report.judged.no_gpu else []
+    lines += settings(report)
     lines += [f"CONTROL UNHEALTHY on {key}: {health.reason}: no verdicts on this GPU"
               for key, health in report.health.items() if not health.healthy]
     hit: dict[str, list[str]] = {}

@@ -174,30 +174,14 @@ def legend(grid: Grid) -> list[str]:
 
 
 def look_at(report: Report) -> list[str]:
-    """The cells that are not plainly fine, each in words: its verdict, counts and families."""
-    cells = [c for c in report.cells if c.verdict not in (Verdict.CONTROL, Verdict.OK) or report_grid.marks(c)]
-    if not cells:
+    """The cells that are not plainly fine, each in words: its verdict, counts and families; a
+    stack that said the same on several GPUs (did not run for one reason, failed to build, failed
+    the same cases) is one line naming its GPUs (report_grid.look): four INVALID lines for a stack
+    that did not build made a fleet's list four times as long as what there was to read."""
+    lines = report_grid.look(report)
+    if not lines:
         return []
-    # A stack that did not run on several GPUs for one reason is one line, naming the GPUs (three
-    # GPUs no runner reported made three lines for each of the matrix's 51 stacks).
-    def reason(cell: CellRow) -> str:
-        return (cell.not_run or "").replace(cell.gpu.key, "<gpu>")
-
-    shared: dict[tuple[str, str], list[CellRow]] = {}
-    for cell in cells:
-        if cell.not_run:
-            shared.setdefault((cell.cell, reason(cell)), []).append(cell)
-    out, said = ["Cells to look at", ""], set()
-    for cell in cells:
-        group = shared.get((cell.cell, reason(cell)), []) if cell.not_run else []
-        if len(group) < 2:
-            out.append(f"- {one_line(cell.where)}: {one_line(report_grid.summary(cell))}")
-        elif id(group) not in said:
-            said.add(id(group))
-            gpus = ", ".join(c.gpu.key for c in group)
-            out.append(f"- {one_line(cell.cell)} on {one_line(gpus)}: "
-                       f"{one_line(report_grid.summary(cell).replace(cell.gpu.key, '<gpu>'))}")
-    return [*out, ""]
+    return ["Cells to look at", "", *(f"- {one_line(line.where)}: {one_line(line.words)}" for line in lines), ""]
 
 
 def case_table(report: Report) -> list[str]:

@@ -104,7 +104,8 @@ def parser() -> argparse.ArgumentParser:
     add("--allow-cpu", action="store_true",
         help="run CUDA stacks on a runner without a GPU, on its CPU (else refused; $CONVMATRIX_ALLOW_CPU=1 too)")
     add("--retries", metavar="N",
-        help="run a cell again, up to N times, when a retryable infrastructure cause ended it (never a test's failure)")
+        help="run a cell again, up to N more times, when a retryable infrastructure cause ended it (never a "
+             "test's failure)")
     return found
 
 

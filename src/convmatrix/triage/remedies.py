@@ -7,10 +7,12 @@ to the ``pytest -k`` expression that selects the suite cases a fix-proof run sho
 
 from __future__ import annotations
 
+import re
 import shlex
 from pathlib import Path
 
-from convmatrix.results import rundir
+from convmatrix.escape import one_line
+from convmatrix.results import known, rundir
 from convmatrix.results.families import FAMILIES, SIGNATURE
 from convmatrix.shipped import shipped
 
@@ -153,3 +155,53 @@ def verify_commands(family: str | None) -> list[str]:
             f"convmatrix report {_FIX_PROOF_OUT} --fail-on signature",
         ]
     return commands
+
+
+# A proof on the log's own stack (issue 49): the versions the log printed, each matched to a strict
+# shape before it is written into a command (a log is untrusted text).
+_TORCH_RELEASE = re.compile(r"([0-9]{1,2}\.[0-9]{1,3}\.[0-9]{1,3})(?:\+(cu[0-9]{3}|cpu|rocm[0-9.]{1,8}))?")
+_CUDA_BUILD = re.compile(r"([0-9]{2})\.([0-9])")
+_EXAMPLE_STACK = ("2.5.1", "cu124")  # matrix/examples/fix-proof.toml's failing stack
+_STACK_PROOF = "triage-proof.toml"
+_STACK_PROOF_OUT = "reports/runs/triage-proof"
+
+
+def stack_text(stack: known.Stack) -> str:
+    """The stack a log printed, in words (each value reduced to printable ASCII, bounded)."""
+    cudnn = "unknown" if stack.cudnn is None else str(stack.cudnn)
+    return (f"torch {one_line(str(stack.torch))[:40]}, CUDA {one_line(str(stack.cuda or 'unknown'))[:20]}, "
+            f"cuDNN {cudnn}")
+
+
+def proof_on_stack(family: str | None, stack: known.Stack | None) -> tuple[str, list[str]]:
+    """What triage read of the log's stack (a line to print) and the commands that would prove a fix
+    on that stack: a generated matrix of the log's torch and CUDA variant (as is, and with
+    --pad-channels 8), or the shipped fix-proof example where that is the log's stack or the log
+    printed none (said so)."""
+    if family is None:
+        return "", []
+    example = verify_commands(family)
+    if stack is None or stack.torch is None:
+        return ("the log printed no torch version (print `python -m torch.utils.collect_env` in the job): "
+                "the proof below runs the shipped example's stack (torch 2.5.1, cu124), not necessarily yours"), example
+    read = f"the log's stack: {stack_text(stack)}"
+    release = _TORCH_RELEASE.fullmatch(stack.torch)
+    variant = release.group(2) if release else None
+    if release and variant is None and stack.cuda and (build := _CUDA_BUILD.fullmatch(stack.cuda)):
+        variant = f"cu{build.group(1)}{build.group(2)}"
+    if release is None or variant is None or not variant.startswith("cu"):
+        why = "not a torch release" if release is None else "no CUDA variant read"
+        return f"{read} ({why}): the proof below runs the shipped example's stack (torch 2.5.1, cu124)", example
+    if (release.group(1), variant) == _EXAMPLE_STACK:
+        return f"{read}: the shipped fix-proof example runs this stack", example
+    lines = ['name = "triage-proof"', "[axes]", 'lane = ["baremetal"]', f'torch = ["{release.group(1)}"]',
+             f'cuda = ["{variant}"]', 'cudnn = ["bundled"]', 'python = ["3.11"]', 'knobs = ["default", "pad=8"]']
+    write = "printf '%s\\n' " + " ".join(shlex.quote(line) for line in lines) + f" > {_STACK_PROOF}"
+    suite_run = example[0] if example else ""
+    commands = [c for c in (suite_run,) if c]
+    commands += [write, f"convmatrix run -m {_STACK_PROOF} --strict --out {_STACK_PROOF_OUT}",
+                 f"convmatrix report {_STACK_PROOF_OUT} --fail-on signature"]
+    note = f"{read}: the proof below runs torch {release.group(1)} {variant} (the cuDNN its wheel bundles)"
+    if stack.cudnn is not None:
+        note += f"; the log's cuDNN {stack.cudnn} may be an override: add it to the matrix's cudnn axis"
+    return note, commands

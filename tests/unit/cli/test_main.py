@@ -18,6 +18,7 @@ from convmatrix.cli.main import main
 from convmatrix.cli.output import write_output
 from convmatrix.cli.report import bulk
 from convmatrix.errors import BadInput
+from convmatrix.report.notes import NO_GPU
 from testkit import record, write_result
 
 
@@ -309,7 +310,8 @@ def test_a_lone_unhealthy_control_exits_3(tmp_path: Path, capsys: pytest.Capture
     write_result(run, "ctrl", [], env=testkit.env_json("ctrl", ended=None), cell={"control": True, "exit_code": 4})
     assert main(["report", str(run)]) == 3
     out, err = capsys.readouterr()
-    assert "control unhealthy on cpu" in err and "CONTROL UNHEALTHY on cpu" in out.splitlines()[3]
+    # after the alert that no GPU took part (a run on the CPU)
+    assert "control unhealthy on cpu" in err and "CONTROL UNHEALTHY on cpu" in out.splitlines()[4]
 
 
 def test_a_control_that_hits_the_signature_says_so_first_in_every_format(tmp_path: Path) -> None:
@@ -323,10 +325,11 @@ def test_a_control_that_hits_the_signature_says_so_first_in_every_format(tmp_pat
         path = tmp_path / f"r.{fmt}"
         assert main(["report", str(run), "--format", fmt, "-o", str(path)]) == 0
         texts[fmt] = path.read_text()
-    assert texts["text"].splitlines()[1:4] == ["verdicts: 1 control, 1 ok", "", f"! {alert}"]
+    # after the alert that no GPU took part (a run on the CPU, report/notes.NO_GPU)
+    assert texts["text"].splitlines()[1:5] == ["verdicts: 1 control, 1 ok", "", f"! {NO_GPU}", f"! {alert}"]
     assert texts["markdown"].index(alert) < texts["markdown"].index("| stack |")
     assert texts["html"].index(alert) < texts["html"].index('<section id="grid">')
-    assert json.loads(texts["json"])["control"]["alerts"] == [alert]
+    assert json.loads(texts["json"])["control"]["alerts"] == [NO_GPU, alert]
 
 
 @pytest.mark.parametrize("value", ["Podman", "", "podman ", "podman\n", "$(reboot)", "podman;id", "../docker"])

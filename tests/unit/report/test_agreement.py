@@ -159,7 +159,8 @@ def test_a_driver_too_old_seen_at_run_time_is_unsupported_not_a_regression(
     text = capsys.readouterr().out
     assert "UNSUPPORTED (driver 470.82.01 < 525.60.13 for cu124)" in text
     assert text.splitlines()[1] == "verdicts: 1 control, 1 unsupported"
-    assert "UNSUPPORTED on this runner: 1 cell(s)" in text.splitlines()[3]
+    # among the alerts, after the one that says no GPU took part (a run on the CPU)
+    assert "UNSUPPORTED on this runner: 1 cell(s)" in text.splitlines()[4]
     for fmt in ("markdown", "html"):  # every format says the same
         path = tmp_path / f"r.{fmt}"
         assert main(["report", str(run), "--format", fmt, "-o", str(path)]) == 0
@@ -290,7 +291,7 @@ def test_a_run_with_cudnn_off_says_so_at_the_top_of_every_format(tmp_path: Path)
     said = every_format(run, tmp_path)
     line = ("SETTINGS: cuDNN DISABLED (torch.backends.cudnn.enabled = False): no convolution ran through cuDNN, "
             "in 2 of 2 cell(s) that ran")
-    assert said["text"].splitlines()[3].startswith(f"! {line}")
+    assert said["text"].splitlines()[4].startswith(f"! {line}")  # after the one that no GPU took part
     assert said["markdown"].index(line) < said["markdown"].index("| stack |")
     assert said["html"].index(line) < said["html"].index('<section id="grid">')
     assert json.loads(said["json"])["settings"][0].startswith(line)
