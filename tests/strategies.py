@@ -962,3 +962,26 @@ def misbehaviours(draw: st.DrawFn) -> Misbehaviour:
     what = draw(st.sampled_from(CAPTURE_DOINGS))
     return Misbehaviour(what=what, where=draw(st.sampled_from(CAPTURE_PLACES)),
                         arg=draw(st.sampled_from((0, 1, 3)) if what == "exit" else st.integers(0, 99)))
+
+
+# --- i48 fallbacks ---
+# Timings of one stack against itself on a runner whose load is the same for the conv and the
+# reference workload beside it: `noise` multiplies each run by at most 1.2 (noise only adds time).
+def self_timings(draw_floats: Any = None) -> st.SearchStrategy[tuple[tuple[float, ...], tuple[float, ...],
+                                                                      tuple[float, ...], tuple[float, ...]]]:
+    """(control runs, candidate runs, control references, candidate references): the same stack,
+    the candidate on a runner `load` times as loaded (1 to 50), each run with its own noise."""
+    noise = st.floats(min_value=1.0, max_value=1.2, allow_nan=False)
+
+    @st.composite
+    def made(draw: st.DrawFn) -> tuple[tuple[float, ...], tuple[float, ...], tuple[float, ...], tuple[float, ...]]:
+        base = draw(st.floats(min_value=0.01, max_value=1000.0, allow_nan=False))
+        reference = draw(st.floats(min_value=0.1, max_value=10.0, allow_nan=False))
+        load = draw(st.floats(min_value=1.0, max_value=50.0, allow_nan=False))
+        runs = draw(st.integers(min_value=3, max_value=6))
+        control = tuple(base * draw(noise) for _ in range(runs))
+        candidate = tuple(base * load * draw(noise) for _ in range(runs))
+        refs = (tuple(reference * draw(noise) for _ in range(2)), tuple(reference * load * draw(noise) for _ in range(2)))
+        return control, candidate, refs[0], refs[1]
+
+    return made()

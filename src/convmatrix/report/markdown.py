@@ -29,7 +29,8 @@ DETAIL_MESSAGE = 4_000  # characters of a message in its <details>
 DETAILS = 50  # cases folded out at most (regressions first)
 MARKS = {Verdict.CONTROL: "🔵", Verdict.OK: "🟢", Verdict.FIXED: "🟣", Verdict.REGRESSION: "🔴",
          Verdict.INVALID: "🟠", Verdict.NOT_RUN: "⛔", Verdict.UNSUPPORTED: "🚫",
-         Verdict.NO_CONTROL: "⚪", Verdict.CHANGED: "🟡", Verdict.DECLARED_SKIP: "🟩"}
+         Verdict.NO_CONTROL: "⚪", Verdict.CHANGED: "🟡", Verdict.DECLARED_SKIP: "🟩",
+         Verdict.FALLBACK: "🟤", Verdict.MEMORY: "🔶", Verdict.SLOWER: "🐢"}
 QUIET = "▫️"  # an optional cell that did not run: it fails nothing
 
 
