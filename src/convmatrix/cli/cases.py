@@ -130,7 +130,7 @@ def table(rows: list[dict[str, Any]], files: list[str]) -> str:
             p.get("edge") or ("over" if row.get("over_int32") else "-"),  # a Case's edge: None, below or above
             cpu, one_line(" ".join(p["sources"])) or "-",
         ])
-    head = f"{len(rows)} cases from {', '.join(one_line(f) for f in files)}\n\n"
+    head = f"{len(rows)} case{'' if len(rows) == 1 else 's'} from {', '.join(one_line(f) for f in files)}\n\n"
     return head + tabulate(body, headers=["case", "input", "weight", "dtype", "layout", "direction", "forced",
                                           "2^31", "on the CPU", "sources"],
                            tablefmt="simple", disable_numparse=True) + "\n"

@@ -46,7 +46,9 @@ def read_tail(path: str, limit: int) -> Cut | None:
         with rundir.open_plain(Path(path), Path(path).parent.parent) as fh:
             size = fh.seek(0, 2)
             fh.seek(max(0, size - 4 * limit))  # UTF-8: at most 4 bytes a character
-            data = fh.read().decode("utf-8", errors="replace")
+            # At most that many bytes: a process the cell left behind may still be writing the
+            # file, which then grows past the size read above (read() alone would follow it).
+            data = fh.read(4 * limit).decode("utf-8", errors="replace")
     except (OSError, ValueError):  # ValueError: a path with a NUL in it
         return None
     if size > 4 * limit:

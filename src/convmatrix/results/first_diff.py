@@ -85,11 +85,19 @@ def _read(log: Path) -> list[str]:
     lines = []
     read = 0
     with rundir.open_plain(log, log.parent) as handle:
-        for raw in handle:
-            read += len(raw)
-            if read > LOG_LIMIT:
+        # readline with a size, never a bare one: a line of gigabytes without a break is read a
+        # capped piece at a time, its first LINE_CAP bytes kept and the rest passed over.
+        while read < LOG_LIMIT:
+            raw = handle.readline(min(LINE_CAP, LOG_LIMIT - read))
+            if not raw:
                 break
-            lines.append(raw[:LINE_CAP].decode("utf-8", "replace").rstrip("\r\n"))
+            read += len(raw)
+            lines.append(raw.decode("utf-8", "replace").rstrip("\r\n"))
+            while not raw.endswith(b"\n") and read < LOG_LIMIT:
+                raw = handle.readline(min(1 << 20, LOG_LIMIT - read))  # the rest of a long line
+                if not raw:
+                    break
+                read += len(raw)
     return lines
 
 

@@ -203,3 +203,11 @@ def test_the_catalogue_lists_each_case_past_2g_with_its_pair(capsys: pytest.Capt
     assert above[1] == "669x3x224x224" and "above" in above
     assert sum(1 for row in rows if "below" in row[7:9]) == 12
     assert main(["cases", "--catalog", "x.toml"]) == 2
+
+
+def test_one_case_is_one_case(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 49: `convmatrix cases` of a file of one case printed "1 cases"."""
+    path = tmp_path / "one.toml"
+    path.write_text(SWEPT.split("[case.sweep]")[0])
+    assert main(["cases", str(path)]) == 0
+    assert capsys.readouterr().out.startswith(f"1 case from {path}\n")

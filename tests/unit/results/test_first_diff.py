@@ -121,3 +121,23 @@ def test_arguments_are_framing_in_the_traceback_but_printed_lines_are_evidence(t
     theirs = write(tmp_path / "control" / "log.txt", section(status="FAILED"))
     (found,) = first_diff.first_differences(mine, theirs, [CASE]).values()
     assert found.text == "workspace = 2048 MiB asked, 0 granted"
+
+
+def test_a_log_line_of_gigabytes_is_read_a_capped_piece_at_a_time(tmp_path: Path) -> None:
+    """Issue 46 (logs read bounded): `for raw in handle` read a line without a break whole, so a
+    256 MiB log of one line held 256 MiB before the line cap cut it. Now at most LINE_CAP bytes of
+    a line are held, and no more than LOG_LIMIT bytes are read."""
+    import tracemalloc
+
+    log = tmp_path / "log.txt"
+    with open(log, "wb") as fh:
+        fh.write(b"E   RuntimeError: boom")
+        fh.truncate(256 << 20)  # sparse: no disk, no line break
+    tracemalloc.start()
+    try:
+        lines = first_diff._read(log)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert len(lines) == 1 and lines[0].startswith("E   RuntimeError: boom") and len(lines[0]) <= first_diff.LINE_CAP
+    assert peak < 8 << 20, f"{peak:,} bytes held"
