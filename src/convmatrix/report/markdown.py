@@ -98,8 +98,7 @@ def legend() -> str:
     verdicts = " · ".join(f"{MARKS[v]} {report_grid.verdict_word(v)}" for v in (Verdict.CONTROL, *ORDER,
                                                                                 Verdict.NO_CONTROL))
     return (f"{verdicts} · {QUIET} not run (optional) — ▶ the control. "
-            "SIGNATURE: a case failed with CUDNN\\_STATUS\\_NOT\\_SUPPORTED; "
-            "SLOWER ×n: convolutions took n× the control's time.")
+            "SIGNATURE: a case failed with CUDNN\\_STATUS\\_NOT\\_SUPPORTED.")
 
 
 def row(cells: Iterable[str]) -> str:

@@ -41,7 +41,7 @@ MEANINGS = {Verdict.CONTROL: "the control (its row marked *)", Verdict.OK: "ran 
             Verdict.SLOWER: "a case slower than the control beyond the noise (fails nothing by default)"}
 MARK_MEANINGS = {"S": "SIGNATURE: a case failed with CUDNN_STATUS_NOT_SUPPORTED",
                  "w": "the signature in warnings only", "M": "stack mismatch",
-                 "T": "T1.6: convolutions took 1.6× the control's time", "B": "B2: 2 regressions since the baseline"}
+                 "B": "B2: 2 regressions since the baseline"}
 COLOURS = {Verdict.CONTROL: "1;34", Verdict.OK: "32", Verdict.FIXED: "36", Verdict.REGRESSION: "1;31",
            Verdict.INVALID: "1;33", Verdict.NOT_RUN: "1;35", Verdict.UNSUPPORTED: "2;33",
            Verdict.NO_CONTROL: "2", Verdict.CHANGED: "33", Verdict.DECLARED_SKIP: "2;32",
@@ -173,9 +173,9 @@ def row_line(grid: Grid, row: Row, columns: list[Column], widths: dict[str, int]
 
 def legend(grid: Grid) -> list[str]:
     verdicts = [v for v in Verdict if any(c.verdict == v for c in grid.entries.values())]
-    codes = sorted({m.code[0] for c in grid.entries.values() for m in report_grid.marks(c)}, key="SwMTB".index)
+    codes = sorted({m.code[0] for c in grid.entries.values() for m in report_grid.marks(c)}, key="SwMB".index)
     parts = [f"{WORDS[v]} {MEANINGS[v]}" for v in verdicts] + ["n/m: n of m cases passed"]
-    parts += [MARK_MEANINGS[c] if c in "TB" else f"{c} {MARK_MEANINGS[c]}" for c in codes]
+    parts += [MARK_MEANINGS[c] if c == "B" else f"{c} {MARK_MEANINGS[c]}" for c in codes]
     return textwrap.wrap("legend: " + "; ".join(parts), WIDTH, break_on_hyphens=False)
 
 
