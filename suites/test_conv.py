@@ -494,8 +494,11 @@ def run_on_device(case: Case, inputs: Tensors, drawn: Drawn, device: str, remedy
         # Kernel errors surface asynchronously: make them surface here, in the device run.
         torch.cuda.synchronize()
     with torch.no_grad():
-        clock.reference()
+        # The reference workload brackets every timed run (before each, and after the last): a
+        # load that slowed a run shows on the references beside it (results.verdicts.cost_of).
+        reference_ms()  # uncounted: a process's first matmul warms its thread pool up
         for _ in range(REPEATS[device]):
+            clock.reference()
             clock.repeat("forward_ms", forward)
         clock.reference()
     computed = {"shape": list(out.shape), "groups": groups,
@@ -586,7 +589,13 @@ class Peak:
         if cuda:
             torch.cuda.synchronize()
             torch.cuda.reset_peak_memory_stats()
-        activities = [ProfilerActivity.CUDA] if cuda else [ProfilerActivity.CPU]
+        if not cuda:
+            # The legacy profiler's memory events: the same allocations and frees as kineto's, at a
+            # fraction of its cost (kineto's first op after each start cost ~20 ms here: +42% a case).
+            with self.legacy():
+                yield
+            return
+        activities = [ProfilerActivity.CUDA]
         try:
             prof = profile(activities=activities, profile_memory=not cuda)
             prof.__enter__()  # type: ignore[no-untyped-call]  # untyped in torch
@@ -608,8 +617,40 @@ class Peak:
             except Exception:  # the profiler's private results changed shape: say nothing
                 self.peak = self.by = self.kernels = None
 
+    @contextlib.contextmanager
+    def legacy(self) -> Iterator[None]:
+        autograd: Any = torch.autograd
+        profiler: Any = torch.profiler
+        try:
+            config = autograd.ProfilerConfig(autograd.ProfilerState.CPU, False, True, False, False, False,
+                                             profiler._ExperimentalConfig())
+            autograd._enable_profiler_legacy(config)
+        except Exception:  # another profiler is on, or this torch lacks it: no cost, the case runs
+            yield
+            return
+        try:
+            yield
+        finally:
+            try:
+                records = autograd._disable_profiler_legacy()
+                self.peak, self.by = legacy_peak(records), "profiler"
+            except Exception:  # the profiler's private results changed shape: say nothing
+                self.peak = self.by = None
+
     def facts(self) -> dict[str, Any]:
         return {"peak_bytes": self.peak, "memory_by": self.by, "kernels": self.kernels}
+
+
+def legacy_peak(records: Any) -> int:
+    """The highest running sum of the legacy profiler's memory events (bytes allocated, minus
+    freed; every thread's) in the order they happened."""
+    events = sorted((e.start_us(), e.cpu_memory_usage()) for thread in records for e in thread
+                    if e.kind() == "memory_alloc")
+    held = top = 0
+    for _, nbytes in events:
+        held += nbytes
+        top = max(top, held)
+    return top
 
 
 def memory_peak(prof: Any) -> int:

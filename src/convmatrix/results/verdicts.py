@@ -145,10 +145,17 @@ def cost_of(control: Costed, case: Costed, *, timed: bool = True) -> Cost:
     only when its distribution-free lower bound, the candidate's fastest run over the control's
     slowest, is at least SLOWER_BOUND: every candidate run slower than every control run by that
     much, after dividing out the runner's load: each case also times a fixed reference workload (a
-    matmul, suites/README.md) beside its runs, and the bound is divided by the candidate's slowest
-    reference over the control's fastest (when above 1). Noise only adds time, so a noisy control
-    run lowers the bound, never raises it. Where that load is above LOAD_BOUND (or either side has
-    no reference), a slowdown is not claimed at all and the cost says the timing was unsure."""
+    matmul, suites/README.md) before each of its runs and after the last, and the bound is divided
+    by the candidate's slowest reference over the control's fastest (when above 1). Noise only adds
+    time, so a noisy control run lowers the bound, never raises it. Where that load is above
+    LOAD_BOUND (or either side has no reference), a slowdown is not claimed at all and the cost
+    says the timing was unsure.
+
+    By construction no load escapes the division: a slowdown is claimed only where every run of
+    both sides is bracketed by references (bracketed), so a burst of load that slowed a run
+    slowed a reference beside it, and the slowest reference divides it out. Records whose two
+    references stood only before and after all the runs (a burst in between went unseen: a real
+    run of a clean candidate beside a control read `slower`) never claim a slowdown."""
     memory_ratio, extra = None, 0
     if case.peak_bytes is not None and control.peak_bytes:
         memory_ratio = round(case.peak_bytes / control.peak_bytes, 3)
@@ -161,9 +168,19 @@ def cost_of(control: Costed, case: Costed, *, timed: bool = True) -> Cost:
         time_low = round(min(mine) / max(theirs), 3)
         load = load_of(control.reference_ms, case.reference_ms)
         if time_low >= SLOWER_BOUND:
-            unsure = load_unsure(control.reference_ms, case.reference_ms)
+            unsure = bracketed(control, "the control's") or bracketed(case, "its") \
+                or load_unsure(control.reference_ms, case.reference_ms)
     return Cost(backend=case.backend, control_backend=control.backend, memory_ratio=memory_ratio,
                 time_ratio=time_ratio, time_low=time_low, unsure=unsure, extra_bytes=extra, load=load)
+
+
+def bracketed(record: Costed, whose: str) -> str | None:
+    """Why a side's runs are not each bracketed by a reference timing (None: they are): a
+    reference before every run and one after the last."""
+    if len(record.reference_ms) < len(record.forward_runs) + 1:
+        return (f"{whose} {len(record.forward_runs)} runs had {len(record.reference_ms)} reference timing(s), "
+                f"not one beside each")
+    return None
 
 
 def load_of(control: Sequence[float], case: Sequence[float]) -> float:

@@ -23,7 +23,7 @@ class Rec:
     backend: str | None = "Mkldnn"
     peak_bytes: int | None = 2 * MIB
     forward_runs: tuple[float, ...] = (10.0, 10.5, 11.0)
-    reference_ms: tuple[float, ...] = (1.0, 1.05)
+    reference_ms: tuple[float, ...] = (1.0, 1.05, 1.0, 1.02)  # before each run, and after the last
     outcome: Outcome = Outcome.PASS
     family: str | None = None
 
@@ -49,11 +49,28 @@ def test_memory_needs_the_ratio_and_a_mebibyte_more() -> None:
 
 
 def test_a_loaded_runner_leaves_it_ok_and_says_the_timing_was_unsure() -> None:
-    slow = Rec(forward_runs=(40.0, 41.0, 42.0), reference_ms=(4.0, 4.2))
+    slow = Rec(forward_runs=(40.0, 41.0, 42.0), reference_ms=(4.0, 4.2, 4.1, 4.0))
     cost = v.cost_of(Rec(), slow)
     assert cost.verdict == Verdict.OK and cost.unsure and "timing unsure" in cost.words()
     assert v.cost_of(Rec(), Rec(forward_runs=(40.0, 41.0, 42.0))).verdict == Verdict.SLOWER
     assert v.cost_of(Rec(), Rec(forward_runs=(40.0, 41.0, 42.0)), timed=False).verdict == Verdict.OK
+
+
+def test_a_load_between_two_references_claims_no_slower() -> None:
+    """The false slower of a real run (tests/integration/test_report_browser.py): a clean candidate
+    beside a control, both runs loaded by the other's, the candidate's three runs slow and its two
+    references, before and after them, quick. Without a reference beside every run, no claim."""
+    quick = (1.0, 1.02)
+    cost = v.cost_of(Rec(reference_ms=quick), Rec(forward_runs=(40.0, 41.0, 42.0), reference_ms=quick))
+    assert cost.verdict == Verdict.OK and cost.unsure and "not one beside each" in cost.unsure
+
+
+@given(strategies.bursty_self_timings())
+def test_a_burst_between_measurements_never_reads_slower(timed: tuple[tuple[float, ...], ...]) -> None:
+    control, candidate, control_ref, candidate_ref = timed
+    cost = v.cost_of(Rec(forward_runs=control, reference_ms=control_ref),
+                     Rec(forward_runs=candidate, reference_ms=candidate_ref))
+    assert cost.verdict != Verdict.SLOWER, cost
 
 
 def test_one_fast_candidate_run_keeps_it_from_slower() -> None:
