@@ -40,8 +40,8 @@ def run_suite(python: str, suites: Path, out: Path, cell: str, select: str) -> l
     return [r["duration_s"] for r in lines if r["status"] == "passed" and r.get("duration_s") is not None]
 
 
-def todays_suite(into: Path) -> Path:
-    tar = subprocess.run(["git", "-C", str(REPO), "archive", "HEAD", "suites"], check=True, capture_output=True).stdout
+def todays_suite(into: Path, base: str) -> Path:
+    tar = subprocess.run(["git", "-C", str(REPO), "archive", base, "suites"], check=True, capture_output=True).stdout
     with tarfile.open(fileobj=io.BytesIO(tar)) as archive:
         archive.extractall(into, filter="data")
     return into / "suites"
@@ -56,11 +56,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("-k", dest="select", default="conv2d-fp32")
+    parser.add_argument("--base", default="HEAD", help="the revision whose suites/ is today's (before issue 48)")
     parser.add_argument("--python", default=os.environ.get("CONVMATRIX_PYTHON") or sys.executable)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp)
-        old_suite = todays_suite(base / "head")
+        old_suite = todays_suite(base / "head", args.base)
         old: list[float] = []
         new: list[float] = []
         for i in range(max(1, args.runs // 2)):
