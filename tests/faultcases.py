@@ -17,3 +17,24 @@ FAULTS = {
 CASES = (PASSING[0], FAULTS["abort"], PASSING[1], FAULTS["segv"], PASSING[2], FAULTS["hang"],
          PASSING[3], FAULTS["spin"], PASSING[4], FAULTS["sticky"], PASSING[5])
 TIMEOUT = 2
+
+# A repro script's fault, prepended to it by the repro tests (full and minimal): every conv entry
+# point of torch.nn.functional raises the signature while cuDNN is on, and runs as it does with it off.
+CUDNN_SIGNATURE = ("cuDNN error: CUDNN_STATUS_NOT_SUPPORTED. This error may appear if you passed in a "
+                   "non-contiguous input.")
+EVERY_CONV_WHEN_CUDNN = f"""
+import torch
+import torch.nn.functional
+
+
+def failing(real):
+    def conv(*args, **kwargs):
+        if torch.backends.cudnn.enabled:
+            raise RuntimeError({CUDNN_SIGNATURE!r})
+        return real(*args, **kwargs)
+    return conv
+
+
+for name in ("conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d"):
+    setattr(torch.nn.functional, name, failing(getattr(torch.nn.functional, name)))
+"""

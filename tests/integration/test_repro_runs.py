@@ -18,10 +18,11 @@ import pytest
 
 import suiterun
 from convmatrix.prove import repro
+from faultcases import CUDNN_SIGNATURE, EVERY_CONV_WHEN_CUDNN
 
 pytestmark = pytest.mark.slow
 
-SIG = "cuDNN error: CUDNN_STATUS_NOT_SUPPORTED. This error may appear if you passed in a non-contiguous input."
+SIG = CUDNN_SIGNATURE
 CELL = "baremetal-torch2.13.0-cpu-cudnn9.5.1.17-py3.11"
 NHWC_BF16 = "conv2d-bf16-k3-p1-nhwc_strided-non_contiguous-bhwc_3x3"  # scaled, sliced reference
 DOUBLE = "conv2d-fp32-k5-p2-double_bwd-double_backward-mnist"  # scaled
@@ -171,22 +172,6 @@ def test_the_scaled_case_builds_the_shapes_the_cell_ran(runs: tuple[Path, dict[s
 PADDED = ("conv_transpose3d-fp32-k3-s2", "conv2d-fp16-k3-p1-g3-channels_last-bwd-channels_last_odd-c30",
           "conv2d-fp32-k3-p2-dilated2-bwd-det_on-dilation_deterministic",
           "conv2d-fp32-k3x1-s2x1-depthwise-bwd_input-large_batch-b131072")
-EVERY_CONV_WHEN_CUDNN = f"""
-import torch
-import torch.nn.functional
-
-
-def failing(real):
-    def conv(*args, **kwargs):
-        if torch.backends.cudnn.enabled:
-            raise RuntimeError({SIG!r})
-        return real(*args, **kwargs)
-    return conv
-
-
-for name in ("conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d"):
-    setattr(torch.nn.functional, name, failing(getattr(torch.nn.functional, name)))
-"""
 
 
 @pytest.fixture(scope="module")

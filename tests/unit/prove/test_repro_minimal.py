@@ -19,28 +19,14 @@ import pytest
 from catalogkit import catalog, sizing
 from convmatrix.cli import repro as repro_cmd
 from convmatrix.prove import minimal, repro
+from faultcases import CUDNN_SIGNATURE, EVERY_CONV_WHEN_CUDNN
 from testkit import env_json, record, write_result
 
-SIG = "cuDNN error: CUDNN_STATUS_NOT_SUPPORTED. This error may appear if you passed in a non-contiguous input."
+SIG = CUDNN_SIGNATURE
 CELL = "baremetal-torch2.5.1-cu124-cudnn9.5.1.17-py3.11"
 CASES = {case.id: case for case in catalog.CASES}
 PLAIN = "conv1d-fp32-k3-p1"
-FAULT = f"""
-import torch
-import torch.nn.functional
-
-
-def failing(real):
-    def conv(*args, **kwargs):
-        if torch.backends.cudnn.enabled:
-            raise RuntimeError({SIG!r})
-        return real(*args, **kwargs)
-    return conv
-
-
-for name in ("conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d"):
-    setattr(torch.nn.functional, name, failing(getattr(torch.nn.functional, name)))
-"""
+FAULT = EVERY_CONV_WHEN_CUDNN  # tests/faultcases.py: the same fault for the full and the minimal script
 WRONG = """
 import torch
 import torch.nn.functional
