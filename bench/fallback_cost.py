@@ -8,7 +8,8 @@ Today's suite is `git show HEAD:suites` unpacked into a temporary folder (read o
 changes). Overhead: the mean per-case wall time (results.jsonl duration_s of the passing cases),
 this suite against today's, alternated RUNS // 2 times each. False slower: a control run idle, then
 a candidate run of the same stack with one busy process per CPU beside it, judged by
-results/night.judge; counts the cases and cells it calls slower. Asserts nothing.
+results/night.judge; counts the cases and cells it calls slower, beside what the plain rule (the
+ratio of the medians at least 1.5, no bound, no reference) would have called slower. Asserts nothing.
 """
 
 from __future__ import annotations
@@ -70,7 +71,7 @@ def main() -> None:
         overhead = (sum(new) / len(new)) / (sum(old) / len(old)) - 1 if old and new else None
         print(f"overhead: {len(new)} case runs, mean {sum(new) / len(new) * 1000:.1f} ms against "
               f"{sum(old) / len(old) * 1000:.1f} ms today", flush=True)
-        slower_cases = slower_cells = unsure = 0
+        slower_cases = slower_cells = unsure = plain = 0
         for i in range(args.runs):
             run = base / f"hog{i}"
             run_suite(args.python, REPO / "suites", run / "control@cpu", "control", args.select)
@@ -91,12 +92,13 @@ def main() -> None:
             slower_cells += cell.verdict == Verdict.SLOWER
             unsure += sum(1 for c in cell.cases if c.cost is not None and c.cost.unsure)
             times = [c.cost.time_ratio for c in cell.cases if c.cost is not None and c.cost.time_ratio]
+            plain += sum(1 for t in times if t >= 1.5)
             print(f"run {i + 1}: {len(said)} slower case(s); time ratios {min(times, default=0):.2f}.."
-                  f"{max(times, default=0):.2f}; {unsure} unsure so far", flush=True)
+                  f"{max(times, default=0):.2f}; {unsure} unsure so far; the plain rule: {plain}", flush=True)
     print(json.dumps({"select": args.select, "runs": args.runs,
                       "overhead_ratio": round(overhead, 4) if overhead is not None else None,
                       "false_slower_cases": slower_cases, "false_slower_cells": slower_cells,
-                      "timing_unsure_cases": unsure}))
+                      "timing_unsure_cases": unsure, "plain_rule_slower_cases": plain}))
 
 
 if __name__ == "__main__":

@@ -390,7 +390,18 @@ def atlas_cases(draw: st.DrawFn) -> Any:
         known=tuple(draw(st.lists(st.sampled_from(["cudnn-9-sm70-depthwise", "pytorch-162574", "a"]), max_size=3))),
         sources=tuple(draw(st.lists(st.sampled_from(["https://github.com/pytorch/pytorch/issues/77844",
                                                      "http://example.org/a?b=c&d=e#f"]), max_size=2))),
-        repro=draw(st.one_of(st.none(), atlas_repros())))
+        repro=draw(st.one_of(st.none(), atlas_repros())), cost=draw(st.one_of(st.none(), atlas_costs())))
+
+
+_ratios = st.one_of(st.none(), st.floats(0, 1e9, allow_nan=False), st.sampled_from([0.0, 1.0, 51234.5, 1e9]))
+
+
+def atlas_costs() -> Any:
+    """A case's cost in a bundle (version 2): torch's backend names or none, ratios within the bound."""
+    model = _atlas_model()
+    names = st.one_of(st.none(), st.sampled_from(["Mkldnn", "Slow3d", "Cudnn", "MiopenTranspose", "SlowDilated2d"]))
+    return st.builds(model.Cost, backend=names, control_backend=names, memory_ratio=_ratios, time_ratio=_ratios,
+                     time_ratio_low=_ratios)
 
 
 @st.composite

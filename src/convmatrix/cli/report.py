@@ -65,7 +65,8 @@ def run(args: argparse.Namespace) -> int:
     with bulk():
         loaded, report = made(args.results, args.control, args.expect_gpu)
         if args.history:
-            report = against_history(report, loaded, args.history, args.run_id, args.at)
+            report = against_history(report, loaded, args.history, args.run_id, args.at,
+                                     verdicts.policy(args.fail_on))
         # Every format marks red what the exit code counts (`never` changes only the exit).
         report = replace(report, policy=verdicts.policy(args.fail_on))
         errors = list(loaded.errors)
@@ -86,14 +87,15 @@ def run(args: argparse.Namespace) -> int:
 
 
 def against_history(report: Report, loaded: results.Loaded, given: str, run_id: str | None,
-                    at: str | None = None) -> Report:
+                    at: str | None = None, policy: str = "regression") -> Report:
     """Each cell and case marked against the history database (history/lookup.py): against the
-    runs recorded before this one's time, whatever was recorded after it."""
+    runs recorded before this one's time, whatever was recorded after it; red under policy, the
+    --fail-on list's (first-red then applies to its findings)."""
     from convmatrix.history import backends, lookup  # SQLAlchemy only with --history: start-up time
 
     judged = identified(report, loaded, run_id, at)
     with backends.opened(history_cmd.url(given), write=False) as engine, engine.begin() as conn:
-        marks = lookup.marks(conn, judged)
+        marks = lookup.marks(conn, judged, policy)
     return report_model.with_history(report, marks)
 
 
