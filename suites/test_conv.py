@@ -39,10 +39,12 @@ import tolerance
 from catalog import CASES, Case
 from catalog import view_extent as catalog_view_extent
 
-TORCH_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+TORCH_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
+                "float64": torch.float64}
 MEMORY_FORMATS = {"channels_last": torch.channels_last, "channels_last_3d": torch.channels_last_3d}
 # Significant digits the output is rounded to before it is hashed, by precision.
-FINGERPRINT_DIGITS = {"float32": 5, "tf32": 3, "float16": 3, "bfloat16": 2}
+# float64: 13, by the others' rule (about two digits short of what u carries: 2^-53 is 16 digits)
+FINGERPRINT_DIGITS = {"float32": 5, "tf32": 3, "float16": 3, "bfloat16": 2, "float64": 13}
 FINGERPRINT_CHUNK = 1 << 24
 SHA_LIMIT = 1 << 26  # beyond this many output elements, the hash covers an evenly strided sample
 # Tensors larger than this are filled by repeating one seeded block (generated on the CPU, so
@@ -431,15 +433,19 @@ def run_on_device(case: Case, inputs: Tensors, drawn: Drawn, device: str, remedy
     input_format = memory_format_for(case, remedy, x.dim())
     x = place_input(case, x, input_format)
     fmt = weight_format_for(case, remedy, weight.dim())
-    if fmt is not None:
+    if case.weight_strides is not None:
+        weight = as_weight_view(weight, case)
+    elif fmt is not None:
         weight = weight.contiguous(memory_format=fmt)
     if record_facts is not None:  # before the call: a failing one is explained by what was chosen
         backend = selected_backend(case, x, weight, bias, groups, device)
         # The view the conv got (scaled, padded: not the params'), which a repro builds again.
         view = None
-        if case.input_strides is not None or case.weight_memory_format is not None:
+        if case.input_strides is not None or case.weight_memory_format is not None or case.weight_strides is not None:
             view = {"input_strides": list(x.stride()), "storage_offset": x.storage_offset(),
                     "weight_strides": list(weight.stride())}
+            if case.weight_strides is not None:  # additive: only a weight view has an offset of its own
+                view["weight_storage_offset"] = weight.storage_offset()
         record_facts(backend=backend, cudnn_path=cudnn_path(backend), view=view)
     def call(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
         # Looked up at call time, so that a fault plugin's patch is what runs (or is compiled).
@@ -626,6 +632,17 @@ def as_view(x: torch.Tensor, case: Case) -> torch.Tensor:
     buffer = x.new_zeros(catalog_view_extent(tuple(x.shape), strides, case.storage_offset))
     buffer.as_strided(x.shape, strides, case.storage_offset).copy_(x)
     return buffer.as_strided(x.shape, strides, case.storage_offset)
+
+
+def as_weight_view(weight: torch.Tensor, case: Case) -> torch.Tensor:
+    """The weight as the case's own view (a shard of a flat parameter buffer): as as_view does for
+    the input, with weight_strides (recomputed for the weight's shape where --pad-channels widened
+    it) and weight_storage_offset; differentiable, so grad_weight reaches the leaf."""
+    strides = case.weight_view_strides(tuple(weight.shape))
+    assert strides is not None
+    buffer = weight.new_zeros(catalog_view_extent(tuple(weight.shape), strides, case.weight_storage_offset))
+    buffer.as_strided(weight.shape, strides, case.weight_storage_offset).copy_(weight)
+    return buffer.as_strided(weight.shape, strides, case.weight_storage_offset)
 
 
 # --- numerics ----------------------------------------------------------------------------------

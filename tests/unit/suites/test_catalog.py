@@ -316,3 +316,39 @@ def test_a_restrided_view_of_any_new_shape_never_overlaps(
     assume(not catalog.view_overlaps(shape, strides))
     offsets = _offsets(new, catalog.restride(shape, strides, new, most_gap))
     assert len(set(offsets)) == len(offsets)
+
+
+# --- issue 50: a view of the weight, float64 ---
+
+@given(strategies.weight_view_entries())
+def test_a_weight_view_scales_down_in_its_order_and_fits_the_cpu(entry: dict[str, Any]) -> None:
+    """Any weight view a case file may give: the case holds it as written, and the CPU's
+    scaled-down variant keeps the view's order, never overlaps, and fits the CPU's budget."""
+    from testkit import load_suite_module
+
+    casefile = load_suite_module("casefile")
+    try:
+        case = catalog.Case(**casefile.case_fields(entry, "zoo"))
+    except (casefile.Bad, ValueError):
+        assume(False)
+        return
+    weight = case.shapes()["weight"]
+    assert case.weight_view_strides(weight) == tuple(entry["weight_strides"])
+    small = sizing.scaled(case)
+    assert sizing.fits_cpu(small) or small is case
+    small_weight = small.shapes()["weight"]
+    assert small.weight_strides is not None and not catalog.view_overlaps(small_weight, small.weight_strides)
+    made = small.weight_strides
+    over_1 = [d for d in range(len(weight)) if weight[d] > 1 and small_weight[d] > 1]
+    assert (sorted(over_1, key=lambda d: made[d])
+            == sorted(over_1, key=lambda d: entry["weight_strides"][d]))
+    assert small.dtype == case.dtype and small.id.startswith("zoo-")
+
+
+def test_float64_and_weight_view_ids_and_sizes() -> None:
+    case = catalog.Case("conv2d", 2, 8, 4, (6, 6), 3, source="t", dtype="float64",
+                        weight_strides=(1, 4, 96, 32), weight_storage_offset=5)
+    assert case.id == "conv2d-fp64-k3-wview1x4x96x32-woffset5"
+    assert sizing.BYTES["float64"] == 8
+    with pytest.raises(catalog.CaseError, match="weight_storage_offset: goes with weight_strides"):
+        catalog.Case("conv2d", 2, 8, 4, (6, 6), 3, source="t", weight_storage_offset=5)
