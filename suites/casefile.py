@@ -69,7 +69,13 @@ MAX_SOURCES = 32
 # (this module loads by path and imports no sibling).
 MAX_ID = 160
 MAX_TEXT = 2000  # characters of a free-text field
-TOP_LEVEL = ("case", "description")
+TOP_LEVEL = ("case", "description", "provenance")
+# [provenance]: where a file's cases came from (issue 50; the zoo's files and explore's finds): the
+# package and its version, the model (MODULE:CALLABLE), its config or keyword arguments, the inputs
+# and dtype it ran on. Read and checked; no case's id or run depends on it.
+PROVENANCE_REQUIRED = ("package", "version", "model", "inputs", "dtype")
+PROVENANCE_KEYS = (*PROVENANCE_REQUIRED, "config", "kwargs", "backward", "channels_last", "torch", "recorded_by",
+                   "matched", "notes")
 # A case's name ends its id, whose parts are joined by '-': a name may hold hyphens as the
 # catalogue's ids do (`dilated-det`), between words only, so that no name starts or ends a part
 # empty and an id reads back as written.
@@ -79,6 +85,7 @@ URL = re.compile(r"https://[!-~]{1,2000}\Z")
 SPATIAL_DIMS = {"conv1d": 1, "conv2d": 2, "conv3d": 3,
                 "conv_transpose1d": 1, "conv_transpose2d": 2, "conv_transpose3d": 3}
 DTYPES = ("float32", "float16", "bfloat16", "float64")
+INPUT_DTYPES = (*DTYPES, "int64", "int32", "bool")  # a recorded model's inputs ([provenance] inputs)
 MEMORY_FORMATS = ("contiguous", "channels_last", "channels_last_3d")
 LAYOUTS = ("permuted", "sliced", "transposed", "nhwc_strided")
 DIRECTIONS = ("forward", "backward", "backward_input", "backward_weight", "double_backward")
@@ -160,6 +167,8 @@ def entries(path: str, data: dict[str, Any]) -> tuple[list[dict[str, Any]], list
         if key not in TOP_LEVEL:
             problems.append(f"{path}: {_printable(key)}: unknown top-level key{_hint(key, TOP_LEVEL)} "
                             "(cases go in [[case]] tables)")
+    if "provenance" in data:
+        problems += [f"{path}: provenance{problem}" for problem in provenance_problems(data["provenance"])]
     listed = data.get("case")
     if not isinstance(listed, list) or not listed:
         problems.append(f"{path}: case: no [[case]] tables")
@@ -264,6 +273,49 @@ def load(paths: Sequence[str], case_class: Callable[..., Any], taken: Sequence[s
     if problems:
         raise CaseFileError(problems)
     return made
+
+
+def provenance_problems(table: Any) -> list[str]:
+    """What is wrong with a [provenance] table, a phrase each after `provenance` (".package: ...")."""
+    if not isinstance(table, dict):
+        return [f": {_shown(table)}: expected a table (package, version, model, inputs, dtype, ...)"]
+    problems = [f".{_printable(key)}: unknown key{_hint(key, PROVENANCE_KEYS)}" for key in table
+                if key not in PROVENANCE_KEYS]
+    problems += [f".{key}: missing (required: {', '.join(PROVENANCE_REQUIRED)})" for key in PROVENANCE_REQUIRED
+                 if key not in table]
+    for key in ("package", "version", "model", "torch", "recorded_by", "notes"):
+        if key not in table:
+            continue  # a required one is said missing above
+        value = table[key]
+        if not isinstance(value, str) or len(value) > MAX_TEXT or (key in PROVENANCE_REQUIRED and not value):
+            problems.append(f".{key}: {_shown(value)}: expected a text of 1 to {MAX_TEXT} characters")
+    if "dtype" in table and table["dtype"] not in DTYPES:
+        problems.append(f".dtype: {_shown(table['dtype'])}: expected one of {', '.join(DTYPES)}")
+    for key in ("config", "kwargs"):
+        if table.get(key) is not None and not isinstance(table[key], dict):
+            problems.append(f".{key}: {_shown(table[key])}: expected a table (the model's {key})")
+    for key in ("backward", "channels_last"):
+        if key in table and not isinstance(table[key], bool):
+            problems.append(f".{key}: {_shown(table[key])}: expected true or false")
+    inputs = table.get("inputs", [])
+    if not isinstance(inputs, list) or len(inputs) > 16:
+        problems.append(".inputs: expected a list of at most 16 {shape, dtype} tables")
+    else:
+        for number, one in enumerate(inputs, 1):
+            shape = one.get("shape") if isinstance(one, dict) else None
+            if (not isinstance(one, dict) or set(one) - {"shape", "dtype"} or not isinstance(shape, list)
+                    or not 1 <= len(shape) <= 8
+                    or not all(isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= MAX_EXTENT for v in shape)
+                    or one.get("dtype") not in INPUT_DTYPES):
+                problems.append(f".inputs[{number}]: {_shown(one)}: expected {{shape: 1 to 8 whole numbers, dtype: "
+                                f"one of {', '.join(INPUT_DTYPES)}}}")
+    matched = table.get("matched", [])
+    if not isinstance(matched, list) or not all(
+            isinstance(m, dict) and set(m) == {"name", "catalog"} and all(isinstance(v, str) and len(v) <= MAX_ID
+                                                                          for v in m.values()) for m in matched):
+        problems.append(".matched: expected a list of {name, catalog} tables (a recorded case and the catalogue "
+                        "case it is)")
+    return problems
 
 
 # --- sweeps -------------------------------------------------------------------------------------

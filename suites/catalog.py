@@ -1032,3 +1032,39 @@ def _check_unique(cases: tuple[Case, ...]) -> None:
 
 
 _check_unique(CASES)
+
+
+# --- the zoo (issue 50): suites/models/*.json, recorded from public models' own code -------------
+
+MODELS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "models")
+# What a case is for the catalogue's dedup: everything that reaches the convolution (op, shapes,
+# strides, dtype, direction, knobs), not why it exists or what it is called.
+_NOT_IDENTITY = ("source", "sources", "tag", "prefix", "trigger", "workload", "model", "edge", "gpu_only")
+
+
+def identity(case: Case) -> tuple[Any, ...]:
+    """The case as the device sees it: two cases of one identity run the same convolution the same
+    way. Sizes are expanded per dimension, so 3 and (3, 3) are one kernel."""
+    fields = dataclasses.asdict(case)
+    for name in ("size", "kernel", "stride", "padding", "dilation", "output_padding"):
+        fields[name] = case.expand(fields[name])
+    fields["direction"] = case.kind
+    fields.pop("backward")
+    return tuple(sorted((k, v) for k, v in fields.items() if k not in _NOT_IDENTITY))
+
+
+def _zoo(folder: str) -> tuple[Case, ...]:
+    """The zoo's cases: each suites/models/<model>.json (a case file, its provenance table naming
+    the package, version, config and inputs it was recorded from; `nox -s models` regenerates them)
+    loaded as a user's case file is, each case marked with its model (the file's stem). A missing
+    folder is no zoo (a suite copied without it still runs)."""
+    if not os.path.isdir(folder):
+        return ()
+    casefile = _sibling("casefile")
+    paths = sorted(os.path.join(folder, name) for name in os.listdir(folder) if name.endswith(".json"))
+    cases = casefile.load(paths, Case, taken=[case.id for case in CASES])
+    return tuple(dataclasses.replace(case, model=case.prefix) for case in cases)
+
+
+ZOO_CASES: tuple[Case, ...] = _zoo(MODELS_DIR)
+_check_unique(CASES + ZOO_CASES)

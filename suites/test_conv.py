@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import dataclasses
+import functools
 import hashlib
 import math
 import re
@@ -36,7 +37,8 @@ import torch.nn.functional as F
 
 import sizing
 import tolerance
-from catalog import CASES, Case
+from catalog import CASES, ZOO_CASES, Case
+from catalog import identity as catalog_identity
 from catalog import view_extent as catalog_view_extent
 
 TORCH_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
@@ -90,8 +92,10 @@ def _param(case: Case) -> object:
         marks.append(pytest.mark.backward)
     if sizing.is_large(case):
         marks.append(pytest.mark.large)
-    if case.workload is not None:
+    if case.workload is not None or case.model is not None:
         marks.append(pytest.mark.model)
+    if case.model is not None:
+        marks.append(pytest.mark.zoo)
     if case.needs_gpu:
         marks.append(pytest.mark.gpu)
     if case.via == "compile":
@@ -103,7 +107,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """The catalog's cases, then those of the run's --cases files (conftest.UserCases)."""
     if "case" in metafunc.fixturenames:
         user = metafunc.config.pluginmanager.get_plugin("convmatrix_cases")
-        cases = (*CASES, *(user.cases if user is not None else ()))
+        cases = (*CASES, *ZOO_CASES, *(user.cases if user is not None else ()))
         metafunc.parametrize("case", [_param(case) for case in cases])
 
 
@@ -120,6 +124,11 @@ def test_conv(case: Case, device: str, request: pytest.FixtureRequest,
         # lacks AVX-512): a default CPU run would judge the machine, not the stack.
         pytest.skip("the case needs CUDA, or -m compiled on the CPU: inductor's CPU code depends on the "
                     "CPU's ISA and a C++ toolchain, not on cuDNN")
+    if device == "cpu" and case.model is not None and cpu_twin(case) is not None:
+        # What keeps the CPU lane's time with the zoo: 198 of its 328 cases scale down to a case
+        # that already runs there (the GPU runs each at its own full size).
+        pytest.skip(f"on the CPU this zoo case scales down to {cpu_twin(case)}'s variant, which runs; a GPU runs it "
+                    "at full size")
     if device == "cuda":
         free, _total = torch.cuda.mem_get_info()
         if sizing.need_bytes(case) > free:
@@ -156,6 +165,26 @@ def test_conv(case: Case, device: str, request: pytest.FixtureRequest,
     if failing:
         # The prefix is how a classifier tells a wrong answer from a test bug.
         raise AssertionError(f"numeric mismatch: {'; '.join(failing)} ({precision(run, device)})")
+
+
+@functools.lru_cache(maxsize=None)
+def _cpu_twins() -> dict[str, str]:
+    """For each zoo case whose CPU variant (sizing.scaled) is one an earlier case's is, that case's id:
+    catalogue cases first, then the zoo in order."""
+    seen: dict[Any, str] = {catalog_identity(sizing.scaled(case)): case.id for case in reversed(CASES)
+                            if not case.needs_gpu and case.via != "compile"}  # those that run on a CPU
+    twins: dict[str, str] = {}
+    for case in ZOO_CASES:
+        key = catalog_identity(sizing.scaled(case))
+        if key in seen:
+            twins[case.id] = seen[key]
+        else:
+            seen[key] = case.id
+    return twins
+
+
+def cpu_twin(case: Case) -> str | None:
+    return _cpu_twins().get(case.id)
 
 
 def asked_for_compiled(config: pytest.Config) -> bool:

@@ -69,7 +69,9 @@ def run(args: argparse.Namespace) -> int:
             raise BadInput("cases: --catalog lists the suite's catalogue alone (no files, --from-log or --from-model)")
         if args.output is not None:
             raise BadInput("cases: -o goes with --from-log or --from-model")
-        rows = [describe(case) for case in rundir.suite_module("catalog").CASES]
+        catalog = rundir.suite_module("catalog")
+        # The zoo's cases after the catalogue's, each with its model (suites/models/<model>.json).
+        rows = [describe(case) for case in (*catalog.CASES, *catalog.ZOO_CASES)]
         text = json.dumps(rows, indent=2) + "\n" if args.format == "json" else table(rows, ["the catalogue"])
         write_output(text, None)
         return 0
@@ -105,7 +107,8 @@ def describe(case: Any) -> dict[str, Any]:
             "cpu_shapes": None if small is case else {k: list(v) for k, v in small.shapes().items()},
             "cpu_view": None if small is case or small.input_strides is None else
             {"input_strides": list(small.input_strides), "storage_offset": small.storage_offset},
-            "over_int32": case.over_int32, "cpu_skip": case.gpu_reason if case.needs_gpu else None}
+            "over_int32": case.over_int32, "cpu_skip": case.gpu_reason if case.needs_gpu else None,
+            "model": getattr(case, "model", None)}
 
 
 def table(rows: list[dict[str, Any]], files: list[str]) -> str:
@@ -133,11 +136,11 @@ def table(rows: list[dict[str, Any]], files: list[str]) -> str:
             layout_text(p), p["direction"] or ("backward" if p["backward"] else "forward"),
             " ".join(flags) or "-",
             p.get("edge") or ("over" if row.get("over_int32") else "-"),  # a Case's edge: None, below or above
-            cpu, one_line(" ".join(p["sources"])) or "-",
+            cpu, one_line(row["model"]) if row.get("model") else "-", one_line(" ".join(p["sources"])) or "-",
         ])
     head = f"{len(rows)} case{'' if len(rows) == 1 else 's'} from {', '.join(one_line(f) for f in files)}\n\n"
     return head + tabulate(body, headers=["case", "input", "weight", "dtype", "layout", "direction", "forced",
-                                          "2^31", "on the CPU", "sources"],
+                                          "2^31", "on the CPU", "model", "sources"],
                            tablefmt="simple", disable_numparse=True) + "\n"
 
 

@@ -466,3 +466,41 @@ def test_a_weight_view_and_float64_can_be_swept(tmp_path: Path) -> None:
     text = f"[[case]]\n{VIEW}[case.sweep]\nweight_strides = [[72, 9, 3, 1], [1, 4, 96, 32]]\ndtype = [\"float64\"]\n"
     cases = casefile.load([str(write(tmp_path, text))], catalog.Case)
     assert [(c.weight_strides, c.dtype) for c in cases] == [((72, 9, 3, 1), "float64"), ((1, 4, 96, 32), "float64")]
+
+
+# --- issue 50: the provenance table ---
+
+PROVENANCE = {"package": "diffusers", "version": "0.42.1", "model": "diffusers:AutoencoderKL",
+              "inputs": [{"shape": [1, 3, 1024, 1024], "dtype": "float16"}], "dtype": "float16",
+              "config": {"latent_channels": 4}, "backward": False, "torch": "2.14.1",
+              "matched": [{"name": "autoencoderkl_1", "catalog": "conv2d-fp16-k3-p1-vae_decoder-mid_512"}]}
+ONE_CASE = {"name": "a", "op": "conv2d", "input": [1, 4, 8, 8], "out_channels": 4, "kernel": 3}
+
+
+def test_a_provenance_table_is_read_and_changes_no_case(tmp_path: Path) -> None:
+    with_it = write(tmp_path, json.dumps({"provenance": PROVENANCE, "case": [ONE_CASE]}), "vae.json")
+    (case,) = casefile.load([str(with_it)], catalog.Case)
+    (tmp_path / "plain").mkdir()
+    plain = write(tmp_path / "plain", json.dumps({"case": [ONE_CASE]}), "vae.json")
+    assert casefile.load([str(plain)], catalog.Case) == [case]
+
+
+@pytest.mark.parametrize(("change", "says"), [
+    ({"package": ""}, "provenance.package: '': expected a text of 1 to 2000 characters"),
+    ({"dtype": "fp16"}, "provenance.dtype: 'fp16': expected one of float32, float16, bfloat16, float64"),
+    ({"inputs": [{"shape": [1, 0], "dtype": "float16"}]}, "provenance.inputs[1]: "),
+    ({"inputs": [{"shape": [2], "dtype": "int8"}]}, "provenance.inputs[1]: "),
+    ({"config": [1]}, "provenance.config: [1]: expected a table (the model's config)"),
+    ({"backward": "yes"}, "provenance.backward: 'yes': expected true or false"),
+    ({"matched": [{"name": "a"}]}, "provenance.matched: expected a list of {name, catalog} tables"),
+    ({"versoin": "1"}, "provenance.versoin: unknown key (did you mean version?)"),
+])
+def test_a_bad_provenance_field_is_one_line_naming_it(tmp_path: Path, change: dict[str, Any], says: str) -> None:
+    found = problems(tmp_path, json.dumps({"provenance": {**PROVENANCE, **change}, "case": [ONE_CASE]}), "vae.json")
+    assert len(found) == 1 and found[0].startswith(f"{tmp_path / 'vae.json'}: {says}"), found
+
+
+def test_a_provenance_without_its_required_fields_names_each(tmp_path: Path) -> None:
+    found = problems(tmp_path, json.dumps({"provenance": {"package": "timm"}, "case": [ONE_CASE]}), "x.json")
+    assert [line.split(": ", 1)[1].split(":")[0] for line in found] == [
+        "provenance.version", "provenance.model", "provenance.inputs", "provenance.dtype"]
