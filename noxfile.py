@@ -270,6 +270,15 @@ def lint(session: nox.Session) -> None:
 
 
 @nox.session(python="3.11", venv_backend="venv")
+def models(session: nox.Session) -> None:
+    """Regenerate the zoo (suites/models/*.json) from the pinned model packages, in a venv of its own
+    (requirements/models.txt: PyPI's CUDA torch, which records on a CPU); `-- --only NAME` for one."""
+    session.install("-r", f"{LOCKS}/models.txt")
+    # The checkout's own code on the path, not installed: the recorder needs none of its dependencies.
+    session.run("python", "-m", "convmatrix.capture.zoo", *session.posargs, env={"PYTHONPATH": "src"})
+
+
+@nox.session(python="3.11", venv_backend="venv")
 def lock(session: nox.Session) -> None:
     """Refresh the lock (requirements/*.txt): the newest versions that pyproject.toml's ranges and
     tests/requirements.txt allow, resolved by pip on this python; review and commit the diff."""

@@ -3,6 +3,7 @@ calls, distinct cases and peak memory for three models built from PyPI packages'
 (tests/modelzoo.py; torchvision and diffusers from the tests' lock).
 
     python bench/from_model.py
+    .nox/models/bin/python bench/from_model.py --zoo     (every zoo model, in the models venv: issue 50)
 
 Each model is recorded from a fresh interpreter: the time is triage/from_model.record's, which
 starts the child interpreter that records (suites/capture.py: its own import of torch, then build
@@ -59,9 +60,40 @@ def one(name: str) -> dict[str, Any]:
             "peak_rss_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss >> 10}
 
 
+def zoo_one(name: str) -> dict[str, Any]:
+    """One zoo model (src/convmatrix/capture/zoo.py) recorded as `nox -s models` does, with its figures:
+    recording seconds, peak RSS of the recording child, and the distinct cases it adds beyond the
+    catalogue (cases not identical to a catalogue case)."""
+    from convmatrix.capture import zoo
+
+    model = next(m for m in zoo.MODELS if m.name == name)
+    _data, figures = zoo.regenerate(model)
+    return {**figures, "peak_rss_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss >> 10}
+
+
+def zoo_main() -> None:
+    """python bench/from_model.py --zoo (in the models venv: .nox/models/bin/python): every zoo model."""
+    from convmatrix.capture import zoo
+
+    print(f"{'model':<16} {'record s':>9} {'conv calls':>10} {'cases':>6} {'in catalogue':>12} {'added':>6} "
+          f"{'peak RSS MB':>11}")
+    for model in zoo.MODELS:
+        done = subprocess.run([sys.executable, __file__, "--zoo-one", model.name], capture_output=True, text=True,
+                              check=True)
+        row = json.loads(done.stdout.strip().splitlines()[-1])
+        print(f"{row['model']:<16} {row['record_s']:>9} {row['conv_calls']:>10} {row['cases']:>6} "
+              f"{row['matched']:>12} {row['added']:>6} {row['peak_rss_mb']:>11}")
+
+
 def main() -> None:
     if len(sys.argv) == 3 and sys.argv[1] == "--one":
         print(json.dumps(one(sys.argv[2])))
+        return
+    if len(sys.argv) == 3 and sys.argv[1] == "--zoo-one":
+        print(json.dumps(zoo_one(sys.argv[2])))
+        return
+    if sys.argv[1:] == ["--zoo"]:
+        zoo_main()
         return
     print(f"{'model':<12} {'record s':>9} {'conv calls':>10} {'cases':>6} {'aten calls':>10} {'RSS before MB':>13} "
           f"{'peak RSS MB':>11} {'imports s':>9}")

@@ -4,7 +4,8 @@
 
 convmatrix (src/convmatrix/triage/from_model.py) starts this script in a child process of the same
 Python, in a session of its own, and hands it a request on stdin: the callable `MODULE:CALLABLE`,
-its keyword arguments, the input shapes, dtype, autocast, channels_last, backward, the bound on
+its keyword arguments (or --config, the dict a transformers or diffusers class is built from), the
+input shapes and each one's own dtype, dtype, autocast, channels_last, backward, the bound on
 distinct cases and the parent's `sys.path` (so the callable imports as it would in convmatrix's own
 process, while `-I` keeps the environment's PYTHON* variables and the working folder out). This
 script imports no convmatrix: like the rest of suites/ it needs torch and the standard library only.
@@ -137,6 +138,10 @@ def record(channel: Channel, target: str, request: Mapping[str, Any]) -> dict[st
     channels_last = bool(request["channels_last"])
     backward = bool(request["backward"])
     kwargs = dict(request.get("kwargs") or {})
+    config = request.get("config")
+    if config is not None:
+        make = configured(make, dict(config), target)
+    input_dtypes = list(request.get("input_dtypes") or [None] * len(inputs))
     memory_format = {4: torch.channels_last, 5: torch.channels_last_3d}
     with recorder:
         channel.send({"phase": "build"})
@@ -172,9 +177,10 @@ def record(channel: Channel, target: str, request: Mapping[str, Any]) -> dict[st
                         t.data = t.data.to(memory_format=memory_format[t.dim()])
             model.train(backward)
             tensors = []
-            for shape in inputs:
-                t = torch.empty(shape, device="meta", dtype=torch_dtype)
-                if channels_last and len(shape) in memory_format:
+            for shape, own in zip(inputs, input_dtypes):
+                # An input of its own dtype (an integer timestep, a grid) keeps it; the others are the model's.
+                t = torch.empty(shape, device="meta", dtype=torch_dtype if own is None else getattr(torch, str(own)))
+                if channels_last and len(shape) in memory_format and own is None:
                     t = t.to(memory_format=memory_format[len(shape)])
                 tensors.append(t)
             recorder.on = True
@@ -200,6 +206,25 @@ def record(channel: Channel, target: str, request: Mapping[str, Any]) -> dict[st
     if not found["cases"]:
         raise Failed(f"--from-model {target}: the model ran no convolution on inputs {shapes_text(inputs)}")
     return found
+
+
+def configured(make: Any, config: dict[str, Any], target: str) -> Any:
+    """The callable that builds a transformers or diffusers class from `config` (--config): a
+    transformers model from its config_class (`Model(Model.config_class(**config))`, as
+    `from_config` does without loading weights), a diffusers one with its from_config, called
+    with the callable's keyword arguments either way. No weights are read."""
+    config_class = getattr(make, "config_class", None)
+    if isinstance(make, type) and config_class is not None and callable(config_class):
+        def build(**kwargs: Any) -> Any:
+            return make(config_class(**config), **kwargs)
+        return build
+    from_config = getattr(make, "from_config", None)
+    if callable(from_config):
+        def build_from(**kwargs: Any) -> Any:
+            return from_config(config, **kwargs)
+        return build_from
+    raise Failed(f"--from-model {target}: --config needs a transformers class (with a config_class) or a diffusers "
+                 "one (with from_config); give this callable's arguments with --kwargs")
 
 
 def warm_up() -> None:
@@ -420,7 +445,7 @@ def entry_of(x: Any, weight: Any, bias: bool, stride: Sequence[int], padding: Se
         return None  # an unbatched call is batched by torch before aten sees it; anything else is not a conv case
     kernel = list(weight.shape[2:])
     out_channels = int(weight.shape[1]) * groups if transposed else int(weight.shape[0])
-    names = {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16"}
+    names = {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16", torch.float64: "float64"}
     entry: dict[str, Any] = {
         "op": f"conv_transpose{dims}d" if transposed else f"conv{dims}d",
         "input": [int(v) for v in x.shape], "out_channels": out_channels,

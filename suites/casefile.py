@@ -12,7 +12,7 @@ A file is TOML (read where the interpreter has tomllib, Python 3.11+) or the sam
     out_channels = 1280
     kernel = 3                     # an int, or one per spatial dimension
     padding = 1                    # stride, padding, dilation, output_padding likewise
-    dtype = "float16"              # float32, float16, bfloat16
+    dtype = "float16"              # float32, float16, bfloat16, float64
     memory_format = "channels_last"
     direction = "backward"         # forward, backward, backward_input, backward_weight, double_backward
     benchmark = true               # cudnn.benchmark while the case runs (absent: the run's)
@@ -32,6 +32,8 @@ A view of the input's own, and the weight's format apart from the input's:
     input_strides = [1024, 1, 1]   # the input's exact strides (as_strided over a buffer large enough)
     storage_offset = 0             # elements before the view's first, in that buffer
     weight_memory_format = "contiguous"  # e.g. an NCHW weight beside a channels_last input
+    weight_strides = [576, 9, 3, 1]  # the weight's own view (a shard of a flat parameter buffer)
+    weight_storage_offset = 4096   # elements before the weight's first, in that buffer
 
 The other keys: groups, bias, autocast, layout (permuted, sliced, transposed, nhwc_strided),
 deterministic, allow_tf32, via (eager, compile: through torch.compile; cuda_graph: replayed from a
@@ -67,7 +69,13 @@ MAX_SOURCES = 32
 # (this module loads by path and imports no sibling).
 MAX_ID = 160
 MAX_TEXT = 2000  # characters of a free-text field
-TOP_LEVEL = ("case", "description")
+TOP_LEVEL = ("case", "description", "provenance")
+# [provenance]: where a file's cases came from (issue 50; the zoo's files and explore's finds): the
+# package and its version, the model (MODULE:CALLABLE), its config or keyword arguments, the inputs
+# and dtype it ran on. Read and checked; no case's id or run depends on it.
+PROVENANCE_REQUIRED = ("package", "version", "model", "inputs", "dtype")
+PROVENANCE_KEYS = (*PROVENANCE_REQUIRED, "config", "kwargs", "backward", "channels_last", "torch", "recorded_by",
+                   "matched", "notes")
 # A case's name ends its id, whose parts are joined by '-': a name may hold hyphens as the
 # catalogue's ids do (`dilated-det`), between words only, so that no name starts or ends a part
 # empty and an id reads back as written.
@@ -76,7 +84,8 @@ STEM = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}\Z")
 URL = re.compile(r"https://[!-~]{1,2000}\Z")
 SPATIAL_DIMS = {"conv1d": 1, "conv2d": 2, "conv3d": 3,
                 "conv_transpose1d": 1, "conv_transpose2d": 2, "conv_transpose3d": 3}
-DTYPES = ("float32", "float16", "bfloat16")
+DTYPES = ("float32", "float16", "bfloat16", "float64")
+INPUT_DTYPES = (*DTYPES, "int64", "int32", "bool")  # a recorded model's inputs ([provenance] inputs)
 MEMORY_FORMATS = ("contiguous", "channels_last", "channels_last_3d")
 LAYOUTS = ("permuted", "sliced", "transposed", "nhwc_strided")
 DIRECTIONS = ("forward", "backward", "backward_input", "backward_weight", "double_backward")
@@ -85,13 +94,13 @@ REQUIRED = ("name", "op", "input", "out_channels", "kernel")
 KEYS = ("name", "op", "input", "out_channels", "kernel", "stride", "padding", "dilation", "groups",
         "output_padding", "bias", "dtype", "autocast", "memory_format", "layout", "direction", "benchmark",
         "deterministic", "allow_tf32", "via", "sources", "source", "gpu_only", "captured_from", "sweep",
-        "input_strides", "storage_offset", "weight_memory_format")
+        "input_strides", "storage_offset", "weight_memory_format", "weight_strides", "weight_storage_offset")
 # [case.sweep]: the fields a sweep may list values for (a case's shape and settings; not its name,
 # op or the texts), `batch` being the input's first number.
 SWEEP_FIELDS = ("batch", "input", "out_channels", "kernel", "stride", "padding", "dilation", "groups",
                 "output_padding", "bias", "dtype", "autocast", "memory_format", "layout", "direction", "benchmark",
                 "deterministic", "allow_tf32", "via", "gpu_only", "input_strides", "storage_offset",
-                "weight_memory_format")
+                "weight_memory_format", "weight_strides", "weight_storage_offset")
 MAX_SWEEP = 256  # cases one [[case]] table's sweep expands to: a product grows fast
 VIAS = ("eager", "compile", "cuda_graph")
 
@@ -158,6 +167,8 @@ def entries(path: str, data: dict[str, Any]) -> tuple[list[dict[str, Any]], list
         if key not in TOP_LEVEL:
             problems.append(f"{path}: {_printable(key)}: unknown top-level key{_hint(key, TOP_LEVEL)} "
                             "(cases go in [[case]] tables)")
+    if "provenance" in data:
+        problems += [f"{path}: provenance{problem}" for problem in provenance_problems(data["provenance"])]
     listed = data.get("case")
     if not isinstance(listed, list) or not listed:
         problems.append(f"{path}: case: no [[case]] tables")
@@ -262,6 +273,49 @@ def load(paths: Sequence[str], case_class: Callable[..., Any], taken: Sequence[s
     if problems:
         raise CaseFileError(problems)
     return made
+
+
+def provenance_problems(table: Any) -> list[str]:
+    """What is wrong with a [provenance] table, a phrase each after `provenance` (".package: ...")."""
+    if not isinstance(table, dict):
+        return [f": {_shown(table)}: expected a table (package, version, model, inputs, dtype, ...)"]
+    problems = [f".{_printable(key)}: unknown key{_hint(key, PROVENANCE_KEYS)}" for key in table
+                if key not in PROVENANCE_KEYS]
+    problems += [f".{key}: missing (required: {', '.join(PROVENANCE_REQUIRED)})" for key in PROVENANCE_REQUIRED
+                 if key not in table]
+    for key in ("package", "version", "model", "torch", "recorded_by", "notes"):
+        if key not in table:
+            continue  # a required one is said missing above
+        value = table[key]
+        if not isinstance(value, str) or len(value) > MAX_TEXT or (key in PROVENANCE_REQUIRED and not value):
+            problems.append(f".{key}: {_shown(value)}: expected a text of 1 to {MAX_TEXT} characters")
+    if "dtype" in table and table["dtype"] not in DTYPES:
+        problems.append(f".dtype: {_shown(table['dtype'])}: expected one of {', '.join(DTYPES)}")
+    for key in ("config", "kwargs"):
+        if table.get(key) is not None and not isinstance(table[key], dict):
+            problems.append(f".{key}: {_shown(table[key])}: expected a table (the model's {key})")
+    for key in ("backward", "channels_last"):
+        if key in table and not isinstance(table[key], bool):
+            problems.append(f".{key}: {_shown(table[key])}: expected true or false")
+    inputs = table.get("inputs", [])
+    if not isinstance(inputs, list) or len(inputs) > 16:
+        problems.append(".inputs: expected a list of at most 16 {shape, dtype} tables")
+    else:
+        for number, one in enumerate(inputs, 1):
+            shape = one.get("shape") if isinstance(one, dict) else None
+            if (not isinstance(one, dict) or set(one) - {"shape", "dtype"} or not isinstance(shape, list)
+                    or not 1 <= len(shape) <= 8
+                    or not all(isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= MAX_EXTENT for v in shape)
+                    or one.get("dtype") not in INPUT_DTYPES):
+                problems.append(f".inputs[{number}]: {_shown(one)}: expected {{shape: 1 to 8 whole numbers, dtype: "
+                                f"one of {', '.join(INPUT_DTYPES)}}}")
+    matched = table.get("matched", [])
+    if not isinstance(matched, list) or not all(
+            isinstance(m, dict) and set(m) == {"name", "catalog"} and all(isinstance(v, str) and len(v) <= MAX_ID
+                                                                          for v in m.values()) for m in matched):
+        problems.append(".matched: expected a list of {name, catalog} tables (a recorded case and the catalogue "
+                        "case it is)")
+    return problems
 
 
 # --- sweeps -------------------------------------------------------------------------------------
@@ -390,12 +444,28 @@ def case_fields(entry: dict[str, Any], prefix: str) -> dict[str, Any]:
             if extent > MAX_ELEMENTS:
                 problems.append(f"input_strides: the view reaches {extent} elements of its buffer, over 2^44: "
                                 "no GPU holds it")
+    if "weight_storage_offset" in entry:
+        fields["weight_storage_offset"] = take(_int, "weight_storage_offset", entry["weight_storage_offset"], 0)
+    if dims is not None and "weight_strides" in entry:
+        fields["weight_strides"] = take(_strides, entry, dims, "weight_strides", "the weight (out, in per "
+                                        "group for conv; in, out per group transposed")
     if dims is not None:  # the sizes' rank is the op's: without a known op they cannot be checked
         fields["kernel"] = take(_size, entry, "kernel", dims, 1, None) if "kernel" in entry else None
         for key, least, default in (("stride", 1, 1), ("padding", 0, 0), ("dilation", 1, 1),
                                     ("output_padding", 0, 0)):
             fields[key] = take(_size, entry, key, dims, least, default)
     take(_text, entry, "captured_from")
+    weight_strides = fields.get("weight_strides")
+    if (weight_strides is not None and c_in is not None and fields["c_out"] is not None and fields["groups"]
+            and fields["kernel"] is not None):
+        kernel = fields["kernel"] if isinstance(fields["kernel"], tuple) else (fields["kernel"],) * (dims or 1)
+        transposed = bool(op and op.startswith("conv_transpose"))
+        per = (fields["c_out"] if transposed else c_in) // fields["groups"]
+        first = c_in if transposed else fields["c_out"]
+        extent = view_extent((first, max(per, 1), *kernel), weight_strides, fields.get("weight_storage_offset") or 0)
+        if extent > MAX_ELEMENTS:
+            problems.append(f"weight_strides: the view reaches {extent} elements of its buffer, over 2^44: no GPU "
+                            "holds it")
     if n is not None and c_in is not None:
         elements = n * c_in * math.prod(size)
         if elements > MAX_ELEMENTS:
@@ -426,16 +496,17 @@ def _size(entry: dict[str, Any], field: str, dims: int, least: int, default: int
     return _int(field, value, least)
 
 
-def _strides(entry: dict[str, Any], dims: int) -> tuple[int, ...]:
-    """The input's strides: one whole number per dimension of the input, none negative."""
-    value = entry["input_strides"]
+def _strides(entry: dict[str, Any], dims: int, field: str = "input_strides",
+             whose: str = "the input (batch, channels") -> tuple[int, ...]:
+    """A view's strides (the input's, or the weight's): one whole number per dimension, none negative."""
+    value = entry[field]
     if not isinstance(value, list) or len(value) != dims + 2:
-        raise Bad(f"input_strides: {_shown(value)}: expected {dims + 2} numbers, one per dimension of the "
-                  f"input (batch, channels, {dims} spatial)")
+        raise Bad(f"{field}: {_shown(value)}: expected {dims + 2} numbers, one per dimension of {whose}, "
+                  f"{dims} spatial)")
     for stride in value:
         if isinstance(stride, int) and not isinstance(stride, bool) and stride < 0:
-            raise Bad(f"input_strides: {_shown(value)}: a negative stride is no view as_strided builds")
-    return tuple(_int("input_strides", stride, 0) for stride in value)
+            raise Bad(f"{field}: {_shown(value)}: a negative stride is no view as_strided builds")
+    return tuple(_int(field, stride, 0) for stride in value)
 
 
 def view_extent(shape: Sequence[int], strides: Sequence[int], offset: int) -> int:

@@ -32,7 +32,9 @@ SPATIAL_DIMS = {
     "conv_transpose2d": 2,
     "conv_transpose3d": 3,
 }
-DTYPES = ("float32", "float16", "bfloat16")
+# float64: cuDNN has double convolutions (CUDNN_DATA_DOUBLE), which real reports hit (scientific
+# and physics codes); the reference is float64 too, so tolerance.py counts its rounding twice.
+DTYPES = ("float32", "float16", "bfloat16", "float64")
 AUTOCAST_DTYPES = (None, "float16", "bfloat16")
 # The memory format a case asks for, and the spatial rank it needs (None: any).
 MEMORY_FORMATS = {"contiguous": None, "channels_last": 2, "channels_last_3d": 3}
@@ -100,7 +102,7 @@ WORKLOADS = {
 # More elements than this in one tensor: past 32-bit indexing (PyTorch's canUse32BitIndexMath).
 INT32_MAX = 2**31 - 1
 _ON_OFF = {True: "on", False: "off"}
-_SHORT_DTYPE = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}
+_SHORT_DTYPE = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16", "float64": "fp64"}
 
 
 def _fmt(value: Size) -> str:
@@ -232,12 +234,20 @@ class Case:
     storage_offset: int = 0
     weight_memory_format: str | None = None
     edge: str | None = None  # EDGES: the side of the 2^31 boundary of a boundary pair's case
+    # The weight's own view (None: the weight's memory format's strides): sharded and flattened
+    # parameters (FSDP's flat buffer, a fused QKV weight sliced apart) hand the conv a weight that
+    # is a view of a larger buffer, at an offset, with strides of their own.
+    weight_strides: tuple[int, ...] | None = None
+    weight_storage_offset: int = 0
+    # A zoo case (suites/models/<model>.json): the model it was recorded from, its file's stem.
+    model: str | None = None
 
     def __post_init__(self) -> None:
         if self.direction not in (None, "forward") and not self.backward:
             object.__setattr__(self, "backward", True)  # frozen: normalised once, at construction
-        if isinstance(self.input_strides, list):  # a case file's (JSON) list: the hashable tuple
-            object.__setattr__(self, "input_strides", tuple(self.input_strides))
+        for name in ("input_strides", "weight_strides"):
+            if isinstance(getattr(self, name), list):  # a case file's (JSON) list: the hashable tuple
+                object.__setattr__(self, name, tuple(getattr(self, name)))
         if self.weight_memory_format is not None and self.weight_memory_format == self.memory_format:
             object.__setattr__(self, "weight_memory_format", None)  # one case, one id
         problems = self._problems()
@@ -316,6 +326,7 @@ class Case:
                 problems.append(f"weight_memory_format: {self.weight_memory_format} needs another spatial rank")
         if type(self.storage_offset) is not int or self.storage_offset < 0:
             problems.append(f"storage_offset: {self.storage_offset!r}: expected a whole number, 0 or more")
+        problems += self._weight_view_problems()
         strides = self.input_strides
         if strides is None:
             if self.storage_offset:
@@ -339,6 +350,49 @@ class Case:
             problems.append(f"input_strides: {list(strides)}: the view of {list(shape)} overlaps itself (two "
                             "elements share memory: a stride 0 or too small a stride on a dimension over 1)")
         return problems
+
+    def _weight_view_problems(self) -> list[str]:
+        problems = []
+        if type(self.weight_storage_offset) is not int or self.weight_storage_offset < 0:
+            problems.append(f"weight_storage_offset: {self.weight_storage_offset!r}: expected a whole number, 0 or "
+                            "more")
+        strides = self.weight_strides
+        if strides is None:
+            if self.weight_storage_offset:
+                problems.append("weight_storage_offset: goes with weight_strides (the view it offsets)")
+            return problems
+        rank = self.spatial_dims + 2
+        if len(strides) != rank or not all(type(s) is int for s in strides):
+            problems.append(f"weight_strides: {list(strides)}: {self.op}'s weight takes {rank} whole numbers")
+            return problems
+        if any(s < 0 for s in strides):
+            problems.append(f"weight_strides: {list(strides)}: a negative stride is no view as_strided builds")
+            return problems
+        if self.weight_memory_format is not None:
+            problems.append("weight_strides: the strides say how the weight lies; weight_memory_format would "
+                            "rewrite them")
+        if self.memory_format != "contiguous":
+            problems.append("weight_strides: a memory_format rewrites the weight's strides too (the weight's view "
+                            "goes with a contiguous or strided input)")
+        shape = self.shapes()["weight"] if not any(isinstance(v, tuple) and len(v) != self.spatial_dims
+                                                   for v in (self.size, self.kernel)) else ()
+        if len(shape) == rank and view_overlaps(shape, strides):
+            problems.append(f"weight_strides: {list(strides)}: the view of {list(shape)} overlaps itself (two "
+                            "elements share memory)")
+        return problems
+
+    @property
+    def weight_view_extent(self) -> int | None:
+        """Elements of the buffer the weight's view needs; None without weight_strides."""
+        if self.weight_strides is None:
+            return None
+        return view_extent(self.shapes()["weight"], self.weight_strides, self.weight_storage_offset)
+
+    def weight_view_strides(self, shape: tuple[int, ...], most_gap: int | None = None) -> tuple[int, ...] | None:
+        """The case's weight_strides recomputed for another weight shape (see restride)."""
+        if self.weight_strides is None:
+            return None
+        return restride(self.shapes()["weight"], self.weight_strides, shape, most_gap)
 
     @property
     def view_extent(self) -> int | None:
@@ -470,6 +524,10 @@ class Case:
                 parts.append(f"offset{self.storage_offset}")
         if self.weight_memory_format is not None:
             parts.append("weight_" + self.weight_memory_format)
+        if self.weight_strides is not None:
+            parts.append("wview" + _fmt(self.weight_strides))
+            if self.weight_storage_offset:
+                parts.append(f"woffset{self.weight_storage_offset}")
         if not self.bias:
             parts.append("nobias")
         if self.kind != "forward":
@@ -974,3 +1032,39 @@ def _check_unique(cases: tuple[Case, ...]) -> None:
 
 
 _check_unique(CASES)
+
+
+# --- the zoo (issue 50): suites/models/*.json, recorded from public models' own code -------------
+
+MODELS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "models")
+# What a case is for the catalogue's dedup: everything that reaches the convolution (op, shapes,
+# strides, dtype, direction, knobs), not why it exists or what it is called.
+_NOT_IDENTITY = ("source", "sources", "tag", "prefix", "trigger", "workload", "model", "edge", "gpu_only")
+
+
+def identity(case: Case) -> tuple[Any, ...]:
+    """The case as the device sees it: two cases of one identity run the same convolution the same
+    way. Sizes are expanded per dimension, so 3 and (3, 3) are one kernel."""
+    fields = dataclasses.asdict(case)
+    for name in ("size", "kernel", "stride", "padding", "dilation", "output_padding"):
+        fields[name] = case.expand(fields[name])
+    fields["direction"] = case.kind
+    fields.pop("backward")
+    return tuple(sorted((k, v) for k, v in fields.items() if k not in _NOT_IDENTITY))
+
+
+def _zoo(folder: str) -> tuple[Case, ...]:
+    """The zoo's cases: each suites/models/<model>.json (a case file, its provenance table naming
+    the package, version, config and inputs it was recorded from; `nox -s models` regenerates them)
+    loaded as a user's case file is, each case marked with its model (the file's stem). A missing
+    folder is no zoo (a suite copied without it still runs)."""
+    if not os.path.isdir(folder):
+        return ()
+    casefile = _sibling("casefile")
+    paths = sorted(os.path.join(folder, name) for name in os.listdir(folder) if name.endswith(".json"))
+    cases = casefile.load(paths, Case, taken=[case.id for case in CASES])
+    return tuple(dataclasses.replace(case, model=case.prefix) for case in cases)
+
+
+ZOO_CASES: tuple[Case, ...] = _zoo(MODELS_DIR)
+_check_unique(CASES + ZOO_CASES)

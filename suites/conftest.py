@@ -104,7 +104,8 @@ class UserCases:
         import catalog  # suites/ is on sys.path once this conftest is loaded, as for test_conv.py
 
         try:
-            self.cases = casefile.load(paths, catalog.Case, taken=[case.id for case in catalog.CASES])
+            taken = [case.id for case in (*catalog.CASES, *catalog.ZOO_CASES)]
+            self.cases = casefile.load(paths, catalog.Case, taken=taken)
         except casefile.CaseFileError as exc:
             # pytest prints a usage error's message after "ERROR: ": one line a problem.
             raise pytest.UsageError("\n".join(exc.lines)) from None

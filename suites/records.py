@@ -98,12 +98,15 @@ def now() -> str:
 
 
 def suite_version(suite_dir: str) -> str:
-    """A digest of the suite's own code (its .py files and pytest.ini in suite_dir): two runs with
-    the same one ran the same cases the same way. The suite records it in env.json (what
-    `convmatrix prove` checks); the harness keys reused results by it."""
+    """A digest of the suite's own code (its .py files and pytest.ini in suite_dir) and of its zoo
+    (models/*.json: a changed zoo is a changed suite): two runs with the same one ran the same
+    cases the same way. The suite records it in env.json (what `convmatrix prove` checks); the
+    harness keys reused results by it."""
     digest = hashlib.sha256()
-    for name in sorted(os.listdir(suite_dir)):
-        if name.endswith(".py") or name == "pytest.ini":
+    models = os.path.join(suite_dir, "models")
+    zoo = sorted(os.listdir(models)) if os.path.isdir(models) else []
+    for name in [*sorted(os.listdir(suite_dir)), *(f"models/{n}" for n in zoo if n.endswith(".json"))]:
+        if name.endswith(".py") or name == "pytest.ini" or name.startswith("models/"):
             with open(os.path.join(suite_dir, name), "rb") as handle:
                 digest.update(name.encode() + b"\0" + handle.read() + b"\0")
     return digest.hexdigest()[:16]

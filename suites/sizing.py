@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # only a type here: the harness loads this file by its path, without suites/ on sys.path
     from catalog import Case
 
-BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
+BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8}
 WORKSPACE_FACTOR = 1.25
 WORKSPACE_MB = 256
 LARGE_MB = 1024  # the `large` marker: the full-size case needs more than this
@@ -68,7 +68,8 @@ def macs(case: Case) -> int:
 
 def need_bytes(case: Case) -> int:
     found = shapes(case)
-    elements = sum(numel(shape) for shape in found.values()) + (case.view_extent or 0)  # the view's buffer
+    # the views' buffers: the input's, the weight's
+    elements = sum(numel(shape) for shape in found.values()) + (case.view_extent or 0) + (case.weight_view_extent or 0)
     size = elements * BYTES[case.dtype]
     if case.autocast:  # the casted copies of input, weight and bias
         size += (elements - numel(found["output"])) * BYTES[case.autocast]
@@ -127,11 +128,19 @@ def scaled(case: Case) -> Case:
     # A view's gaps multiply its buffer (MOST_GAP per dimension: 4^5 over a conv3d input's
     # elements): where the CPU budget cannot hold that, smaller gaps, down to none (dense in the
     # view's order).
+    weight_offset = case.weight_storage_offset
+    if weight_offset >= 2 * OFFSET_KEEP:
+        weight_offset = OFFSET_KEEP + weight_offset % OFFSET_KEEP
+    kernel = case.expand(case.kernel)
+    weight_shape = ((c_in, c_out // groups, *kernel) if case.transposed else (c_out, c_in // groups, *kernel))
     for gap in (MOST_GAP, 2, 1):
         small = dataclasses.replace(case, n=n, c_in=c_in, c_out=c_out, groups=groups, size=new_size,
                                     input_strides=case.view_strides((n, c_in, *size), gap),
-                                    storage_offset=offset)
-        if small.input_strides is None or need_bytes(small) - WORKSPACE_MB * MIB <= CPU_BUDGET_MB * MIB:
+                                    storage_offset=offset,
+                                    weight_strides=case.weight_view_strides(weight_shape, gap),
+                                    weight_storage_offset=weight_offset)
+        if ((small.input_strides is None and small.weight_strides is None)
+                or need_bytes(small) - WORKSPACE_MB * MIB <= CPU_BUDGET_MB * MIB):
             break
     if case.layout == "transposed" and (small.n < 2 or small.c_in < 2):
         small = dataclasses.replace(small, n=2)

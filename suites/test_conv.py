@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import dataclasses
+import functools
 import hashlib
 import math
 import re
@@ -36,13 +37,16 @@ import torch.nn.functional as F
 
 import sizing
 import tolerance
-from catalog import CASES, Case
+from catalog import CASES, ZOO_CASES, Case
+from catalog import identity as catalog_identity
 from catalog import view_extent as catalog_view_extent
 
-TORCH_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+TORCH_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
+                "float64": torch.float64}
 MEMORY_FORMATS = {"channels_last": torch.channels_last, "channels_last_3d": torch.channels_last_3d}
 # Significant digits the output is rounded to before it is hashed, by precision.
-FINGERPRINT_DIGITS = {"float32": 5, "tf32": 3, "float16": 3, "bfloat16": 2}
+# float64: 13, by the others' rule (about two digits short of what u carries: 2^-53 is 16 digits)
+FINGERPRINT_DIGITS = {"float32": 5, "tf32": 3, "float16": 3, "bfloat16": 2, "float64": 13}
 FINGERPRINT_CHUNK = 1 << 24
 SHA_LIMIT = 1 << 26  # beyond this many output elements, the hash covers an evenly strided sample
 # Tensors larger than this are filled by repeating one seeded block (generated on the CPU, so
@@ -88,8 +92,10 @@ def _param(case: Case) -> object:
         marks.append(pytest.mark.backward)
     if sizing.is_large(case):
         marks.append(pytest.mark.large)
-    if case.workload is not None:
+    if case.workload is not None or case.model is not None:
         marks.append(pytest.mark.model)
+    if case.model is not None:
+        marks.append(pytest.mark.zoo)
     if case.needs_gpu:
         marks.append(pytest.mark.gpu)
     if case.via == "compile":
@@ -101,7 +107,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """The catalog's cases, then those of the run's --cases files (conftest.UserCases)."""
     if "case" in metafunc.fixturenames:
         user = metafunc.config.pluginmanager.get_plugin("convmatrix_cases")
-        cases = (*CASES, *(user.cases if user is not None else ()))
+        cases = (*CASES, *ZOO_CASES, *(user.cases if user is not None else ()))
         metafunc.parametrize("case", [_param(case) for case in cases])
 
 
@@ -118,6 +124,11 @@ def test_conv(case: Case, device: str, request: pytest.FixtureRequest,
         # lacks AVX-512): a default CPU run would judge the machine, not the stack.
         pytest.skip("the case needs CUDA, or -m compiled on the CPU: inductor's CPU code depends on the "
                     "CPU's ISA and a C++ toolchain, not on cuDNN")
+    if device == "cpu" and case.model is not None and cpu_twin(case) is not None:
+        # What keeps the CPU lane's time with the zoo: 198 of its 328 cases scale down to a case
+        # that already runs there (the GPU runs each at its own full size).
+        pytest.skip(f"on the CPU this zoo case scales down to {cpu_twin(case)}'s variant, which runs; a GPU runs it "
+                    "at full size")
     if device == "cuda":
         free, _total = torch.cuda.mem_get_info()
         if sizing.need_bytes(case) > free:
@@ -154,6 +165,26 @@ def test_conv(case: Case, device: str, request: pytest.FixtureRequest,
     if failing:
         # The prefix is how a classifier tells a wrong answer from a test bug.
         raise AssertionError(f"numeric mismatch: {'; '.join(failing)} ({precision(run, device)})")
+
+
+@functools.lru_cache(maxsize=None)
+def _cpu_twins() -> dict[str, str]:
+    """For each zoo case whose CPU variant (sizing.scaled) is one an earlier case's is, that case's id:
+    catalogue cases first, then the zoo in order."""
+    seen: dict[Any, str] = {catalog_identity(sizing.scaled(case)): case.id for case in reversed(CASES)
+                            if not case.needs_gpu and case.via != "compile"}  # those that run on a CPU
+    twins: dict[str, str] = {}
+    for case in ZOO_CASES:
+        key = catalog_identity(sizing.scaled(case))
+        if key in seen:
+            twins[case.id] = seen[key]
+        else:
+            seen[key] = case.id
+    return twins
+
+
+def cpu_twin(case: Case) -> str | None:
+    return _cpu_twins().get(case.id)
 
 
 def asked_for_compiled(config: pytest.Config) -> bool:
@@ -431,15 +462,19 @@ def run_on_device(case: Case, inputs: Tensors, drawn: Drawn, device: str, remedy
     input_format = memory_format_for(case, remedy, x.dim())
     x = place_input(case, x, input_format)
     fmt = weight_format_for(case, remedy, weight.dim())
-    if fmt is not None:
+    if case.weight_strides is not None:
+        weight = as_weight_view(weight, case)
+    elif fmt is not None:
         weight = weight.contiguous(memory_format=fmt)
     if record_facts is not None:  # before the call: a failing one is explained by what was chosen
         backend = selected_backend(case, x, weight, bias, groups, device)
         # The view the conv got (scaled, padded: not the params'), which a repro builds again.
         view = None
-        if case.input_strides is not None or case.weight_memory_format is not None:
+        if case.input_strides is not None or case.weight_memory_format is not None or case.weight_strides is not None:
             view = {"input_strides": list(x.stride()), "storage_offset": x.storage_offset(),
                     "weight_strides": list(weight.stride())}
+            if case.weight_strides is not None:  # additive: only a weight view has an offset of its own
+                view["weight_storage_offset"] = weight.storage_offset()
         record_facts(backend=backend, cudnn_path=cudnn_path(backend), view=view)
     def call(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
         # Looked up at call time, so that a fault plugin's patch is what runs (or is compiled).
@@ -762,6 +797,17 @@ def as_view(x: torch.Tensor, case: Case) -> torch.Tensor:
     buffer = x.new_zeros(catalog_view_extent(tuple(x.shape), strides, case.storage_offset))
     buffer.as_strided(x.shape, strides, case.storage_offset).copy_(x)
     return buffer.as_strided(x.shape, strides, case.storage_offset)
+
+
+def as_weight_view(weight: torch.Tensor, case: Case) -> torch.Tensor:
+    """The weight as the case's own view (a shard of a flat parameter buffer): as as_view does for
+    the input, with weight_strides (recomputed for the weight's shape where --pad-channels widened
+    it) and weight_storage_offset; differentiable, so grad_weight reaches the leaf."""
+    strides = case.weight_view_strides(tuple(weight.shape))
+    assert strides is not None
+    buffer = weight.new_zeros(catalog_view_extent(tuple(weight.shape), strides, case.weight_storage_offset))
+    buffer.as_strided(weight.shape, strides, case.weight_storage_offset).copy_(weight)
+    return buffer.as_strided(weight.shape, strides, case.weight_storage_offset)
 
 
 # --- numerics ----------------------------------------------------------------------------------

@@ -60,6 +60,16 @@ kernels, every ISA and thread count) peaked at 4.1 (float32) and 2.2 (float16). 
 is caught when its error is above about SAFETY * u * A: a dropped group (error |y|, about
 sqrt(T) * rms(t)) stays caught up to T of about 25000 in bfloat16 and 1.6e6 in float16, where
 gamma_T gave up at 137 and 550.
+
+Float64 (a case's dtype = "float64": cuDNN's double convolutions). The same bound with float64's
+u = u_out = 2^-53 and eta = 2^-1075, derived as above, nothing tuned; what differs is the
+reference. For the other precisions the float64 reference is exact to within 2^-53 relative, far
+below their bound, and its error is left out. A float64 reference rounds like the device: both
+are within the bound B of the exact sum y, so |got - ref| <= |got - y| + |y - ref| <= 2 * B, and
+the tolerance is twice the bound (COMPUTATIONS). The suite's inputs are float32 values (seeded
+normals), so each product is exact in float64 (24 + 24 significant bits < 53) and only the sums
+round, as the bound assumes. A is computed in float64 as well; its own relative error (at most
+gamma_T, 1e-12 for T = 10^4) is negligible against SAFETY.
 """
 
 from __future__ import annotations
@@ -72,36 +82,45 @@ import torch
 
 SAFETY = 10.0
 # Unit roundoff by the precision a sum may round in, and the one its result is stored in.
-UNIT_ROUNDOFF = {"float32": 2.0**-24, "tf32": 2.0**-11, "float16": 2.0**-11, "bfloat16": 2.0**-8}
-STORED_AS = {"float32": "float32", "tf32": "float32", "float16": "float16", "bfloat16": "bfloat16"}
+UNIT_ROUNDOFF = {"float32": 2.0**-24, "tf32": 2.0**-11, "float16": 2.0**-11, "bfloat16": 2.0**-8,
+                 "float64": 2.0**-53}
+STORED_AS = {"float32": "float32", "tf32": "float32", "float16": "float16", "bfloat16": "bfloat16",
+             "float64": "float64"}
 # Half the smallest subnormal: the absolute error of a rounding that underflows.
-UNDERFLOW = {"float32": 2.0**-150, "float16": 2.0**-25, "bfloat16": 2.0**-134}
+UNDERFLOW = {"float32": 2.0**-150, "float16": 2.0**-25, "bfloat16": 2.0**-134, "float64": 2.0**-1075}
+# How many computations in the precision a comparison holds: the device's alone, since the float64
+# reference's own error (u = 2^-53) is below 2^-29 of any bound of a lower precision's; but a
+# float64 case compares two float64 computations, each within the bound of the exact sum, so
+# |got - ref| <= |got - y| + |ref - y| is within twice it (Float64 below).
+COMPUTATIONS = {"float64": 2}
 
 
 @dataclass(frozen=True)
 class Precision:
     """The unit roundoffs that bound a conv's error in one precision (see the module doc)."""
 
-    name: str  # float32, tf32, float16 or bfloat16
+    name: str  # float32, tf32, float16, bfloat16 or float64
     unit_roundoff: float  # u: any rounding inside the sum
     output_roundoff: float  # u_out: the stored result's rounding
     underflow: float  # eta
+    computations: int = 1  # the rounded computations the comparison holds (COMPUTATIONS)
 
     @classmethod
     def named(cls, name: str) -> Precision:
         stored = STORED_AS[name]
-        return cls(name, UNIT_ROUNDOFF[name], UNIT_ROUNDOFF[stored], UNDERFLOW[stored])
+        return cls(name, UNIT_ROUNDOFF[name], UNIT_ROUNDOFF[stored], UNDERFLOW[stored], COMPUTATIONS.get(name, 1))
 
 
 def bound(ref: torch.Tensor, magnitude: torch.Tensor, terms: int, precision: Precision,
           safety: float = SAFETY) -> torch.Tensor:
-    """Per element: u_out * |ref| + min(terms + 1, safety) * u * magnitude + (terms + 1) * eta.
+    """Per element: k * (u_out * |ref| + min(terms + 1, safety) * u * magnitude + (terms + 1) * eta),
+    k the computations compared (2 for float64: the reference rounds as the device does).
 
     ref: the float64 reference; magnitude: the sum of |terms| per element (float64, same shape);
     terms: how many terms an element sums at most (an upper bound keeps the bound valid)."""
     spread = min(terms + 1, safety) * precision.unit_roundoff
-    return (precision.output_roundoff * ref.abs() + spread * magnitude
-            + (terms + 1) * precision.underflow)
+    return precision.computations * (precision.output_roundoff * ref.abs() + spread * magnitude
+                                     + (terms + 1) * precision.underflow)
 
 
 @dataclass(frozen=True)

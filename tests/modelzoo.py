@@ -1,7 +1,8 @@
 """Models for `convmatrix cases --from-model`'s tests and bench/from_model.py, built from code in
 PyPI packages with no weights (tests/requirements.txt pins torchvision and diffusers), and small
 models of known layers. Importable as `modelzoo` (pyproject's pytest `pythonpath`); the targets
-are `modelzoo:tiny`, `modelzoo:vae_decoder`, `modelzoo:unet` and `modelzoo:torchvision.models.resnet50`
+are `modelzoo:tiny`, `modelzoo:vae_decoder`, `modelzoo:unet`, `modelzoo:torchvision.models.resnet50` and
+`modelzoo:diffusers.<class>` (diffusers' own classes, for --config)
 (torchvision through this module, whose import makes it importable in the recording's interpreter).
 
 Missing torchvision or diffusers fails the import, loudly: CI installs them from the lock.
@@ -56,6 +57,14 @@ torchvision: Any = importlib.import_module("torchvision")
 
 def _diffusers() -> Any:
     return importlib.import_module("diffusers")
+
+
+def __getattr__(name: str) -> Any:
+    """`modelzoo:diffusers.AutoencoderKL`: diffusers' own classes (with from_config, for --config),
+    imported through this module, after the schemas above, when first asked for."""
+    if name == "diffusers":
+        return _diffusers()
+    raise AttributeError(name)
 
 
 def vae_decoder(**config: Any) -> torch.nn.Module:

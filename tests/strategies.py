@@ -1028,3 +1028,32 @@ def bursty_self_timings() -> st.SearchStrategy[tuple[tuple[float, ...], tuple[fl
         return control[0], candidate[0], control[1], candidate[1]
 
     return made()
+
+
+# --- i50 model zoo ---
+# A weight view (issue 50: `weight_strides`, `weight_storage_offset`): a conv's weight laid out in
+# some order of its dimensions with gaps now and then, at some offset, as a shard of a flat
+# parameter buffer hands it to cuDNN; shapes from tiny to past the CPU's budget, so that the
+# scaled-down variant is drawn too. Drawn as a case file's [[case]] table.
+@st.composite
+def weight_view_entries(draw: st.DrawFn) -> dict[str, Any]:
+    dims = draw(st.integers(1, 3))
+    op = draw(st.sampled_from((f"conv{dims}d", f"conv_transpose{dims}d")))
+    groups = draw(st.sampled_from((1, 1, 2)))
+    c_in = groups * draw(st.sampled_from((1, 3, 8, 64, 320)))
+    c_out = groups * draw(st.sampled_from((1, 4, 8, 96, 512)))
+    kernel = draw(st.integers(1, 3))
+    size = [draw(st.sampled_from((kernel, 8, 24, 96 if dims < 3 else 16))) for _ in range(dims)]
+    transposed = op.startswith("conv_transpose")
+    weight = [c_in, c_out // groups] if transposed else [c_out, c_in // groups]
+    weight += [kernel] * dims
+    order = draw(st.permutations(range(dims + 2)))  # the weight's fastest dimension first
+    strides = [0] * (dims + 2)
+    span = draw(st.integers(1, 2))
+    for d in order:
+        strides[d] = span
+        span = span * weight[d] * draw(st.sampled_from((1, 1, 2)))
+    return {"name": "w", "op": op, "input": [draw(st.integers(1, 4)), c_in, *size], "out_channels": c_out,
+            "kernel": kernel, "groups": groups, "weight_strides": strides,
+            "weight_storage_offset": draw(st.sampled_from((0, 1, 7, 4096, 1 << 20))),
+            "dtype": draw(st.sampled_from(("float32", "float64", "bfloat16")))}

@@ -27,6 +27,7 @@ STAGES: tuple[tuple[str, ...], ...] = (
     ("convmatrix.results",),
     ("convmatrix.history",),
     ("convmatrix.report", "convmatrix.triage"),
+    ("convmatrix.capture",),  # cases from outside the suite: the zoo records through triage/from_model
     ("convmatrix.run",),
     ("convmatrix.engines", "convmatrix.prove"),
     ("convmatrix.atlas",),
@@ -245,6 +246,7 @@ WRITERS_ALLOWED = {
                           "shared /tmp/convmatrix-image-locks; to move into tree.py next",
     "convmatrix/cli/main.py": "/dev/null for a closed stdout: no file under a run",
     "convmatrix/cli/output.py": "-o's folder, a place the user names (the file itself: rundir.write_whole)",
+    "convmatrix/capture/zoo.py": "the zoo's files in the checkout's suites/models (or --out): source, not a run",
     "convmatrix/cli/cases.py": "a probe in a fresh temporary folder",
     "convmatrix/engines/slurm.py": "the sbatch scripts in <out>/slurm/, written before any cell runs (the MIG "
                                    "worker's module: not touched in issue 32)",

@@ -38,9 +38,13 @@ def add_parser(sub: Any) -> None:
     c.add_argument("--from-model", metavar="MODULE:CALLABLE",
                    help="a callable returning a torch.nn.Module (built on the meta device), e.g. "
                         "torchvision.models:resnet50")
-    c.add_argument("--input", action="append", default=[], metavar="NxCxHxW",
-                   help="with --from-model: an input's shape; repeat for a model of several inputs")
-    c.add_argument("--dtype", choices=("float32", "float16", "bfloat16"), default="float32",
+    c.add_argument("--input", action="append", default=[], metavar="NxCxHxW[:DTYPE]",
+                   help="with --from-model: an input's shape, and its dtype where it is not the model's "
+                        "(1:int64 for a timestep); repeat for a model of several inputs")
+    c.add_argument("--config", metavar="JSON|FILE",
+                   help="with --from-model: the model's config, a JSON object or a JSON file (config.json), "
+                        "for a transformers class (built from its config_class) or a diffusers one (from_config)")
+    c.add_argument("--dtype", choices=("float32", "float16", "bfloat16", "float64"), default="float32",
                    help="with --from-model: the model's and its inputs' dtype (default float32)")
     c.add_argument("--autocast", choices=("float16", "bfloat16"),
                    help="with --from-model: stamp the cases as run under autocast (not observed: see docs/matrix.md)")
@@ -57,14 +61,17 @@ def add_parser(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     model_only = [name for name, given in (("--input", args.input), ("--autocast", args.autocast),
                                            ("--channels-last", args.channels_last), ("--backward", args.backward),
-                                           ("--kwargs", args.kwargs), ("--dtype", args.dtype != "float32"))
+                                           ("--kwargs", args.kwargs), ("--dtype", args.dtype != "float32"),
+                                           ("--config", args.config))
                   if given]
     if args.catalog:
         if args.files or args.from_log is not None or args.from_model is not None or model_only:
             raise BadInput("cases: --catalog lists the suite's catalogue alone (no files, --from-log or --from-model)")
         if args.output is not None:
             raise BadInput("cases: -o goes with --from-log or --from-model")
-        rows = [describe(case) for case in rundir.suite_module("catalog").CASES]
+        catalog = rundir.suite_module("catalog")
+        # The zoo's cases after the catalogue's, each with its model (suites/models/<model>.json).
+        rows = [describe(case) for case in (*catalog.CASES, *catalog.ZOO_CASES)]
         text = json.dumps(rows, indent=2) + "\n" if args.format == "json" else table(rows, ["the catalogue"])
         write_output(text, None)
         return 0
@@ -100,7 +107,8 @@ def describe(case: Any) -> dict[str, Any]:
             "cpu_shapes": None if small is case else {k: list(v) for k, v in small.shapes().items()},
             "cpu_view": None if small is case or small.input_strides is None else
             {"input_strides": list(small.input_strides), "storage_offset": small.storage_offset},
-            "over_int32": case.over_int32, "cpu_skip": case.gpu_reason if case.needs_gpu else None}
+            "over_int32": case.over_int32, "cpu_skip": case.gpu_reason if case.needs_gpu else None,
+            "model": getattr(case, "model", None)}
 
 
 def table(rows: list[dict[str, Any]], files: list[str]) -> str:
@@ -128,11 +136,11 @@ def table(rows: list[dict[str, Any]], files: list[str]) -> str:
             layout_text(p), p["direction"] or ("backward" if p["backward"] else "forward"),
             " ".join(flags) or "-",
             p.get("edge") or ("over" if row.get("over_int32") else "-"),  # a Case's edge: None, below or above
-            cpu, one_line(" ".join(p["sources"])) or "-",
+            cpu, one_line(row["model"]) if row.get("model") else "-", one_line(" ".join(p["sources"])) or "-",
         ])
     head = f"{len(rows)} case{'' if len(rows) == 1 else 's'} from {', '.join(one_line(f) for f in files)}\n\n"
     return head + tabulate(body, headers=["case", "input", "weight", "dtype", "layout", "direction", "forced",
-                                          "2^31", "on the CPU", "sources"],
+                                          "2^31", "on the CPU", "model", "sources"],
                            tablefmt="simple", disable_numparse=True) + "\n"
 
 
@@ -180,17 +188,20 @@ def from_model(args: argparse.Namespace) -> int:
     from convmatrix.triage import from_model as recorder  # lazily: only --from-model imports torch
     from convmatrix.triage import snippets  # lazily, as --from-log: the case-file writer
 
-    inputs = [recorder.parse_shape(text) for text in args.input]
+    parsed = [recorder.parse_input(text) for text in args.input]
+    inputs = [shape for shape, _ in parsed]
     if not inputs:
         raise BadInput("--from-model: name the model's input shapes with --input (e.g. --input 8x3x224x224)")
     kwargs = recorder.parse_kwargs(args.kwargs)
+    config = recorder.parse_config(args.config)
     max_seconds, max_rss_growth = recorder.bounds_from_env(os.environ)
     suffix = snippets.suffix_of(args.output)
     start = time.perf_counter()
     # In a child interpreter (suites/capture.py): the model's code, its prints, exits and memory stay there.
     found = recorder.record(args.from_model, inputs, dtype=args.dtype, autocast=args.autocast,
                             channels_last=args.channels_last, backward=args.backward, kwargs=kwargs,
-                            max_seconds=max_seconds, max_rss_growth=max_rss_growth)
+                            max_seconds=max_seconds, max_rss_growth=max_rss_growth,
+                            input_dtypes=[dtype for _, dtype in parsed], config=config)
     seconds = time.perf_counter() - start
     said = recorder.header(args.from_model, inputs, found, autocast=args.autocast, backward=args.backward,
                            seconds=seconds)

@@ -26,12 +26,14 @@ from pathlib import Path
 from convmatrix.prove import repro
 from convmatrix.prove.repro import Provenance, Spec, comment_text, install_lines
 
-TORCH_DTYPES = {"float32": "torch.float32", "float16": "torch.float16", "bfloat16": "torch.bfloat16"}
+TORCH_DTYPES = {"float32": "torch.float32", "float16": "torch.float16", "bfloat16": "torch.bfloat16",
+                "float64": "torch.float64"}
 FORMATS = {"channels_last": "torch.channels_last", "channels_last_3d": "torch.channels_last_3d"}
 TILE_LIMIT = 1 << 24  # as the suite: a bigger tensor repeats one seeded block
 TILE_BLOCK = 1000003
 # Relative to max |reference|: float32 allows TF32 (torch's cuDNN default) unless the case turns it off.
-TOLERANCE = {"float32": 1e-2, "float16": 2e-2, "bfloat16": 5e-2}
+# float64: no TF32 and 2^-53 rounding, so float32's TF32-free 1e-4 covers it with room to spare.
+TOLERANCE = {"float32": 1e-2, "float16": 2e-2, "bfloat16": 5e-2, "float64": 1e-4}
 # Known tokens of a failure, most telling first (a status name before "cuDNN error").
 KNOWN = tuple(re.compile(p) for p in (
     r"(?:CUDNN|CUBLAS|CUFFT|CUSOLVER|CUSPARSE)_STATUS_[A-Z_]+", r"illegal memory access", r"out of memory",

@@ -37,7 +37,7 @@ catalog = rundir.suite_module("catalog")  # the suite's view arithmetic: a view 
 
 SPATIAL_DIMS = {"conv1d": 1, "conv2d": 2, "conv3d": 3,
                 "conv_transpose1d": 1, "conv_transpose2d": 2, "conv_transpose3d": 3}
-DTYPES = ("float32", "float16", "bfloat16")
+DTYPES = ("float32", "float16", "bfloat16", "float64")
 AUTOCAST_DTYPES = (None, "float16", "bfloat16")
 MEMORY_FORMATS = {"contiguous": None, "channels_last": 2, "channels_last_3d": 3}
 LAYOUTS = (None, "permuted", "sliced", "transposed", "nhwc_strided")
@@ -272,6 +272,10 @@ def spec_of(line: dict[str, Any], env: dict[str, Any], device: str | None = None
                             (None, *MEMORY_FORMATS))
     if weight_format is not None and MEMORY_FORMATS[weight_format] not in (None, rank):
         raise _bad(case_id, "params.weight_memory_format", f"{weight_format} needs another spatial rank")
+    if params.get("weight_strides") is not None:
+        # A weight view (issue 50) is a case-file field the script does not build yet: said, not dropped.
+        raise _bad(case_id, "params.weight_strides", "the repro script does not build a weight view yet (run the "
+                   "case with the suite: pytest suites --cases FILE -k ID)")
     knobs: dict[str, Any] = line["knobs"] if isinstance(line.get("knobs"), dict) else {}
     pad_to = _int(case_id, "knobs.pad_channels", knobs.get("pad_channels", 0))
     if pad_to > MAX_PAD:
@@ -609,7 +613,7 @@ BODY_IMPORTS = [
 # own code it mirrors: seeded/make_inputs, place_input, run_on_device, reference/sliced_reference
 # (suites/test_conv.py) and bound/evaluate/magnitudes (suites/tolerance.py).
 BODY = r'''
-DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16, "float64": torch.float64}
 FORMATS = {"channels_last": torch.channels_last, "channels_last_3d": torch.channels_last_3d,
            "contiguous": torch.contiguous_format}
 SPATIAL = len(INPUT_SHAPE) - 2
@@ -630,10 +634,14 @@ EXIT_PASSES, EXIT_REPRODUCES, EXIT_CONTROL_FAILS = 0, 1, 3
 # 2^-8), u_out that of the stored result, eta half the smallest subnormal; min(T + 1, C): the
 # deterministic bound gamma_(T+1) for short sums, else C = 10, about 9 standard deviations of the
 # worst-order rounding error of zero-mean random data (1.11 u A, whatever T).
+# float64 (2^-53) counts twice: the reference rounds in float64 as the device does.
 SAFETY = 10.0
-UNIT_ROUNDOFF = {"float32": 2.0 ** -24, "tf32": 2.0 ** -11, "float16": 2.0 ** -11, "bfloat16": 2.0 ** -8}
-STORED_AS = {"float32": "float32", "tf32": "float32", "float16": "float16", "bfloat16": "bfloat16"}
-UNDERFLOW = {"float32": 2.0 ** -150, "float16": 2.0 ** -25, "bfloat16": 2.0 ** -134}
+UNIT_ROUNDOFF = {"float32": 2.0 ** -24, "tf32": 2.0 ** -11, "float16": 2.0 ** -11, "bfloat16": 2.0 ** -8,
+                 "float64": 2.0 ** -53}
+STORED_AS = {"float32": "float32", "tf32": "float32", "float16": "float16", "bfloat16": "bfloat16",
+             "float64": "float64"}
+UNDERFLOW = {"float32": 2.0 ** -150, "float16": 2.0 ** -25, "bfloat16": 2.0 ** -134, "float64": 2.0 ** -1075}
+COMPUTATIONS = {"float64": 2}
 
 
 def first_line(exc):
@@ -979,8 +987,8 @@ def compare(got, expected, device):
         if part.shape != ref.shape:
             failing.append("%s has shape %s, the reference %s" % (name, tuple(part.shape), tuple(ref.shape)))
             continue
-        tol = (UNIT_ROUNDOFF[stored] * ref.abs() + min(terms + 1, SAFETY) * u * magnitude
-               + (terms + 1) * UNDERFLOW[stored])
+        tol = COMPUTATIONS.get(name_of, 1) * (UNIT_ROUNDOFF[stored] * ref.abs() + min(terms + 1, SAFETY) * u
+                                              * magnitude + (terms + 1) * UNDERFLOW[stored])
         err = (part - ref).abs()
         ratio = torch.nan_to_num(err / tol, nan=math.inf)
         worst = float(ratio.max()) if ratio.numel() else 0.0

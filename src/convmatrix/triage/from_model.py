@@ -72,7 +72,9 @@ MEMORY_ENV = "CONVMATRIX_FROM_MODEL_MEMORY_MB"
 _POLL_S = 0.02  # seconds between two reads of the child's memory
 _GROUP_EVERY = 10  # polls between two reads of its whole process group's (a scan of /proc)
 _TAIL = 4096  # bytes of the model's output kept, for its last line when the child dies
-DTYPES = ("float32", "float16", "bfloat16")
+DTYPES = ("float32", "float16", "bfloat16", "float64")
+# An input's own dtype (`--input SHAPE:DTYPE`): a timestep, token ids or a grid are integers.
+INPUT_DTYPES = (*DTYPES, "int64", "int32", "bool")
 _SHAPE = re.compile(r"[1-9][0-9]{0,9}(?:x[1-9][0-9]{0,9}){0,7}\Z")
 _TARGET = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*:[A-Za-z_][A-Za-z0-9_.]*\Z")
 _FIELD_ORDER = ("name", "op", "input", "out_channels", "kernel", "stride", "padding", "dilation", "groups",
@@ -108,6 +110,43 @@ def parse_target(text: str) -> tuple[str, str]:
         raise BadInput(f"--from-model {text!r}: expected MODULE:CALLABLE, e.g. torchvision.models:resnet50")
     module, _, name = text.partition(":")
     return module, name
+
+
+def parse_input(text: str) -> tuple[tuple[int, ...], str | None]:
+    """`--input SHAPE[:DTYPE]`: a shape, and the dtype of that input where it is not the model's
+    (`1:int64` for a timestep, `2x3:int64` for Qwen2-VL's grid_thw); BadInput naming --input."""
+    shape, colon, dtype = text.partition(":")
+    if colon and dtype not in INPUT_DTYPES:
+        raise BadInput(f"--input {text!r}: the dtype after ':' is one of {', '.join(INPUT_DTYPES)}")
+    return parse_shape(shape), (dtype if colon else None)
+
+
+def parse_config(text: str | None) -> dict[str, Any] | None:
+    """--config: a JSON object (text starting with '{') or a JSON file (a model's config.json), the
+    dict a transformers or diffusers class is built from (from_config / config_class)."""
+    if text is None:
+        return None
+    where = "--config"
+    if not text.lstrip().startswith("{"):
+        where = f"--config {text}"
+        try:
+            with open(text, "rb") as handle:
+                raw = handle.read(MAX_KWARGS + 1)
+        except OSError as exc:
+            raise BadInput(f"{where}: cannot read it ({exc.strerror or exc})") from None
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise BadInput(f"{where}: not UTF-8 text") from None
+    if len(text) > MAX_KWARGS:
+        raise BadInput(f"{where}: over {MAX_KWARGS} characters")
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise BadInput(f"{where}: not JSON ({exc})") from None
+    if not isinstance(value, dict):
+        raise BadInput(f"{where}: expected a JSON object, a model's config (e.g. '{{\"block_out_channels\": [128]}}')")
+    return value
 
 
 def parse_kwargs(text: str | None) -> dict[str, Any]:
@@ -150,7 +189,8 @@ def bounds_from_env(environ: Mapping[str, str]) -> tuple[float, int]:
 def record(target: str, inputs: Sequence[tuple[int, ...]], *, dtype: str = "float32", autocast: str | None = None,
            channels_last: bool = False, backward: bool = False, kwargs: Mapping[str, Any] | None = None,
            max_seconds: float = MAX_SECONDS, max_rss_growth: int = MAX_RSS_GROWTH,
-           max_cases: int = MAX_CASES) -> Recorded:
+           max_cases: int = MAX_CASES, input_dtypes: Sequence[str | None] | None = None,
+           config: Mapping[str, Any] | None = None) -> Recorded:
     """Every convolution `target`'s model runs on meta inputs of `inputs` shapes, as case entries,
     recorded in a child interpreter under the bounds."""
     if dtype not in DTYPES:
@@ -161,10 +201,14 @@ def record(target: str, inputs: Sequence[tuple[int, ...]], *, dtype: str = "floa
         raise BadInput("--autocast runs a float32 model (the autocast dtype is the convolutions'): drop --dtype")
     if not inputs or len(inputs) > MAX_INPUTS:
         raise BadInput(f"--input: give 1 to {MAX_INPUTS} input shapes")
+    given = list(input_dtypes) if input_dtypes is not None else [None] * len(inputs)
+    if len(given) != len(inputs) or any(d is not None and d not in INPUT_DTYPES for d in given):
+        raise BadInput(f"--input: a dtype per input, each one of {', '.join(INPUT_DTYPES)}")
     module, _ = parse_target(target)
     request = {"target": target, "inputs": [list(shape) for shape in inputs], "dtype": dtype, "autocast": autocast,
                "channels_last": channels_last, "backward": backward, "kwargs": dict(kwargs or {}),
-               "max_cases": max_cases, "path": [str(p) for p in sys.path], "parent": os.getpid()}
+               "max_cases": max_cases, "path": [str(p) for p in sys.path], "parent": os.getpid(),
+               "input_dtypes": given, "config": None if config is None else dict(config)}
     done = _Child(target, module, max_seconds, max_rss_growth).run(request)
     found = _checked(target, done, max_cases)
     if not found.cases:

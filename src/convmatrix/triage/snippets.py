@@ -104,8 +104,10 @@ _BLOCK_FIELD = re.compile(
 _INT = re.compile(_NUM)
 _ERROR = re.compile(r"CUDNN_STATUS_[A-Z_]{1,40}|(?:GET|FIND) was unable to find an engine")
 
-_TORCH_DTYPES = {"float": "float32", "half": "float16"}  # what repro_from_args prints, as the suite names it
-_CUDNN_DTYPES = {"CUDNN_DATA_FLOAT": "float32", "CUDNN_DATA_HALF": "float16", "CUDNN_DATA_BFLOAT16": "bfloat16"}
+# what repro_from_args prints, as the suite names it (double: the suite runs float64 since issue 50)
+_TORCH_DTYPES = {"float": "float32", "half": "float16", "double": "float64"}
+_CUDNN_DTYPES = {"CUDNN_DATA_FLOAT": "float32", "CUDNN_DATA_HALF": "float16", "CUDNN_DATA_BFLOAT16": "bfloat16",
+                 "CUDNN_DATA_DOUBLE": "float64"}
 _FORMATS = {"channels_last": "channels_last", "channels_last_3d": "channels_last_3d"}
 _BLOCK_FORMATS = {"Contiguous": "contiguous", "ChannelsLast": "channels_last", "ChannelsLast3d": "channels_last_3d"}
 _FIELD_ORDER = ("name", "op", "input", "out_channels", "kernel", "stride", "padding", "dilation", "groups",
@@ -385,7 +387,7 @@ def _dtype(torch_dtype: str, block: dict[str, str], cast: tuple[str, str | None]
     if torch_dtype == "unsupported":
         what = f"data_type = {block['data_type']}" if "data_type" in block else "no ConvolutionParams data_type"
         raise _Unreadable(f"dtype torch.unsupported with {what}: not a dtype the suite runs")
-    raise _Unreadable(f"dtype torch.{torch_dtype}: not a dtype the suite runs (float32, float16, bfloat16)")
+    raise _Unreadable(f"dtype torch.{torch_dtype}: not a dtype the suite runs (float32, float16, bfloat16, float64)")
 
 
 def _memory_format(data_format: str | None, block: dict[str, str], dims: int) -> str:

@@ -114,7 +114,7 @@ BASE = 'name = "a"\nop = "conv2d"\ninput = [1, 4, 8, 8]\nout_channels = 4\nkerne
     ('memory_format = "channel_last"\n', "memory_format", "did you mean channels_last?"),
     ("benchmrk = true\n", "benchmrk", "did you mean benchmark?"),
     ("groups = 3\n", "groups", "does not divide"),
-    ('dtype = "half"\n', "dtype", "expected one of float32, float16, bfloat16"),
+    ('dtype = "half"\n', "dtype", "expected one of float32, float16, bfloat16, float64"),
     ("stride = [1, 2, 3]\n", "stride", "one per spatial dimension"),
     ("padding = -1\n", "padding", "expected 0 to"),
     ("stride = true\n", "stride", "expected a whole number"),
@@ -322,7 +322,7 @@ def test_a_bad_sweep_names_its_field(tmp_path: Path, sweep: str, says: str) -> N
 
 def test_a_bad_swept_value_is_said_once_and_a_bad_combination_names_its_point(tmp_path: Path) -> None:
     lines = problems(tmp_path, "[[case]]\n" + BASE + '[case.sweep]\ndtype = ["half", "float32"]\nbias = [true, false]\n')
-    assert lines == [f"{tmp_path / 'prod.toml'}: case 1 (a): dtype: 'half': expected one of float32, float16, bfloat16"]
+    assert lines == [f"{tmp_path / 'prod.toml'}: case 1 (a): dtype: 'half': expected one of float32, float16, bfloat16, float64"]
     (line,) = problems(tmp_path, "[[case]]\n" + BASE + "[case.sweep]\ngroups = [2, 3]\n")
     assert line.startswith(f"{tmp_path / 'prod.toml'}: case 1 (a), sweep groups=3: groups: 3 does not divide")
 
@@ -419,3 +419,88 @@ def test_a_view_can_be_swept(tmp_path: Path) -> None:
     cases = casefile.load([str(write(tmp_path, text))], catalog.Case)
     assert [c.input_strides for c in cases] == [(288, 1, 48, 8), (288, 36, 6, 1)]
     assert cases[0].id.endswith("-v-input_strides288x1x48x8")
+
+
+# --- issue 50: float64 and a view of the weight ---
+
+WEIGHT_VIEW = ('[[case]]\nname = "shard"\nop = "conv2d"\ninput = [2, 8, 6, 6]\nout_channels = 4\nkernel = 3\n'
+               'dtype = "float64"\nweight_strides = [1, 4, 96, 32]\nweight_storage_offset = 4100\n')
+
+
+def test_a_case_may_be_float64_and_give_its_weights_view(tmp_path: Path) -> None:
+    (case,) = casefile.load([str(write(tmp_path, WEIGHT_VIEW))], catalog.Case)
+    assert (case.dtype, case.weight_strides, case.weight_storage_offset) == ("float64", (1, 4, 96, 32), 4100)
+    assert case.id == "prod-conv2d-fp64-k3-wview1x4x96x32-woffset4100-shard"
+    # The buffer the weight's view reaches is sized with the case: 8 bytes an element in float64.
+    assert case.weight_view_extent == 4100 + 3 * 1 + 7 * 4 + 2 * 96 + 2 * 32 + 1
+    plain = dataclasses.replace(case, weight_strides=None, weight_storage_offset=0)
+    assert sizing.need_bytes(case) - sizing.need_bytes(plain) == int(case.weight_view_extent * 8 * 1.25)
+
+
+@pytest.mark.parametrize(("fields", "says"), [
+    ("weight_strides = [1, 4, 96]", "weight_strides: [1, 4, 96]: expected 4 numbers, one per dimension of the weight"),
+    ("weight_strides = [1, -4, 96, 32]", "weight_strides: [1, -4, 96, 32]: a negative stride is no view"),
+    ("weight_strides = [1, 1, 96, 32]", "weight_strides: [1, 1, 96, 32]: the view of [4, 8, 3, 3] overlaps itself"),
+    ("weight_storage_offset = 3", "weight_storage_offset: goes with weight_strides"),
+    ("weight_strides = [72, 9, 3, 1]\nweight_storage_offset = -1", "weight_storage_offset: -1: expected 0 to 2^40"),
+    ('weight_strides = [72, 9, 3, 1]\nweight_memory_format = "channels_last"',
+     "weight_strides: the strides say how the weight lies; weight_memory_format would rewrite them"),
+    ('weight_strides = [72, 9, 3, 1]\nmemory_format = "channels_last"',
+     "weight_strides: a memory_format rewrites the weight's strides too"),
+    ('dtype = "float128"', "dtype: 'float128': expected one of float32, float16, bfloat16, float64"),
+])
+def test_a_bad_weight_view_or_dtype_is_one_line_naming_the_field(tmp_path: Path, fields: str, says: str) -> None:
+    found = problems(tmp_path, f"[[case]]\n{VIEW}{fields}\n")
+    assert len(found) == 1 and found[0].startswith(f"{tmp_path / 'prod.toml'}: case 1 (v): {says}"), found
+
+
+def test_a_weight_view_past_2_44_elements_is_refused(tmp_path: Path) -> None:
+    text = ('[[case]]\nname = "v"\nop = "conv2d"\ninput = [2, 8, 6, 6]\nout_channels = 64\nkernel = 3\n'
+            "weight_strides = [1099511627776, 9, 3, 1]\n")
+    assert problems(tmp_path, text) == [f"{tmp_path / 'prod.toml'}: case 1 (v): weight_strides: the view reaches "
+                                        f"{63 * 2**40 + 7 * 9 + 2 * 3 + 2 + 1} elements of its buffer, over 2^44: "
+                                        "no GPU holds it"]
+
+
+def test_a_weight_view_and_float64_can_be_swept(tmp_path: Path) -> None:
+    text = f"[[case]]\n{VIEW}[case.sweep]\nweight_strides = [[72, 9, 3, 1], [1, 4, 96, 32]]\ndtype = [\"float64\"]\n"
+    cases = casefile.load([str(write(tmp_path, text))], catalog.Case)
+    assert [(c.weight_strides, c.dtype) for c in cases] == [((72, 9, 3, 1), "float64"), ((1, 4, 96, 32), "float64")]
+
+
+# --- issue 50: the provenance table ---
+
+PROVENANCE = {"package": "diffusers", "version": "0.42.1", "model": "diffusers:AutoencoderKL",
+              "inputs": [{"shape": [1, 3, 1024, 1024], "dtype": "float16"}], "dtype": "float16",
+              "config": {"latent_channels": 4}, "backward": False, "torch": "2.14.1",
+              "matched": [{"name": "autoencoderkl_1", "catalog": "conv2d-fp16-k3-p1-vae_decoder-mid_512"}]}
+ONE_CASE = {"name": "a", "op": "conv2d", "input": [1, 4, 8, 8], "out_channels": 4, "kernel": 3}
+
+
+def test_a_provenance_table_is_read_and_changes_no_case(tmp_path: Path) -> None:
+    with_it = write(tmp_path, json.dumps({"provenance": PROVENANCE, "case": [ONE_CASE]}), "vae.json")
+    (case,) = casefile.load([str(with_it)], catalog.Case)
+    (tmp_path / "plain").mkdir()
+    plain = write(tmp_path / "plain", json.dumps({"case": [ONE_CASE]}), "vae.json")
+    assert casefile.load([str(plain)], catalog.Case) == [case]
+
+
+@pytest.mark.parametrize(("change", "says"), [
+    ({"package": ""}, "provenance.package: '': expected a text of 1 to 2000 characters"),
+    ({"dtype": "fp16"}, "provenance.dtype: 'fp16': expected one of float32, float16, bfloat16, float64"),
+    ({"inputs": [{"shape": [1, 0], "dtype": "float16"}]}, "provenance.inputs[1]: "),
+    ({"inputs": [{"shape": [2], "dtype": "int8"}]}, "provenance.inputs[1]: "),
+    ({"config": [1]}, "provenance.config: [1]: expected a table (the model's config)"),
+    ({"backward": "yes"}, "provenance.backward: 'yes': expected true or false"),
+    ({"matched": [{"name": "a"}]}, "provenance.matched: expected a list of {name, catalog} tables"),
+    ({"versoin": "1"}, "provenance.versoin: unknown key (did you mean version?)"),
+])
+def test_a_bad_provenance_field_is_one_line_naming_it(tmp_path: Path, change: dict[str, Any], says: str) -> None:
+    found = problems(tmp_path, json.dumps({"provenance": {**PROVENANCE, **change}, "case": [ONE_CASE]}), "vae.json")
+    assert len(found) == 1 and found[0].startswith(f"{tmp_path / 'vae.json'}: {says}"), found
+
+
+def test_a_provenance_without_its_required_fields_names_each(tmp_path: Path) -> None:
+    found = problems(tmp_path, json.dumps({"provenance": {"package": "timm"}, "case": [ONE_CASE]}), "x.json")
+    assert [line.split(": ", 1)[1].split(":")[0] for line in found] == [
+        "provenance.version", "provenance.model", "provenance.inputs", "provenance.dtype"]

@@ -316,3 +316,95 @@ def test_a_restrided_view_of_any_new_shape_never_overlaps(
     assume(not catalog.view_overlaps(shape, strides))
     offsets = _offsets(new, catalog.restride(shape, strides, new, most_gap))
     assert len(set(offsets)) == len(offsets)
+
+
+# --- issue 50: a view of the weight, float64 ---
+
+@given(strategies.weight_view_entries())
+def test_a_weight_view_scales_down_in_its_order_and_fits_the_cpu(entry: dict[str, Any]) -> None:
+    """Any weight view a case file may give: the case holds it as written, and the CPU's
+    scaled-down variant keeps the view's order, never overlaps, and fits the CPU's budget."""
+    from testkit import load_suite_module
+
+    casefile = load_suite_module("casefile")
+    try:
+        case = catalog.Case(**casefile.case_fields(entry, "zoo"))
+    except (casefile.Bad, ValueError):
+        assume(False)
+        return
+    weight = case.shapes()["weight"]
+    assert case.weight_view_strides(weight) == tuple(entry["weight_strides"])
+    small = sizing.scaled(case)
+    assert sizing.fits_cpu(small) or small is case
+    small_weight = small.shapes()["weight"]
+    assert small.weight_strides is not None and not catalog.view_overlaps(small_weight, small.weight_strides)
+    made = small.weight_strides
+    over_1 = [d for d in range(len(weight)) if weight[d] > 1 and small_weight[d] > 1]
+    assert (sorted(over_1, key=lambda d: made[d])
+            == sorted(over_1, key=lambda d: entry["weight_strides"][d]))
+    assert small.dtype == case.dtype and small.id.startswith("zoo-")
+
+
+def test_float64_and_weight_view_ids_and_sizes() -> None:
+    case = catalog.Case("conv2d", 2, 8, 4, (6, 6), 3, source="t", dtype="float64",
+                        weight_strides=(1, 4, 96, 32), weight_storage_offset=5)
+    assert case.id == "conv2d-fp64-k3-wview1x4x96x32-woffset5"
+    assert sizing.BYTES["float64"] == 8
+    with pytest.raises(catalog.CaseError, match="weight_storage_offset: goes with weight_strides"):
+        catalog.Case("conv2d", 2, 8, 4, (6, 6), 3, source="t", weight_storage_offset=5)
+
+
+# --- issue 50: the zoo (suites/models/*.json) ---
+
+def _zoo_files() -> dict[str, dict[str, Any]]:
+    import json
+    from pathlib import Path
+
+    return {path.stem: json.loads(path.read_text(encoding="utf-8"))
+            for path in sorted(Path(catalog.MODELS_DIR).glob("*.json"))}
+
+
+def test_the_zoo_covers_what_the_issue_asks() -> None:
+    """At least 12 models from at least 3 packages; conv1d, conv2d, conv3d, transposed and depthwise;
+    a conv3d patch embedding with kernel = stride in bf16 and a video VAE's 3D convs."""
+    files = _zoo_files()
+    assert len(files) >= 12
+    assert len({data["provenance"]["package"] for data in files.values()}) >= 3
+    zoo = catalog.ZOO_CASES
+    assert len(zoo) >= 100 and {case.model for case in zoo} == set(files)
+    assert {case.spatial_dims for case in zoo if not case.transposed} == {1, 2, 3}
+    assert any(case.transposed for case in zoo) and any(case.depthwise for case in zoo)
+    patch = [c for c in zoo if c.model == "qwen2vl_patch"]
+    assert any(c.op == "conv3d" and c.kernel == c.stride and c.dtype == "bfloat16" for c in patch)
+    assert any(c.op == "conv3d" for c in zoo if c.model == "wan_vae")
+    assert all(case.id.startswith(f"{case.model}-") for case in zoo)
+
+
+def test_no_zoo_case_is_a_catalogue_case_and_each_match_names_one() -> None:
+    known = {catalog.identity(case): case.id for case in catalog.CASES}
+    assert not [case.id for case in catalog.ZOO_CASES if catalog.identity(case) in known]
+    ids = {case.id for case in catalog.CASES}
+    for name, data in _zoo_files().items():
+        for matched in data["provenance"]["matched"]:
+            assert matched["catalog"] in ids, (name, matched)
+
+
+def test_identity_is_what_reaches_the_convolution() -> None:
+    case = catalog.Case("conv2d", 2, 8, 8, (12, 12), 3, padding=1, source="a", tag="x")
+    assert catalog.identity(case) == catalog.identity(dataclasses.replace(case, source="b", tag=None, prefix="p",
+                                                                          kernel=(3, 3), model="m"))
+    assert catalog.identity(case) != catalog.identity(dataclasses.replace(case, dtype="float16"))
+    assert catalog.identity(case) != catalog.identity(dataclasses.replace(case, direction="backward"))
+    assert catalog.identity(case) != catalog.identity(dataclasses.replace(case, benchmark=True))
+
+
+def test_the_suite_version_covers_the_zoo(tmp_path: Any) -> None:
+    from testkit import load_suite_module
+
+    records = load_suite_module("records")
+    (tmp_path / "a.py").write_text("x = 1\n")
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "m.json").write_text("{}")
+    before = records.suite_version(str(tmp_path))
+    (tmp_path / "models" / "m.json").write_text('{"case": []}')
+    assert records.suite_version(str(tmp_path)) != before

@@ -159,3 +159,44 @@ def test_a_sloppy_correct_kernel_passes_and_a_wrong_one_fails(dtype: torch.dtype
     kept = products[:, : terms - max(1, terms // 8)]
     wrong = tolerance.check("output", sloppy_sums(kept, dtype), ref, magnitude, terms, precision)
     assert not wrong.ok, wrong.describe()
+
+
+# --- issue 50: float64 ---
+
+def test_float64_is_the_same_bound_counted_for_both_computations() -> None:
+    """Derived, not tuned: float64's u = u_out = 2^-53 and eta = 2^-1075, and the bound twice over,
+    since the float64 reference rounds as the device does (|got - ref| <= |got - y| + |y - ref|)."""
+    fp64 = tolerance.Precision.named("float64")
+    assert (fp64.unit_roundoff, fp64.output_roundoff, fp64.underflow, fp64.computations) == (
+        2.0**-53, 2.0**-53, 2.0**-1075, 2)
+    assert all(tolerance.Precision.named(name).computations == 1 for name in ("float32", "tf32", "float16", "bfloat16"))
+    ref = torch.tensor([3.0, -1.0], dtype=torch.float64)
+    magnitude = torch.tensor([5.0, 400.0], dtype=torch.float64)
+    one = (2.0**-53 * ref.abs() + min(101, tolerance.SAFETY) * 2.0**-53 * magnitude + 101 * 2.0**-1075)
+    torch.testing.assert_close(tolerance.bound(ref, magnitude, 100, fp64), 2 * one, rtol=0, atol=0)
+
+
+def test_float64_passes_another_summation_order_and_catches_a_wrong_weight() -> None:
+    """A float64 conv summed in another order (per kernel position, channels reversed) is
+    within the bound; the same with one weight off by 1e-9 of itself is not."""
+    generator = torch.Generator().manual_seed(50)
+    x = torch.randn(2, 64, 12, 12, generator=generator).double()
+    weight = torch.randn(32, 64, 3, 3, generator=generator).double()
+    ref = torch.nn.functional.conv2d(x, weight)
+    magnitude = torch.nn.functional.conv2d(x.abs(), weight.abs())
+    terms = 64 * 9
+
+    def by_matmul(w: torch.Tensor) -> torch.Tensor:
+        # One product per kernel position, channels reversed, added up last position first: no
+        # kernel's order (oneDNN's im2col and GEMM gave the direct kernel's bits exactly).
+        out = torch.zeros(2, 32, 10, 10, dtype=torch.float64)
+        for i, j in reversed([(i, j) for i in range(3) for j in range(3)]):
+            out += torch.einsum("nchw,oc->nohw", x[:, :, i:i + 10, j:j + 10].flip(1), w[:, :, i, j].flip(1))
+        return out
+
+    fp64 = tolerance.Precision.named("float64")
+    same = tolerance.check("output", by_matmul(weight), ref, magnitude, terms, fp64)
+    assert same.ok and same.max_abs_err > 0, same.describe()  # the orders differ, within the bound
+    wrong = weight.clone()
+    wrong[5, 7, 1, 1] *= 1 + 1e-9
+    assert not tolerance.check("output", by_matmul(wrong), ref, magnitude, terms, fp64).ok

@@ -246,3 +246,61 @@ def test_the_unet_from_diffusers_default_config_with_three_inputs(tmp_path: Path
     assert found.cases[-1]["out_channels"] == 4  # conv_out back to the latent's channels
     assert len(found.cases) >= 20
     assert len(as_cases(found.cases, tmp_path)) == len(found.cases)
+
+
+# --- issue 50: --config, a dtype per input, float64 ---
+
+TINY_VAE = {"block_out_channels": [8, 16], "layers_per_block": 1, "norm_num_groups": 4, "latent_channels": 4,
+            "down_block_types": ["DownEncoderBlock2D"] * 2, "up_block_types": ["UpDecoderBlock2D"] * 2}
+
+
+def test_config_builds_a_diffusers_class_from_its_dict_in_float64(tmp_path: Path) -> None:
+    """--config: the dict a diffusers class is built from (from_config, no weights), as a file too;
+    --dtype float64 records cuDNN's double convolutions."""
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps(TINY_VAE))
+    found = from_model.record("modelzoo:diffusers.AutoencoderKL", [(1, 3, 32, 32)], dtype="float64",
+                              config=from_model.parse_config(str(config)))
+    assert {c["dtype"] for c in found.cases} == {"float64"}
+    assert {c["out_channels"] for c in found.cases} >= {8, 16, 3}  # the config's channels, not the defaults' 128
+    assert as_cases(found.cases, tmp_path)  # the suite takes them
+
+
+def test_an_input_of_its_own_dtype_keeps_it(tmp_path: Path) -> None:
+    """`--input 1:int64`: a timestep as integers beside a float16 UNet (the others take --dtype)."""
+    (shape, dtype) = from_model.parse_input("1:int64")
+    assert (shape, dtype) == ((1,), "int64") and from_model.parse_input("2x4") == ((2, 4), None)
+    (tmp_path / "timestep_i50.py").write_text(
+        "import torch\n"
+        "class M(torch.nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.conv = torch.nn.Conv2d(4, 4, 3)\n"
+        "    def forward(self, x, t):\n"
+        "        assert t.dtype == torch.int64 and x.dtype == torch.float16, (t.dtype, x.dtype)\n"
+        "        return self.conv(x)\n"
+        "def build():\n"
+        "    return M()\n")
+    import sys
+    sys.path.insert(0, str(tmp_path))
+    try:
+        found = from_model.record("timestep_i50:build", [(2, 4, 8, 8), (1,)], dtype="float16",
+                                  input_dtypes=[None, "int64"])
+    finally:
+        sys.path.remove(str(tmp_path))
+    assert [c["dtype"] for c in found.cases] == ["float16"]
+
+
+def test_bad_config_and_input_dtypes_are_one_line(tmp_path: Path) -> None:
+    with pytest.raises(BadInput, match=r"--input '2x4:int8': the dtype after ':' is one of float32, "):
+        from_model.parse_input("2x4:int8")
+    listed = tmp_path / "listed.json"
+    listed.write_text("[1]")
+    with pytest.raises(BadInput, match=r"--config \S+listed.json: expected a JSON object"):
+        from_model.parse_config(str(listed))
+    with pytest.raises(BadInput, match="--config: not JSON"):
+        from_model.parse_config("{")
+    with pytest.raises(BadInput, match=r"--config \S+missing.json: cannot read it"):
+        from_model.parse_config(str(tmp_path / "missing.json"))
+    with pytest.raises(BadInput, match=r"--config needs a transformers class \(with a config_class\) or a diffusers"):
+        from_model.record(f"{ZOO}:well", [(1, 1, 4, 4)], config={"a": 1})

@@ -146,8 +146,14 @@ def test_unsupported_without_a_block_type_is_a_note() -> None:
     assert "job.log: line 2: a repro snippet that could not be read (dtype torch.unsupported with no " in found.notes[0]
 
 
+def test_a_double_snippet_is_a_float64_case() -> None:
+    """Issue 50: the suite runs float64, so cuDNN's double convolutions are captured, not refused."""
+    case = only(snippets.cases_from_text(current(dtype="double", data_type="CUDNN_DATA_DOUBLE", memory="Contiguous")))
+    assert case["dtype"] == "float64"
+
+
 @pytest.mark.parametrize(("dtype", "data_type", "why"), [
-    ("double", "CUDNN_DATA_DOUBLE", "dtype torch.double: not a dtype the suite runs"),
+    ("double", "CUDNN_DATA_FLOAT", "dtype torch.double but data_type = CUDNN_DATA_FLOAT"),
     ("unsupported", "CUDNN_DATA_INT8", "data_type = CUDNN_DATA_INT8: not a dtype the suite runs"),
     ("half", "CUDNN_DATA_FLOAT", "dtype torch.half but data_type = CUDNN_DATA_FLOAT"),
 ])
