@@ -1028,3 +1028,14 @@ def bursty_self_timings() -> st.SearchStrategy[tuple[tuple[float, ...], tuple[fl
         return control[0], candidate[0], control[1], candidate[1]
 
     return made()
+
+
+# --- i51 explore ---------------------------------------------------------------------------------
+
+def explore_configs() -> Any:
+    """Configurations as explore draws them (explore/space.draw), from a drawn seed."""
+    import random as _random
+
+    from convmatrix.explore import space as _space
+
+    return st.integers(0, 2**32 - 1).map(lambda seed: _space.draw(_random.Random(seed)))

@@ -29,6 +29,7 @@ STAGES: tuple[tuple[str, ...], ...] = (
     ("convmatrix.report", "convmatrix.triage"),
     ("convmatrix.run",),
     ("convmatrix.engines", "convmatrix.prove"),
+    ("convmatrix.explore",),  # above prove: a find's repro is prove/minimal's script
     ("convmatrix.atlas",),
     ("convmatrix.cli",),
     ("convmatrix.__main__",),
