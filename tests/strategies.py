@@ -1057,3 +1057,14 @@ def weight_view_entries(draw: st.DrawFn) -> dict[str, Any]:
             "kernel": kernel, "groups": groups, "weight_strides": strides,
             "weight_storage_offset": draw(st.sampled_from((0, 1, 7, 4096, 1 << 20))),
             "dtype": draw(st.sampled_from(("float32", "float64", "bfloat16")))}
+
+
+# --- i51 explore ---------------------------------------------------------------------------------
+
+def explore_configs() -> Any:
+    """Configurations as explore draws them (explore/space.draw), from a drawn seed."""
+    import random as _random
+
+    from convmatrix.explore import space as _space
+
+    return st.integers(0, 2**32 - 1).map(lambda seed: _space.draw(_random.Random(seed)))

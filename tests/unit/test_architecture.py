@@ -30,6 +30,7 @@ STAGES: tuple[tuple[str, ...], ...] = (
     ("convmatrix.capture",),  # cases from outside the suite: the zoo records through triage/from_model
     ("convmatrix.run",),
     ("convmatrix.engines", "convmatrix.prove"),
+    ("convmatrix.explore",),  # above prove: a find's repro is prove/minimal's script
     ("convmatrix.atlas",),
     ("convmatrix.cli",),
     ("convmatrix.__main__",),

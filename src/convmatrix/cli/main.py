@@ -13,7 +13,22 @@ import threading
 from collections.abc import Callable, Sequence
 
 from convmatrix import __version__, interrupts
-from convmatrix.cli import atlas, bisect, build, cases, fleet, gc, history, prove, record, report, repro, stacks, triage
+from convmatrix.cli import (
+    atlas,
+    bisect,
+    build,
+    cases,
+    explore,
+    fleet,
+    gc,
+    history,
+    prove,
+    record,
+    report,
+    repro,
+    stacks,
+    triage,
+)
 from convmatrix.cli import export as export_cmd
 from convmatrix.cli import matrix as matrix_cmd
 from convmatrix.cli import run as run_cmd
@@ -27,7 +42,8 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "matrix": matrix_cmd.run, "cases": cases.run, "stacks": stacks.run, "build": build.run, "report": report.run,
     "run": run_cmd.run, "triage": triage.run, "gc": gc.run, "repro": repro.run, "bisect": bisect.run,
     "record": record.run, "history": history.run,
-    "prove": prove.run, "export": export_cmd.run, "atlas": atlas.run, **fleet.FLEET_COMMANDS,
+    "prove": prove.run, "export": export_cmd.run, "atlas": atlas.run, "explore": explore.run,
+    **fleet.FLEET_COMMANDS,
 }
 
 
@@ -41,6 +57,7 @@ def parser() -> argparse.ArgumentParser:
     fleet.add_fleet_parsers(sub)
     prove.add_parser(sub)
     bisect.add_parser(sub)
+    explore.add_parser(sub)
     return top
 
 

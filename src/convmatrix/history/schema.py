@@ -15,8 +15,9 @@ under: 1 for the nights recorded before version 2, whose `red` stays as it was j
 control-unhealthy, excused, infrastructure, not-compared), NULL when it was judged. Since version
 2, `red` is true only for a judged row that fails under the regression policy. This batch's later
 additions (the library audit's table; the fallback verdicts' backends and ratios on cases: backend,
-control_backend, memory_ratio, time_ratio, time_ratio_low) extend this same step before
-a release carries it.
+control_backend, memory_ratio, time_ratio, time_ratio_low; the `explored` table: what
+`convmatrix explore` tried, per cell and configuration) extend this same step before a release
+carries it.
 
 A newer tool migrates an older database in place, one step per version (MIGRATIONS), inside the
 transaction that checks the version: two recorders starting at once migrate it once."""
@@ -43,6 +44,7 @@ def _judged(conn: Connection) -> None:
     for column, kind in (("backend", "VARCHAR(64)"), ("control_backend", "VARCHAR(64)"), ("memory_ratio", "FLOAT"),
                          ("time_ratio", "FLOAT"), ("time_ratio_low", "FLOAT")):
         conn.execute(sa.text(f"ALTER TABLE cases ADD COLUMN {column} {kind}"))
+    explored.create(conn)
 
 
 # version -> the step that takes a database of that version to the next; a change of the tables
@@ -123,6 +125,18 @@ cases = sa.Table(
     # SQLite: the rows kept in their key's b-tree, not beside it (a rowid table would store each
     # case name twice, in the table and in its key's index: a third of the file).
     sqlite_with_rowid=False,
+)
+
+
+# What `convmatrix explore` tried (explore/, docs/explore.md): each configuration once per cell
+# (its key, explore/space.key), with what it found there; a nightly's explore never draws it again.
+explored = sa.Table(
+    "explored", metadata,
+    sa.Column("cell", sa.String(255), primary_key=True),
+    sa.Column("key", sa.String(16), primary_key=True),
+    sa.Column("seed", sa.BigInteger, nullable=False),
+    sa.Column("found", sa.String(100)),  # a failure family or a cost verdict; NULL: nothing
+    sa.Column("at", sa.DateTime(), nullable=False),
 )
 
 

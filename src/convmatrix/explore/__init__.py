@@ -1,0 +1,1 @@
+"""Explore: find conv failures nobody has reported yet (docs/explore.md)."""

@@ -1,0 +1,34 @@
+"""What explore tried, kept in the history database (the `explored` table of schema 2): each
+configuration's key once per cell, with what it found, so that a nightly's explore never draws it
+again however its --out changes."""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Sequence
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from convmatrix.explore.space import Config, key
+from convmatrix.history import backends, schema
+from convmatrix.history.record import clean, utc
+
+FOUND = 100  # the column's width: a family or a verdict's name is far shorter
+
+
+def keys(conn: Connection, cell: str) -> set[str]:
+    """The configurations tried on this cell before (none when the history has no such table yet)."""
+    schema.check(conn)
+    t = schema.explored.c
+    return set(conn.execute(sa.select(t.key).where(t.cell == clean(cell))).scalars())
+
+
+def store(conn: Connection, cell: str, tried: Sequence[tuple[Config, str | None]], seed: int,
+          at: datetime.datetime) -> None:
+    """The configurations tried tonight, in conn's transaction (migrating an older history, as
+    `record` does); a key already there is left as it was."""
+    schema.migrate(conn)
+    rows = {key(c): {"cell": clean(cell), "key": key(c), "seed": seed, "found": None if got is None else got[:FOUND],
+                     "at": utc(at)} for c, got in tried}
+    backends.insert_new(conn, schema.explored, list(rows.values()))
