@@ -24,9 +24,14 @@ CELL = "host+bench_on"
 PREDICATE = 'dtype == "bfloat16" and groups >= 2'
 
 
+def with_plugins() -> str:
+    """The plugins' folder before whatever PYTHONPATH the session has (a checkout's src/ included)."""
+    return os.pathsep.join(filter(None, [str(PLUGINS), os.environ.get("PYTHONPATH")]))
+
+
 def explore(tmp: Path, out: Path, predicate: str | None, budget: int) -> subprocess.CompletedProcess[str]:
     (tmp / "m.toml").write_text(MATRIX)
-    env = dict(os.environ, CONVMATRIX_PYTHON=sys.executable, PYTHONPATH=str(PLUGINS),
+    env = dict(os.environ, CONVMATRIX_PYTHON=sys.executable, PYTHONPATH=with_plugins(),
                CONVMATRIX_PREDICATE_CELL=CELL, CONVMATRIX_PREDICATE=predicate or "")
     return subprocess.run([sys.executable, "-m", "convmatrix", "explore", "-m", str(tmp / "m.toml"), "--cell", CELL,
                            "--budget", str(budget), "--seed", "1", "--out", str(out), "--", "-p", "convmatrix_predicate"],
@@ -54,7 +59,7 @@ def test_a_planted_predicate_is_found_shrunk_written_and_reproduced(tmp_path: Pa
     # The case file runs in the suite: it fails there under the same plugin, and passes without it.
     for planted, status in ((PREDICATE, "failed"), ("", "passed")):
         results = tmp_path / f"suite-{status}"
-        env = dict(os.environ, PYTHONPATH=str(PLUGINS), CONVMATRIX_PREDICATE_CELL="x", CONVMATRIX_PREDICATE=planted)
+        env = dict(os.environ, PYTHONPATH=with_plugins(), CONVMATRIX_PREDICATE_CELL="x", CONVMATRIX_PREDICATE=planted)
         subprocess.run([sys.executable, "-m", "pytest", str(REPO / "suites"), "-q", "-p", "no:cacheprovider",
                         "-p", "convmatrix_predicate", "--cases", str(found), "-k", "found", "--cell-id", "x",
                         "--device", "cpu", "--results-dir", str(results)], env=env, cwd=REPO, capture_output=True,
