@@ -5,6 +5,7 @@ minimal case file, and say where the failures lie (explore/, docs/explore.md).""
 from __future__ import annotations
 
 import argparse
+import datetime
 import random
 import sys
 from pathlib import Path
@@ -96,31 +97,14 @@ def run(args: argparse.Namespace) -> int:
 
 def stored_keys(given: str, cell: str) -> set[str]:
     from convmatrix.explore import tried  # SQLAlchemy only with --history: start-up time
-    from convmatrix.history import backends, schema
 
-    with backends.opened(history_cmd.url(given), write=False) as engine, engine.connect() as conn:
-        if not sa_has_explored(conn, schema):
-            return set()
-        return tried.keys(conn, cell)
-
-
-def sa_has_explored(conn: Any, schema: Any) -> bool:
-    """A history recorded by nothing yet (or an older schema that `record` would migrate) has no
-    tried configurations: the first night explores from nothing."""
-    import sqlalchemy as sa
-
-    inspector = sa.inspect(conn)
-    return bool(inspector.has_table("schema_version") and inspector.has_table("explored"))
+    return tried.keys_at(history_cmd.url(given), cell)
 
 
 def store(given: str, cell: str, done: search.Exploration, seed: int) -> None:
-    import datetime
+    from convmatrix.explore import tried  # SQLAlchemy only with --history: start-up time
 
-    from convmatrix.explore import tried
-    from convmatrix.history import backends
-
-    with backends.opened(history_cmd.url(given)) as engine, engine.begin() as conn:
-        tried.store(conn, cell, done.tried, seed, datetime.datetime.now(datetime.UTC))
+    tried.store_at(history_cmd.url(given), cell, done.tried, seed, datetime.datetime.now(datetime.UTC))
 
 
 def observed_stacks(runner: lane.SuiteLane) -> dict[str, str]:

@@ -17,6 +17,24 @@ from convmatrix.history.record import clean, utc
 FOUND = 100  # the column's width: a family or a verdict's name is far shorter
 
 
+def keys_at(url: str, cell: str) -> set[str]:
+    """keys() of the history at url; none from a history that has no `explored` table yet (recorded
+    by nothing, or an older schema `record` would migrate): the first night explores from nothing.
+    Opened as a writer's (store_at writes there at the end): a new SQLite file is made, not refused."""
+    with backends.opened(url) as engine, engine.connect() as conn:
+        inspector = sa.inspect(conn)
+        if not (inspector.has_table("schema_version") and inspector.has_table("explored")):
+            return set()
+        return keys(conn, cell)
+
+
+def store_at(url: str, cell: str, tried: Sequence[tuple[Config, str | None]], seed: int,
+             at: datetime.datetime) -> None:
+    """store() into the history at url, in one transaction."""
+    with backends.opened(url) as engine, engine.begin() as conn:
+        store(conn, cell, tried, seed, at)
+
+
 def keys(conn: Connection, cell: str) -> set[str]:
     """The configurations tried on this cell before (none when the history has no such table yet)."""
     schema.check(conn)

@@ -55,3 +55,13 @@ def test_a_damaged_tried_log_keeps_what_it_can(tmp_path: Path) -> None:
     (tmp_path / finds.TRIED).write_text("\n".join([good, "not json", '{"config": {"batch": "1"}}', "[]", good[:40]]))
     data, keys = finds.read_tried(tmp_path)
     assert keys == {space.key(config)} and data.startswith(good.encode())
+
+
+def test_a_history_without_the_table_has_tried_nothing(tmp_path: Path) -> None:
+    """The first night's explore against a history nothing recorded yet draws from nothing, and
+    its store makes the tables."""
+    url = f"sqlite:///{tmp_path / 'h.db'}"
+    assert tried.keys_at(url, "cand") == set()
+    first = search.explore(PredicateLane(None), seed=6, budget=3)
+    tried.store_at(url, "cand", first.tried, 6, NOW)
+    assert tried.keys_at(url, "cand") == {space.key(c) for c, _ in first.tried}
