@@ -214,6 +214,17 @@ class Bench:
         return grep / ours
 
 
+def compile_checkout() -> str:
+    """The checkout's modules compiled to bytecode, untimed, as an install has them (pip compiles
+    a wheel's modules when it installs it): every timed figure starts `python -m convmatrix` from
+    src/, and under PYTHONDONTWRITEBYTECODE=1 (set on the machine these figures come from) each
+    start compiled the ~100 modules it imports again, 0.3-0.5 s where a compiled import takes
+    0.15 s: a third of triage_vs_grep's time (issue 49). Returns what it did, for the output."""
+    done = subprocess.run([sys.executable, "-m", "compileall", "-q", str(REPO / "src"), str(REPO / "suites")],
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+    return "src/ and suites/ compiled first (compileall)" if done.returncode == 0 else "compileall failed"
+
+
 def triage_rg() -> str:
     """The ripgrep `convmatrix triage` runs under this interpreter, as scan.ripgrep finds it (the
     wheel's beside the interpreter first, else PATH's), and its version; or that it has none and
@@ -311,6 +322,7 @@ def main() -> int:
         bench = Bench(Path(tmp), args.select)
         if args.short:
             bench.cells, bench.rounds, args.triage_mb = 100, 1, min(args.triage_mb, 20)
+        bench.notes["bytecode"] = compile_checkout()
         steps: list[tuple[str, Callable[[], Any]]] = []
         if "matrix" in groups or "overhead" in groups:
             steps.append(("warm_up", bench.warm_up))
@@ -335,8 +347,11 @@ def main() -> int:
         result = {name: {"value": round(value, 3), "target": f"{TARGETS[name][0]} {TARGETS[name][1]:g}",
                          "met": met(name, value)} for name, value in figures.items()}
         if args.json:
-            print(json.dumps({"figures": result, "commands": bench.commands, "cpus": os.cpu_count()}, indent=2))
+            print(json.dumps({"figures": result, "commands": bench.commands, "cpus": os.cpu_count(),
+                              "load": os.getloadavg()[0], **bench.notes}, indent=2))
         else:
+            # The load beside the figures: on a shared machine it moves them more than anything here.
+            print(f"bench: {os.cpu_count()} cpus, load {os.getloadavg()[0]:.2f} at the end; {bench.notes['bytecode']}")
             for name, item in result.items():
                 verdict = "met" if item["met"] else "MISSED"
                 print(f"{name:22s} {item['value']:10.3f}   target {item['target']:8s} {verdict}"

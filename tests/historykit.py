@@ -53,3 +53,34 @@ def reported(run: Path, url: str, tmp: Path, *extra: str) -> tuple[int, dict[str
 def case_mark(report: dict[str, Any], case: str, cell: str = "cand") -> Any:
     (row,) = [c for c in report["cases"] if c["cell"] == cell and c["case"] == case]
     return row["history"]
+
+
+def write_fleet_history(url: str, nights: int = 60, cells: int = 51) -> None:
+    """A fleet's history as `convmatrix record` leaves its cells table (no cases), written straight
+    into a new database (as bench/history_page.py does; recording 60 real nights takes minutes):
+    the nightly matrix's 51 stacks on one H100 key over `nights` nights, mostly green, with a
+    regression that starts on night 40 (first-red, still red), a flaky stack (red every third
+    night), one red for nights 10-14 that recovered, and an outage on nights 25-26 (three stacks
+    not run, unjudged for infrastructure)."""
+    import datetime
+
+    from convmatrix.history import backends, schema
+
+    start = datetime.datetime(2026, 10, 1, 2, 0)
+    with backends.opened(url) as engine, engine.begin() as conn:
+        schema.migrate(conn)
+        for n in range(nights):
+            at = start + datetime.timedelta(days=n)
+            key = conn.execute(schema.runs.insert().values(run=f"nightly-{at:%Y%m%d}", at=at, recorded=at,
+                                                           version=2)).inserted_primary_key
+            assert key is not None
+            rows = []
+            for c in range(cells):
+                red = (c == 17 and n >= 40) or (c == 13 and n % 3 == 0) or (c == 21 and 10 <= n < 15)
+                outage = c in (24, 25, 26) and n in (25, 26)
+                verdict = "control" if c == 0 else "not-run" if outage else "regression" if red else "ok"
+                rows.append({"run_id": key[0], "at": at, "cell": f"baremetal-torch2.{c}.0-cu126-py3.11",
+                             "gpu_key": "h100-sm90", "host": "", "stack": "torch=2.x cuda=12.6",
+                             "verdict": verdict, "red": red or outage,
+                             "unjudged": "infrastructure" if outage else None})
+            conn.execute(schema.cells.insert(), rows)

@@ -6,6 +6,8 @@ import json
 import tracemalloc
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from convmatrix import jsonread
 
@@ -66,3 +68,46 @@ def test_a_key_given_twice_is_refused_where_asked() -> None:
     with pytest.raises(jsonread.DuplicateKey, match="'c' appears twice"):
         jsonread.loads(text, unique_keys=True)
     assert jsonread.loads('{"a": {"a": 1}}', unique_keys=True) == {"a": {"a": 1}}
+
+
+# --- loads_each: many texts in one json call, each read as loads reads it alone (issue 49) -----------
+
+# Whole values, and the pieces that made the whole-file read of issue 45 take two bad lines for
+# sound: an object cut between two fields, two values on one line, a string or a list cut in two,
+# a list cut so that the glue between texts would join it up ('{"a": [[1' + '2]]}'), nesting past
+# the bound, and blank-ish text.
+FRAGMENTS = ['{"a": 1}', '{"a": 1', '"b": 2}', '{"c": 3}, {"d": 4}', '"abc', 'def"', '1],[2', '{"a": [[1',
+             '2]]}', "[", "]", "{", "}", ",", '{"x": "y"}', "1", "null", '"s"', "  ", "\r", "[]", "{}",
+             '{"a": [1', "2]}", "[" * 65 + "]" * 65, "[" * 64 + "]" * 64, '{"k": "\\u005b"}', "1 2",
+             '{"a": 1}\r', "\ufeff{}", '"\\n"', "tru", "true", "-0", "1e999"]
+
+
+def alone(text: str) -> object:
+    """What loads makes of one text, an error as its kind."""
+    try:
+        return json.dumps(jsonread.loads(text))
+    except jsonread.TooBig:
+        return "TooBig"
+    except ValueError:
+        return "ValueError"
+
+
+@given(st.lists(st.sampled_from(FRAGMENTS), max_size=12))
+def test_loads_each_gives_each_texts_value_or_none(texts: list[str]) -> None:
+    each = [alone(t) for t in texts]
+    together = jsonread.loads_each(texts)
+    if together is None:
+        # None is always safe (the caller reads each alone); it must be said for any bad text.
+        assert texts and (any(e in ("TooBig", "ValueError") for e in each) or
+                          any(t.count("[") + t.count("{") > jsonread.MAX_DEPTH for t in texts))
+    else:
+        assert [json.dumps(v) for v in together] == each
+
+
+def test_loads_each_vouches_for_sound_lines_and_not_for_glued_ones() -> None:
+    assert jsonread.loads_each(['{"a": 1}', "[2]", '"s"']) == [{"a": 1}, [2], "s"]
+    # Each of these read as one array (one value a line) had the right count of values.
+    assert jsonread.loads_each(['{"a": 1', '"b": 2}, {"c": 3}']) is None
+    assert jsonread.loads_each(['{"a": [[1', '2]]}', '1],[2']) is None
+    with pytest.raises(ValueError, match="line break"):
+        jsonread.loads_each(['{"a":\n1}'])

@@ -1,5 +1,5 @@
 """The convmatrix command: matrix, cases, stacks, build, report, record, history, run, triage, gc,
-repro, export, slurm, k8s, prove and bisect (docs/contracts.md; README.md). Each subcommand is a
+repro, export, slurm, k8s, prove, bisect and explore (docs/contracts.md; README.md). Each subcommand is a
 module of this package with an `add_parser` and a `run`; this one parses and dispatches, and turns
 errors into exit codes."""
 
@@ -7,63 +7,74 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib
 import os
 import sys
 import threading
 from collections.abc import Callable, Sequence
+from types import ModuleType
 
 from convmatrix import __version__, interrupts
-from convmatrix.cli import (
-    atlas,
-    bisect,
-    build,
-    cases,
-    explore,
-    fleet,
-    gc,
-    history,
-    prove,
-    record,
-    report,
-    repro,
-    stacks,
-    triage,
-)
-from convmatrix.cli import export as export_cmd
-from convmatrix.cli import matrix as matrix_cmd
-from convmatrix.cli import run as run_cmd
 from convmatrix.errors import ConvmatrixError, InfrastructureError
 from convmatrix.escape import one_line
-from convmatrix.results import rundir
 
-# In the order `convmatrix --help` lists them.
-SUBCOMMANDS = (matrix_cmd, cases, stacks, build, report, record, history, run_cmd, triage, gc, repro, export_cmd, atlas)
-COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
-    "matrix": matrix_cmd.run, "cases": cases.run, "stacks": stacks.run, "build": build.run, "report": report.run,
-    "run": run_cmd.run, "triage": triage.run, "gc": gc.run, "repro": repro.run, "bisect": bisect.run,
-    "record": record.run, "history": history.run,
-    "prove": prove.run, "export": export_cmd.run, "atlas": atlas.run, "explore": explore.run,
-    **fleet.FLEET_COMMANDS,
+# Each subcommand and the module of this package that adds its parser and runs it, in the order
+# `convmatrix --help` lists them. A module is imported only when its command is parsed or run:
+# importing all of them (the atlas, the run lanes, the bundle reader ...) took 0.35 s of every
+# command's start, about what `triage` spends reading a 1 GB log and a fifth of `report`'s
+# 1,000-cell merge (issue 49: bench/run.py's triage_vs_grep and report_merge_s).
+MODULES = {
+    "matrix": "matrix", "cases": "cases", "stacks": "stacks", "build": "build", "report": "report",
+    "record": "record", "history": "history", "run": "run", "triage": "triage", "gc": "gc", "repro": "repro",
+    "export": "export", "atlas": "atlas", "slurm": "fleet", "k8s": "fleet", "prove": "prove", "bisect": "bisect",
+    "explore": "explore",
 }
 
 
-def parser() -> argparse.ArgumentParser:
+def module(name: str) -> ModuleType:
+    """The module of this package that holds the subcommand `name`."""
+    return importlib.import_module(f"convmatrix.cli.{MODULES[name]}")
+
+
+class Commands(dict[str, Callable[[argparse.Namespace], int]]):
+    """Each subcommand's `run`, looked up (its module imported) on first use; a test may set one."""
+
+    def __missing__(self, name: str) -> Callable[[argparse.Namespace], int]:
+        found = module(name)
+        runner: Callable[[argparse.Namespace], int] = found.FLEET_COMMANDS[name] if MODULES[name] == "fleet" \
+            else found.run
+        self[name] = runner
+        return runner
+
+
+COMMANDS = Commands()
+
+
+def parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The command line's parser. With `only` (a subcommand), only that subcommand's module adds
+    its parser; every other name is an empty placeholder, so the usage and errors read as the full
+    parser's do (a test holds them equal) without importing each module."""
     top = argparse.ArgumentParser(prog="convmatrix", description=__doc__.split("\n\n")[0])
     top.add_argument("--version", action=VersionAction,
                      help="print the version, the suite's folder and its suite_version, and exit")
     sub = top.add_subparsers(dest="command", required=True)
-    for module in SUBCOMMANDS:
-        module.add_parser(sub)
-    fleet.add_fleet_parsers(sub)
-    prove.add_parser(sub)
-    bisect.add_parser(sub)
-    explore.add_parser(sub)
+    for name in dict.fromkeys(MODULES.values()):
+        names = [command for command, owner in MODULES.items() if owner == name]
+        if only is not None and only not in names:
+            for command in names:
+                sub.add_parser(command)
+        elif name == "fleet":
+            module("slurm").add_fleet_parsers(sub)
+        else:
+            module(names[0]).add_parser(sub)
     return top
 
 
 def version() -> str:
     """What `convmatrix --version` prints: the harness's version and the suite it runs (the
     checkout's suites/, or the copy the wheel carries: rundir.SUITE_DIR) with its suite_version."""
+    from convmatrix.results import rundir  # only for --version: start-up time (see MODULES)
+
     suite = rundir.SUITE_DIR
     return f"convmatrix {__version__}\nsuite {suite} (suite_version {rundir.records.suite_version(str(suite))})"
 
@@ -84,10 +95,13 @@ class VersionAction(argparse.Action):
 def parse(argv: Sequence[str]) -> argparse.Namespace:
     """The command line; `run` hands what it does not know, and all after `--`, to the run options."""
     argv = list(argv)
+    # The command named first (the usual case) needs only its own module's parser; anything else
+    # (--help, --version, a mistyped command) gets them all.
+    only = argv[0] if argv and argv[0] in MODULES else None
     if argv[:1] != ["run"]:
-        return parser().parse_args(argv)
+        return parser(only).parse_args(argv)
     cut = argv.index("--") if "--" in argv else len(argv)
-    args, rest = parser().parse_known_args(argv[:cut])
+    args, rest = parser(only).parse_known_args(argv[:cut])
     args.run_options = [*rest, *argv[cut:]]
     return args
 

@@ -39,10 +39,10 @@ def run(args: argparse.Namespace) -> int:
     for warning in result["warnings"]:  # a damaged .gz: what came before the damage is reported
         print(f"convmatrix: warning: {one_line(warning)}", file=sys.stderr)
     # Known upstream issues the log's versions and families point at (results/known_issues.toml).
-    head = known_in_log.read_head(args.logfile)
-    matches = known_in_log.from_log(head, known_in_log.families_of(result))
+    # The head is read for its stack once: the known issues and the proof both take it.
+    stack = known_in_log.stack_from_lines(known_in_log.read_head(args.logfile))
+    matches = known.match_stack(stack, known_in_log.families_of(result))
     # The proof on the log's own stack (issue 49), or the shipped example's, saying it read none.
-    stack = known_in_log.stack_from_lines(head)
     note, verify = remedies.proof_on_stack(result["family"], stack)
     if result["family"] is not None:
         result = {**result, "verify": verify, "stack": dataclasses.asdict(stack), "stack_note": note}

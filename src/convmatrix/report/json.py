@@ -50,18 +50,19 @@ _encode = row_encoder()
 def fields(report: Report) -> list[tuple[str, Any]]:
     """The top-level fields in order; cells and cases as iterators of their rows' JSON text, made
     one at a time."""
+    settings = report_notes.settings(report)  # once: the alerts hold it too (a pass over every case)
     return [
         ("schema", REPORT_SCHEMA),
         ("control", {
             "cell": report.control,
             "per_gpu": {key: {"healthy": h.healthy, "reason": h.reason} for key, h in report.health.items()},
-            "alerts": report_notes.alerts(report),
+            "alerts": report_notes.alerts(report, settings),
         }),
         ("policy", report.policy),
         # The judged night's fact: no GPU took part (every cell that ran, ran on the CPU).
         ("no_gpu", bool(report.judged and report.judged.no_gpu)),
         ("verdicts", report_verdicts.tally(report.cells)),
-        ("settings", report_notes.settings(report)),
+        ("settings", settings),
         ("cells", (_encode(cell_json(cell, report.baseline, report.red(cell), report.history))
                    for cell in report.cells)),
         ("cases", (case_line(case, report.baseline, report.history) for case in report.cases)),

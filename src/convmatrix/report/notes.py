@@ -16,14 +16,14 @@ NO_GPU = ("NO GPU took part: every cell that ran, ran on the CPU, so cuDNN was n
           "say nothing of cuDNN")
 
 
-def alerts(report: Report) -> list[str]:
+def alerts(report: Report, said: list[str] | None = None) -> list[str]:
     """What every format says first, before the grid: a control that is unhealthy, and a control
     that hits the signature itself (it is not known-good for those cases: a candidate failing
     them the same way is `same`, not a pass). The same lines in text, markdown, html and json.
     First of all, a night in which no GPU took part (the judged night's fact, results/night.no_gpu):
     its `ok` says nothing of cuDNN."""
     lines = [NO_GPU] if report.judged is not None and report.judged.no_gpu else []
-    lines += settings(report)
+    lines += settings(report) if said is None else said  # said: settings(report), when the caller has it
     lines += [f"CONTROL UNHEALTHY on {key}: {health.reason}: no verdicts on this GPU"
               for key, health in report.health.items() if not health.healthy]
     hit: dict[str, list[str]] = {}
@@ -93,7 +93,7 @@ def settings(report: Report) -> list[str]:
     wanted = {where: dict(knobs.parse(str(cell.stack.get("knobs") or "")).items) for where, cell in ran.items()}
     forced: dict[tuple[str, str], tuple[object, set[str]]] = {}  # (setting, repr) -> (its value, cells)
     for case in report.cases:
-        if case.where not in wanted or not case.knobs:
+        if not case.knobs or case.where not in wanted:  # knobs first: an attribute, where a property
             continue
         for name, (knob, default) in _SETTINGS.items():
             if name not in case.knobs:

@@ -592,22 +592,33 @@ def said(case: Case) -> str:
 BAD_LINE = object()  # what numbered() gives for a line that is no JSON at all
 
 
+# Lines parsed by one jsonread.loads_each call: its values and one joined copy are held at once.
+BATCH = 1024
+
+
 def numbered(text: str) -> Iterator[tuple[int, Any]]:
     """Each non-blank line's number and its JSON value (BAD_LINE for a line that is not one JSON
-    value), each line read alone, as it is read.
+    value), each line read alone: as _loads reads it.
 
     Once, a file whose value count matched its line count was read by one json.loads of it all as
-    an array: a report reads 200,000 lines, and one call parses them faster than one per line. It
-    took what no line holds alone for sound: an object split over two lines between two fields
-    (the comma put at each line break made it whole) beside a line holding two objects (issue 45).
-    No check of that array costs less than reading each line alone, so each line is read alone; as
-    a generator, each value is dropped once read_cases has checked it, where the array held every
-    one at once (and the collector walked them all): read_cases of 200,000 lines takes about the
-    time it took with the array, at two thirds of its peak memory."""
-    loads = _loads
-    for lineno, line in enumerate(text.split("\n"), 1):
-        if line and not line.isspace():  # not line.strip(): the same test, without a copy of the line
-            yield lineno, loads(line)
+    an array. It took what no line holds alone for sound: an object split over two lines between
+    two fields (the comma put at each line break made it whole) beside a line holding two objects
+    (issue 45). Then each line was read by a json call of its own, which took twice as long (a
+    report reads 200,000 lines; bench/run.py's report_merge_s went from 1.7-2.3 s to 2.7 s). Now
+    BATCH lines at a time go to jsonread.loads_each, which parses them in one call and gives their
+    values only when each line is one value read alone (else None); a batch it will not vouch for
+    is read a line at a time, as before, so every line reads as it would alone."""
+    lines = text.split("\n")
+    # not line.strip(): the same test, without a copy of the line
+    kept = [n for n, line in enumerate(lines) if line and not line.isspace()]
+    for start in range(0, len(kept), BATCH):
+        batch = kept[start:start + BATCH]
+        values = jsonread.loads_each([lines[n] for n in batch])
+        if values is None:
+            for n in batch:
+                yield n + 1, _loads(lines[n])
+        else:
+            yield from zip([n + 1 for n in batch], values, strict=True)
 
 
 def _loads(line: str) -> Any:
@@ -707,6 +718,8 @@ def _duration(timing: object) -> float | None:
 
 def _seconds(value: object) -> float | None:
     """duration_s when it is a finite, non-negative number; anything else is none."""
+    if type(value) is float:  # what json makes of 0.01, nearly every line's: no table for _number
+        return value if 0 <= value < _INFINITY else None
     found = _number({"s": value}, "s")
     return found if found is not None and 0 <= found < float("inf") else None
 
@@ -723,6 +736,7 @@ def _runs(timing: object, key: str = "forward_runs") -> tuple[float, ...]:
     return made if len(made) == len(runs) and all(0 <= r < float("inf") for r in made) else ()
 
 
+_INFINITY = float("inf")
 SOURCE = re.compile(r"https://[!-~]{1,2000}", re.ASCII)  # printable ASCII, no space: nothing to escape out of
 MAX_SOURCES = 32
 

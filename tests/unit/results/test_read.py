@@ -312,3 +312,22 @@ def test_a_partial_rerun_beside_its_result_is_a_note_in_every_format(fmt: str, t
     out = tmp_path / f"report.{fmt}"
     assert main(["report", str(run), "--format", fmt, "-o", str(out)]) == 0
     assert "cand@cpu.partial: an interrupted rerun beside the result cand@cpu" in out.read_text()
+
+
+@pytest.mark.parametrize("batch", [1, 3, read.BATCH])
+def test_numbered_reads_every_line_as_alone_whatever_the_batch(batch: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 49: lines are parsed a batch per json call (jsonread.loads_each); a batch holding a
+    bad line is read a line at a time, so each line still reads as it does alone, numbered."""
+    monkeypatch.setattr(read, "BATCH", batch)
+    first = json.dumps(record("b", "failed", NOT_SUPPORTED))
+    at = first.index(', "nodeid"')
+    lines = [json.dumps(record("a")), "", first[:at], first[at + 2:] + ", " + json.dumps(record("c")), "  ",
+             json.dumps(record("d")), "[" * 70 + "]" * 70, json.dumps(record("e")), "{"]
+    text = "\n".join(lines) + "\n"
+
+    def said(value: object) -> object:
+        return "bad" if value is read.BAD_LINE else type(value).__name__ if isinstance(value, Exception) else value
+
+    expected = [(n, said(read._loads(line))) for n, line in enumerate(lines, 1) if line.strip()]
+    assert [(n, said(v)) for n, v in read.numbered(text)] == expected
+    assert [n for n, v in expected if v == "bad"] == [3, 4, 9] and (7, "TooBig") in expected

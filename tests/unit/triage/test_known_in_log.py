@@ -6,6 +6,7 @@ from __future__ import annotations
 import codecs
 import gzip
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -130,3 +131,29 @@ def test_triage_without_versions_claims_nothing(tmp_path: Path, capsys: pytest.C
     assert json.loads(capsys.readouterr().out)["known"] == []
     assert main(["triage", str(log)]) == 0
     assert "known: " not in capsys.readouterr().out
+
+
+def _unfiltered(lines: list[str]) -> known.Stack:
+    """stack_from_lines without its line prefilter: every pattern on every line."""
+    saved = known_in_log._MENTION
+    known_in_log._MENTION = re.compile("")  # matches every line
+    try:
+        return known_in_log.stack_from_lines(lines)
+    finally:
+        known_in_log._MENTION = saved
+
+
+@pytest.mark.parametrize("line", [
+    "PyTorch version: 2.3.0+cu121", "torch.__version__: 2.4.1", "[pip3] torch==2.3.0",
+    "PyTorch: 2.1.0+cu121", "  torch 2.5.1  ", "torch.backends.cudnn.version(): 90100",
+    "TORCH.BACKENDS.CUDNN.VERSION(): 90100", "CUDNN.VERSION() 8902", "[pip3] nvidia-cudnn-cu12==9.1.0.70",
+    "cuDNN version: 8.9.2", "/usr/lib/libcudnn_ops.so.9.1.0", "torch.version.cuda: 12.1",
+    "CUDA used to build PyTorch: 12.4", "CAPABILITY: 8.6", "compute Capability (9, 0)",
+    "GPU with CUDA capability sm_120 is not compatible",
+])
+def test_the_line_prefilter_passes_every_line_a_pattern_reads(line: str) -> None:
+    # Among a training log's lines, each version line is read as with every pattern on every line
+    # (a prefilter that missed a spelling, IGNORECASE ones above all, would lose the fact).
+    noise = [f"[rank{r}]: step {r} loss 0.1 img/s 812.4 peak memory on cuda:{r}" for r in range(8)]
+    lines = [*noise, line, *noise]
+    assert known_in_log.stack_from_lines(lines) == _unfiltered(lines) != known.Stack()
