@@ -48,7 +48,7 @@ def test_a_bad_file_is_bad_input_before_anything_is_written(tmp_path: Path) -> N
         cases.prepare([], ["--cases", str(mine)], tmp_path / "run")
     assert caught.value.exit_code == 2
     assert str(caught.value) == (f"{mine}: case 1 (a): dtype: 'half': expected one of float32, float16, "
-                                 "bfloat16")
+                                 "bfloat16, float64")
     assert not (tmp_path / "run").exists()
 
 
