@@ -1068,3 +1068,48 @@ def _zoo(folder: str) -> tuple[Case, ...]:
 
 ZOO_CASES: tuple[Case, ...] = _zoo(MODELS_DIR)
 _check_unique(CASES + ZOO_CASES)
+
+
+def groups_kind(case: Case) -> str:
+    """"1", "depthwise" or "grouped": what of groups picks a CPU kernel."""
+    return "1" if case.groups == 1 else ("depthwise" if case.depthwise else "grouped")
+
+
+def cpu_signature(case: Case) -> tuple[Any, ...]:
+    """What of a case picks the CPU's code path (ATen's and oneDNN's kernels, the suite's own
+    building of views, formats and autocast), not its sizes: op (its rank, transposed or not),
+    dtype, autocast, direction, groups kind, memory formats, layout, bias, the input's and the
+    weight's views, how the conv is called. The sizes, strides and paddings a zoo case brings are
+    what cuDNN's algorithm choice reads, and a CPU never runs cuDNN."""
+    return (case.op, case.dtype, case.autocast, case.kind, groups_kind(case), case.memory_format,
+            case.weight_memory_format, case.layout, case.bias, case.input_strides is not None,
+            case.weight_strides is not None, case.via)
+
+
+def runs_on_cpu(case: Case) -> bool:
+    """Whether a default CPU run runs the case (not skipped as needing CUDA or -m compiled)."""
+    return not case.needs_gpu and case.via != "compile"
+
+
+def zoo_cpu_stand_ins(catalogue: tuple[Case, ...] = CASES,
+                      zoo: tuple[Case, ...] = ZOO_CASES) -> dict[str, str]:
+    """What keeps a CPU run's time with the zoo, by construction: on the CPU the zoo runs one case
+    per cpu_signature the catalogue's CPU cases lack (the first in the zoo's order: files by name,
+    cases as written). Each other zoo case maps here to the case that stands in for it there: the
+    catalogue's first case of its signature, else the zoo's. So the zoo adds at most one CPU case
+    per new signature (15 for the 328 of 2026-12), however many cases it records; a GPU runs every
+    zoo case at its own full size."""
+    first: dict[tuple[Any, ...], str] = {}
+    for case in catalogue:
+        if runs_on_cpu(case):
+            first.setdefault(cpu_signature(case), case.id)
+    stand_ins: dict[str, str] = {}
+    for case in zoo:
+        if not runs_on_cpu(case):
+            continue
+        key = cpu_signature(case)
+        if key in first:
+            stand_ins[case.id] = first[key]
+        else:
+            first[key] = case.id
+    return stand_ins

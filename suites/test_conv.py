@@ -38,8 +38,8 @@ import torch.nn.functional as F
 import sizing
 import tolerance
 from catalog import CASES, ZOO_CASES, Case
-from catalog import identity as catalog_identity
 from catalog import view_extent as catalog_view_extent
+from catalog import zoo_cpu_stand_ins as catalog_zoo_cpu_stand_ins
 
 TORCH_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
                 "float64": torch.float64}
@@ -124,11 +124,12 @@ def test_conv(case: Case, device: str, request: pytest.FixtureRequest,
         # lacks AVX-512): a default CPU run would judge the machine, not the stack.
         pytest.skip("the case needs CUDA, or -m compiled on the CPU: inductor's CPU code depends on the "
                     "CPU's ISA and a C++ toolchain, not on cuDNN")
-    if device == "cpu" and case.model is not None and cpu_twin(case) is not None:
-        # What keeps the CPU lane's time with the zoo: 198 of its 328 cases scale down to a case
-        # that already runs there (the GPU runs each at its own full size).
-        pytest.skip(f"on the CPU this zoo case scales down to {cpu_twin(case)}'s variant, which runs; a GPU runs it "
-                    "at full size")
+    if device == "cpu" and case.model is not None and cpu_stand_in(case) is not None:
+        # What keeps the CPU lane's time with the zoo, by construction (catalog.zoo_cpu_stand_ins):
+        # one zoo case per CPU code path the catalogue lacks; the GPU runs each at its own full size.
+        pytest.skip(f"on the CPU this zoo case takes the code path of {cpu_stand_in(case)}, which runs (op, rank, "
+                    "dtype, direction, groups kind, formats, layout, bias and views alike; its sizes matter to "
+                    "cuDNN only); a GPU runs it at full size")
     if device == "cuda":
         free, _total = torch.cuda.mem_get_info()
         if sizing.need_bytes(case) > free:
@@ -168,23 +169,13 @@ def test_conv(case: Case, device: str, request: pytest.FixtureRequest,
 
 
 @functools.lru_cache(maxsize=None)
-def _cpu_twins() -> dict[str, str]:
-    """For each zoo case whose CPU variant (sizing.scaled) is one an earlier case's is, that case's id:
-    catalogue cases first, then the zoo in order."""
-    seen: dict[Any, str] = {catalog_identity(sizing.scaled(case)): case.id for case in reversed(CASES)
-                            if not case.needs_gpu and case.via != "compile"}  # those that run on a CPU
-    twins: dict[str, str] = {}
-    for case in ZOO_CASES:
-        key = catalog_identity(sizing.scaled(case))
-        if key in seen:
-            twins[case.id] = seen[key]
-        else:
-            seen[key] = case.id
-    return twins
+def _cpu_stand_ins() -> dict[str, str]:
+    return catalog_zoo_cpu_stand_ins()
 
 
-def cpu_twin(case: Case) -> str | None:
-    return _cpu_twins().get(case.id)
+def cpu_stand_in(case: Case) -> str | None:
+    """The case that runs on the CPU in this zoo case's stead (catalog.zoo_cpu_stand_ins), or None."""
+    return _cpu_stand_ins().get(case.id)
 
 
 def asked_for_compiled(config: pytest.Config) -> bool:

@@ -28,11 +28,12 @@ def test_the_wheel_alone_runs_and_reports_a_host_cell(tmp_path: Path) -> None:
         pytest.skip("uv is not installed (the project's test extra has it)")
     wheel = build_wheel(tmp_path)
 
-    # The wheel carries the suite as the checkout has it (a folder named suites, no __init__.py),
+    # The wheel carries the suite as the checkout has it (a folder named suites, no __init__.py, its zoo),
     # and every package of src/convmatrix (pyproject.toml lists them).
     names = set(zipfile.ZipFile(wheel).namelist())
     shipped = {n.removeprefix("convmatrix/suites/") for n in names if n.startswith("convmatrix/suites/")}
     source = {p.name for p in (REPO / "suites").iterdir() if p.suffix == ".py" or p.name == "pytest.ini"}
+    source |= {f"models/{p.name}" for p in (REPO / "suites" / "models").glob("*.json")}  # the zoo (issue 50)
     assert shipped == source, shipped ^ source
     packages = {p.parent.relative_to(REPO / "src").as_posix() for p in (REPO / "src" / "convmatrix").rglob("__init__.py")}
     assert {p for p in packages if f"{p}/__init__.py" not in names} == set(), "a package left out of pyproject.toml"

@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import importlib.metadata
 import json
+import os
 import sys
 import time
 from dataclasses import dataclass, field
@@ -116,10 +117,14 @@ def regenerate(model: Model) -> tuple[dict[str, Any], dict[str, Any]]:
     """The model's case file as data, and the figures of its recording (seconds, calls, cases, matched)."""
     casefile, catalog = rundir.suite_module("casefile"), rundir.suite_module("catalog")
     inputs = [shape for shape, _ in model.inputs]
+    # The CLI's bounds ($CONVMATRIX_FROM_MODEL_SECONDS, ..._MEMORY_MB): a loaded machine may need more
+    # than the default 120 s to import a model package.
+    seconds_bound, growth_bound = from_model.bounds_from_env(os.environ)
     start = time.perf_counter()
     found = from_model.record(model.target, inputs, dtype=model.dtype, backward=model.backward,
                               channels_last=model.channels_last, kwargs=model.kwargs, config=model.config,
-                              input_dtypes=[dtype for _, dtype in model.inputs])
+                              input_dtypes=[dtype for _, dtype in model.inputs],
+                              max_seconds=seconds_bound, max_rss_growth=growth_bound)
     seconds = time.perf_counter() - start
     known = {catalog.identity(case): case.id for case in catalog.CASES}
     kept, matched = [], []

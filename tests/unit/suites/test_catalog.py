@@ -408,3 +408,34 @@ def test_the_suite_version_covers_the_zoo(tmp_path: Any) -> None:
     before = records.suite_version(str(tmp_path))
     (tmp_path / "models" / "m.json").write_text('{"case": []}')
     assert records.suite_version(str(tmp_path)) != before
+
+
+def test_on_the_cpu_the_zoo_adds_one_case_per_code_path_the_catalogue_lacks() -> None:
+    """The CPU lane's zoo cost, by construction: the zoo cases a CPU runs are exactly one per
+    cpu_signature no catalogue CPU case has; every other stands in for by a case of its
+    signature that runs there, earlier (the catalogue's first, else the zoo's)."""
+    stand_ins = catalog.zoo_cpu_stand_ins()
+    by_id = {case.id: case for case in (*catalog.CASES, *catalog.ZOO_CASES)}
+    order = list(by_id)
+    running = [case for case in catalog.ZOO_CASES if catalog.runs_on_cpu(case) and case.id not in stand_ins]
+    catalogue = {catalog.cpu_signature(case) for case in catalog.CASES if catalog.runs_on_cpu(case)}
+    new = {catalog.cpu_signature(case) for case in catalog.ZOO_CASES} - catalogue
+    assert len(running) == len(new) == len({catalog.cpu_signature(case) for case in running})
+    assert len(running) <= 32 < len(catalog.ZOO_CASES)  # 15 of 328 in 2026-12
+    for zoo_id, other in stand_ins.items():
+        stand_in = by_id[other]
+        assert catalog.cpu_signature(stand_in) == catalog.cpu_signature(by_id[zoo_id])
+        assert catalog.runs_on_cpu(stand_in) and other not in stand_ins
+        assert order.index(other) < order.index(zoo_id)
+
+
+def test_a_zoo_case_of_a_catalogue_code_path_names_the_catalogue_case() -> None:
+    plain = catalog.Case("conv2d", 2, 8, 8, (12, 12), 3, padding=1, source="a")
+    gpu = dataclasses.replace(plain, tf32=True)
+    zoo = (dataclasses.replace(plain, n=4, kernel=5, prefix="m", model="m"),
+           dataclasses.replace(plain, groups=8, c_out=8, prefix="m", model="m"),
+           dataclasses.replace(plain, groups=8, c_out=8, size=(20, 20), prefix="m", model="m"),
+           dataclasses.replace(plain, dtype="float16", tf32=True, prefix="m", model="m"))
+    assert catalog.zoo_cpu_stand_ins((gpu, plain), zoo) == {zoo[0].id: plain.id, zoo[2].id: zoo[1].id}
+    assert catalog.groups_kind(zoo[1]) == "depthwise" and catalog.groups_kind(plain) == "1"
+    assert catalog.groups_kind(dataclasses.replace(plain, groups=2)) == "grouped"
