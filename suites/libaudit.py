@@ -414,6 +414,16 @@ def cudnn_lines(stderr: str) -> list[str]:
     return lines
 
 
+def remedy(row: dict[str, Any]) -> str:
+    """What to do about a file from the wrong place, naming the place."""
+    folder = os.path.dirname(row["path"] or "")
+    if row["origin"] == "LD_LIBRARY_PATH":
+        return f"remedy: take {folder} off LD_LIBRARY_PATH"
+    if row["origin"] == "ld cache":
+        return f"remedy: unregister {folder} from the loader cache (/etc/ld.so.conf.d, then ldconfig)"
+    return f"remedy: remove {row['path']} or install the version the cell asks for"
+
+
 def describe(row: dict[str, Any]) -> str:
     """`libcudnn_cnn.so.9 9.2.1 from LD_LIBRARY_PATH (/path/libcudnn_cnn.so.9)`."""
     return "{} {} {} {} ({})".format(row["name"], row["version"] or "(version unknown)",
@@ -434,18 +444,22 @@ def judge(rows: list[dict[str, Any]], top: dict[str, Any] | None, installed: dic
         findings.append("{} {}{}; cuDNN said: {}".format(MISSING, died, where, " | ".join(lines) or "nothing"))
     cudnn = [r for r in rows if r["family"] == "cudnn" and r["path"] and not r["name"].startswith("libcudnn.so")]
     graph = next((r for r in cudnn if r["name"].startswith("libcudnn_graph") and r["loaded"]), None)
-    core = (graph or top or {}).get("version")
-    for row in cudnn:
-        if row["version"] and core and row["version"] != core:
-            findings.append("{} {} beside libcudnn_graph {} ({})".format(
-                MISMATCH, describe(row), core, (graph or top or {}).get("path")))
+    # The version the others are held to: the installed cuDNN's where this interpreter installed one
+    # (so the foreign file is the one named), else libcudnn_graph's, the core cudnnGetVersion answers for.
+    mine = installed.get("libcudnn_graph.so.9") or installed.get("libcudnn.so.9")
+    core = short(mine[1]) if mine else (graph or top or {}).get("version")
+    if len({r["version"] for r in cudnn if r["version"]}) > 1:
+        for row in cudnn:
+            if row["version"] and row["version"] != core:
+                findings.append(f"{MISMATCH} {describe(row)} beside cuDNN {core}; {remedy(row)}")
     for row in rows:
         if not row["loaded"] or not row["path"] or not row["version"]:
             continue
-        mine = installed.get(row["name"]) or installed.get(os.path.basename(row["path"]))
-        if mine is None or os.path.realpath(mine[2]) == row["path"] or short(mine[1]) == row["version"]:
+        own = installed.get(row["name"]) or installed.get(os.path.basename(row["path"]))
+        if own is None or os.path.realpath(own[2]) == row["path"] or short(own[1]) == row["version"]:
             continue  # the installed file, or another copy of the same version: clean
-        findings.append(f"{SWAP} {describe(row)}; this interpreter installed {mine[0]} {mine[1]} ({mine[2]})")
+        findings.append(f"{SWAP} {describe(row)}; this interpreter installed {own[0]} {own[1]} ({own[2]}); "
+                        f"{remedy(row)}")
     return findings
 
 

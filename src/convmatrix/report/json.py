@@ -124,6 +124,8 @@ def cell_json(cell: CellRow, baseline: bool, red: bool = False, history: bool = 
         "owed": cell.owed,
         "attempts": [{"attempt": a.attempt, "path": a.path, "cause": a.cause.record(), "counts": dict(a.counts)}
                      for a in cell.attempts],
+        "libraries": [row.record() for row in cell.libraries],
+        "libraries_line": cell.libraries_line,
     }
     if baseline:
         data["baseline_regressions"] = cell.baseline_regressions

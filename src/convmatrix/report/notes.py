@@ -116,6 +116,8 @@ def notes(report: Report) -> list[str]:
     lines = list(report.notes)  # what the loader decided, say, one of two results for a cell@gpu dropped
     for cell in report.cells:
         lines += [f"{cell.where}: stack mismatch: {m}" for m in cell.mismatches]
+        if cell.libraries_line:  # the library audit: what loaded from where, beside what was installed
+            lines.append(f"{cell.where}: libraries: {cell.libraries_line}")
         if cell.verdict != Verdict.CONTROL and not cell.did_not_run:  # that one's line says why, with its cause
             lines += [f"{cell.where}: {p}" for p in cell.problems]
     warned: dict[str, list[str]] = {}

@@ -14,8 +14,9 @@ from convmatrix import jsonread
 from convmatrix.gpus import CPU_KEY, gpu_key, key_parts
 from convmatrix.matrix import stacks
 from convmatrix.results import families as classify
-from convmatrix.results import infra, plans, rundir, stackcheck
+from convmatrix.results import infra, libraries, plans, rundir, stackcheck
 from convmatrix.results.infra import Attempt, RootCause
+from convmatrix.results.libraries import Library
 from convmatrix.results.outcomes import OF_STATUS, Outcome
 from convmatrix.results.rundir import records
 
@@ -59,6 +60,7 @@ class Case:
     forward_runs: tuple[float, ...] = ()  # the repeated forward calls' ms (timing.forward_runs), for the spread
     sources: tuple[str, ...] = ()  # the public reports the case reproduces (https URLs), shown when it fails
     duration_s: float | None = None  # the case's wall time (duration_s), kept by the history
+    libraries: tuple[Library, ...] = ()  # the library audit's table (its own case's line only; results/libraries.py)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -647,6 +649,7 @@ def check_line(record: Any) -> Case | str:
         _runs(timing) if timing else (),
         _sources(record.get("sources")),
         _seconds(record.get("duration_s")),
+        libraries.table(record["audit"]) if "audit" in record else (),
     )
 
 
