@@ -58,6 +58,10 @@ _LIB = re.compile(r"/(lib(?:cudnn(?:_[a-z_]+)?|cublasLt|cublas|cufft|cusparseLt|
 # handle. Cannot load symbol cudnnCnnVersionCheck", then abort).
 CUDNN_LINE = re.compile(r"(Unable to load any of \{[^}\n]{0,400}\}|Invalid handle\. Cannot load symbol \S{1,80}|"
                         r"Could not load library \S{1,200}|CUDNN_STATUS_[A-Z_]{1,60})")
+# torch 2.12.1+cu130 pins nvidia-cudnn-cu13 9.20.0.48, whose libcudnn_graph.so.9 names
+# libcudnn_engines_tensor_ir.so by bare soname though the wheel ships none (the file first comes with
+# 9.23): another cuDNN 9 on the loader path is then mixed in (pytorch/pytorch#188892, #187824, and the
+# LD_DEBUG trace in #185512): hence every such name is looked up, shipped or not.
 # cuDNN names the sub-libraries it dlopens as plain strings, "libcudnn_engines_precompiled.so", and
 # adds its version: "libcudnn_engines_precompiled.so.9.4.0", ".9.4", ".9", then none.
 _DLOPENED = re.compile(rb"libcudnn_[a-z_]{2,60}\.so")
