@@ -482,7 +482,8 @@ def run_on_device(case: Case, inputs: Tensors, drawn: Drawn, device: str, remedy
         del warm
         torch.cuda.synchronize()
     clock = Clock(device)
-    with clock.measure("forward_ms"):
+    peak = Peak(device)
+    with peak.measure(), clock.measure("forward_ms"):
         out = forward()
     check_autocast(case, device, out)
     grads: Tensors = {}
@@ -493,14 +494,19 @@ def run_on_device(case: Case, inputs: Tensors, drawn: Drawn, device: str, remedy
         # Kernel errors surface asynchronously: make them surface here, in the device run.
         torch.cuda.synchronize()
     with torch.no_grad():
+        # The reference workload brackets every timed run (before each, and after the last): a
+        # load that slowed a run shows on the references beside it (results.verdicts.cost_of).
+        reference_ms()  # uncounted: a process's first matmul warms its thread pool up
         for _ in range(REPEATS[device]):
+            clock.reference()
             clock.repeat("forward_ms", forward)
+        clock.reference()
     computed = {"shape": list(out.shape), "groups": groups,
                 "memory_format": layout_name(x, input_format), "padded": plan is not None}
     if plan is not None:
         out = unpad_dim(out, 1, plan[0], plan[4], case.groups, plan[2])
     got = {"output": out.detach(), **grads}
-    return got, clock.timing(case.backward), computed
+    return got, {**clock.timing(case.backward), **peak.facts()}, computed
 
 
 def selected_backend(case: Case, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, groups: int,
@@ -558,6 +564,131 @@ def layout_name(x: torch.Tensor, fmt: torch.memory_format | None) -> str:
     return "contiguous" if x.is_contiguous() else "strided"
 
 
+class Peak:
+    """A case's cost beside its time (suites/README.md, Facts on each results line): the peak memory
+    of its checked forward call, and on cuda the kernels the profiler saw run it.
+
+    cpu: the PyTorch profiler's memory events (profile_memory: each allocation and free of ATen's
+    CPU allocator, with its time) during the call, summed in time order; the peak is the highest
+    running sum (what the call allocated beyond what existed before it; oneDNN's own scratch
+    outside ATen's allocator is not counted). cuda: torch.cuda.max_memory_allocated after the call,
+    its peak reset before it (the inputs already on the device included). Anything the profiler
+    cannot say leaves the fact null: a cost is never a failed case."""
+
+    def __init__(self, device: str) -> None:
+        self.device = device
+        self.peak: int | None = None
+        self.by: str | None = None
+        self.kernels: list[str] | None = None
+
+    @contextlib.contextmanager
+    def measure(self) -> Iterator[None]:
+        from torch.profiler import ProfilerActivity, profile
+
+        cuda = self.device == "cuda"
+        if cuda:
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+        if not cuda:
+            # The legacy profiler's memory events: the same allocations and frees as kineto's, at a
+            # fraction of its cost (kineto's first op after each start cost ~20 ms here: +42% a case).
+            with self.legacy():
+                yield
+            return
+        activities = [ProfilerActivity.CUDA]
+        try:
+            prof = profile(activities=activities, profile_memory=not cuda)
+            prof.__enter__()  # type: ignore[no-untyped-call]  # untyped in torch
+        except Exception:  # another profiler is on, or none is built in: no cost, the case runs
+            yield
+            return
+        try:
+            yield
+        finally:
+            try:
+                if cuda:
+                    torch.cuda.synchronize()
+                prof.__exit__(None, None, None)  # type: ignore[no-untyped-call]  # untyped in torch
+                if cuda:
+                    self.peak, self.by = int(torch.cuda.max_memory_allocated()), "cuda"
+                    self.kernels = kernel_names(prof)
+                else:
+                    self.peak, self.by = memory_peak(prof), "profiler"
+            except Exception:  # the profiler's private results changed shape: say nothing
+                self.peak = self.by = self.kernels = None
+
+    @contextlib.contextmanager
+    def legacy(self) -> Iterator[None]:
+        autograd: Any = torch.autograd
+        profiler: Any = torch.profiler
+        try:
+            config = autograd.ProfilerConfig(autograd.ProfilerState.CPU, False, True, False, False, False,
+                                             profiler._ExperimentalConfig())
+            autograd._enable_profiler_legacy(config)
+        except Exception:  # another profiler is on, or this torch lacks it: no cost, the case runs
+            yield
+            return
+        try:
+            yield
+        finally:
+            try:
+                records = autograd._disable_profiler_legacy()
+                self.peak, self.by = legacy_peak(records), "profiler"
+            except Exception:  # the profiler's private results changed shape: say nothing
+                self.peak = self.by = None
+
+    def facts(self) -> dict[str, Any]:
+        return {"peak_bytes": self.peak, "memory_by": self.by, "kernels": self.kernels}
+
+
+def legacy_peak(records: Any) -> int:
+    """The highest running sum of the legacy profiler's memory events (bytes allocated, minus
+    freed; every thread's) in the order they happened."""
+    events = sorted((e.start_us(), e.cpu_memory_usage()) for thread in records for e in thread
+                    if e.kind() == "memory_alloc")
+    held = top = 0
+    for _, nbytes in events:
+        held += nbytes
+        top = max(top, held)
+    return top
+
+
+def memory_peak(prof: Any) -> int:
+    """The highest running sum of the profiler's CPU memory events (bytes allocated, minus freed)
+    in the order they happened."""
+    events = sorted((e.start_ns(), e.nbytes()) for e in prof.profiler.kineto_results.events()
+                    if e.name() == "[memory]" and str(e.device_type()).endswith("CPU"))
+    held = top = 0
+    for _, nbytes in events:
+        held += nbytes
+        top = max(top, held)
+    return top
+
+
+def kernel_names(prof: Any) -> list[str]:
+    """The distinct CUDA kernels the profiler saw, in the order first seen (at most 32, each cut at 200)."""
+    seen: list[str] = []
+    for event in prof.events():
+        if str(getattr(event, "device_type", "")).endswith("CUDA"):
+            name = "".join(ch if " " <= ch <= "~" else "?" for ch in str(event.name))[:200]
+            if name and name not in seen:
+                seen.append(name)
+    return seen[:32]
+
+
+REFERENCE_SIZE = 160  # a float32 matmul this square: about a millisecond's work on one CPU core
+
+
+def reference_ms() -> float:
+    """A fixed workload's milliseconds, timed beside each case's runs: on a loaded runner it
+    slows down with them, which tells a slowdown of the runner from one of the stack."""
+    a = torch.ones(REFERENCE_SIZE, REFERENCE_SIZE)
+    begin = time.perf_counter()
+    for _ in range(2):
+        a @ a
+    return round((time.perf_counter() - begin) * 1000, 4)
+
+
 class Clock:
     """Milliseconds of device work: CUDA events on cuda, perf_counter on cpu."""
 
@@ -565,6 +696,7 @@ class Clock:
         self.device = device
         self.ms: dict[str, float] = {}
         self.runs: dict[str, list[float]] = {}  # repeated calls (repeat), after the first
+        self.references: list[float] = []  # the reference workload before and after the runs
 
     @contextlib.contextmanager
     def measure(self, name: str) -> Iterator[None]:
@@ -589,11 +721,15 @@ class Clock:
         if first is not None:
             self.ms[name] = first
 
+    def reference(self) -> None:
+        self.references.append(reference_ms())
+
     def timing(self, backward: bool) -> dict[str, Any]:
         runs = self.runs.get("forward_ms", [])
         forward = statistics.median(runs) if runs else self.ms.get("forward_ms")
         return {"forward_ms": round(forward, 4) if forward is not None else None, "forward_runs": runs,
-                "backward_ms": self.ms.get("backward_ms") if backward else None}
+                "backward_ms": self.ms.get("backward_ms") if backward else None,
+                "reference_ms": self.references}
 
 
 def place_input(case: Case, x: torch.Tensor, fmt: torch.memory_format | None) -> torch.Tensor:

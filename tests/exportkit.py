@@ -86,3 +86,21 @@ def bundle_text(path: Path) -> str:
     """The bundle file's text, and once more with JSON's escapes undone (a path written as \\/)."""
     raw = path.read_text()
     return raw + "\n" + json.dumps(json.loads(raw), ensure_ascii=False)
+
+
+def write_fallback_run(run: Path, ended: str = "2026-12-04T23:59:58.123+00:00") -> Path:
+    """A run on H100 whose candidate passes conv3d-a on Slow3d at 14x the control's peak memory
+    (the control ran it on Cudnn): a `fallback` (issue 48); conv3d-b the same on both sides."""
+    env = env_json("c", torch="2.11.0+cu130", cuda="13.0", cudnn=91900, driver="580.159.04", device="cuda",
+                   started=ended, ended=ended)
+
+    def timing(peak: int) -> dict[str, Any]:
+        return {"timing": {"peak_bytes": peak, "forward_runs": [1.0, 1.0, 1.0]}}
+
+    control = [record(c, device="cuda", backend="Cudnn", **timing(2 << 20)) for c in ("conv3d-a", "conv3d-b")]
+    candidate = [record("conv3d-a", device="cuda", backend="Slow3d", **timing(28 << 20)),
+                 record("conv3d-b", device="cuda", backend="Cudnn", **timing(2 << 20))]
+    write_result(run, "host", control, gpu=H100[0], env=env, cell=cell_record(H100, control=True, ended=ended), host=HOST)
+    write_result(run, "host+nocudnn", candidate, gpu=H100[0], env=env,
+                 cell=cell_record(H100, control=False, ended=ended), host=HOST)
+    return run

@@ -390,7 +390,18 @@ def atlas_cases(draw: st.DrawFn) -> Any:
         known=tuple(draw(st.lists(st.sampled_from(["cudnn-9-sm70-depthwise", "pytorch-162574", "a"]), max_size=3))),
         sources=tuple(draw(st.lists(st.sampled_from(["https://github.com/pytorch/pytorch/issues/77844",
                                                      "http://example.org/a?b=c&d=e#f"]), max_size=2))),
-        repro=draw(st.one_of(st.none(), atlas_repros())))
+        repro=draw(st.one_of(st.none(), atlas_repros())), cost=draw(st.one_of(st.none(), atlas_costs())))
+
+
+_ratios = st.one_of(st.none(), st.floats(0, 1e9, allow_nan=False), st.sampled_from([0.0, 1.0, 51234.5, 1e9]))
+
+
+def atlas_costs() -> Any:
+    """A case's cost in a bundle (version 2): torch's backend names or none, ratios within the bound."""
+    model = _atlas_model()
+    names = st.one_of(st.none(), st.sampled_from(["Mkldnn", "Slow3d", "Cudnn", "MiopenTranspose", "SlowDilated2d"]))
+    return st.builds(model.Cost, backend=names, control_backend=names, memory_ratio=_ratios, time_ratio=_ratios,
+                     time_ratio_low=_ratios)
 
 
 @st.composite
@@ -990,3 +1001,58 @@ def audit_rows(draw: st.DrawFn, version: str | None = None) -> list[dict[str, An
                      "asked_by": None, "via": None})
     rows[0]["loaded"] = rows[1]["loaded"] = True
     return rows
+
+
+# --- i48 fallbacks ---
+# Timings of one stack against itself on a runner whose load is the same for the conv and the
+# reference workload beside it: `noise` multiplies each run by at most 1.2 (noise only adds time).
+def self_timings(draw_floats: Any = None) -> st.SearchStrategy[tuple[tuple[float, ...], tuple[float, ...],
+                                                                      tuple[float, ...], tuple[float, ...]]]:
+    """(control runs, candidate runs, control references, candidate references): the same stack,
+    the candidate on a runner `load` times as loaded (1 to 50), each run with its own noise."""
+    noise = st.floats(min_value=1.0, max_value=1.2, allow_nan=False)
+
+    @st.composite
+    def made(draw: st.DrawFn) -> tuple[tuple[float, ...], tuple[float, ...], tuple[float, ...], tuple[float, ...]]:
+        base = draw(st.floats(min_value=0.01, max_value=1000.0, allow_nan=False))
+        reference = draw(st.floats(min_value=0.1, max_value=10.0, allow_nan=False))
+        load = draw(st.floats(min_value=1.0, max_value=50.0, allow_nan=False))
+        runs = draw(st.integers(min_value=3, max_value=6))
+        control = tuple(base * draw(noise) for _ in range(runs))
+        candidate = tuple(base * load * draw(noise) for _ in range(runs))
+        refs = (tuple(reference * draw(noise) for _ in range(runs + 1)),
+                tuple(reference * load * draw(noise) for _ in range(runs + 1)))
+        return control, candidate, refs[0], refs[1]
+
+    return made()
+
+
+def bursty_self_timings() -> st.SearchStrategy[tuple[tuple[float, ...], tuple[float, ...],
+                                                      tuple[float, ...], tuple[float, ...]]]:
+    """(control runs, candidate runs, control references, candidate references) of one stack on a
+    runner whose load changes from moment to moment (1 to 50 each), as the suite records them: a
+    reference before each run and after the last (or, as records before issue 48's fix, two: before
+    and after all runs). A run's load lies between the loads of the two references it stands
+    between (the load moves, it does not jump and come back unseen); unbracketed runs see any."""
+    noise = st.floats(min_value=1.0, max_value=1.2, allow_nan=False)
+    loads = st.floats(min_value=1.0, max_value=50.0, allow_nan=False)
+
+    @st.composite
+    def side(draw: st.DrawFn, base: float, reference: float, runs: int, beside: bool) -> tuple[tuple[float, ...], tuple[float, ...]]:
+        at = [draw(loads) for _ in range(runs + 1)] if beside else [draw(loads), draw(loads)]
+        timed = []
+        for i in range(runs):
+            low, top = (min(at[i], at[i + 1]), max(at[i], at[i + 1])) if beside else (1.0, 50.0)
+            timed.append(base * draw(st.floats(min_value=low, max_value=top, allow_nan=False)) * draw(noise))
+        return tuple(timed), tuple(reference * load * draw(noise) for load in at)
+
+    @st.composite
+    def made(draw: st.DrawFn) -> tuple[tuple[float, ...], tuple[float, ...], tuple[float, ...], tuple[float, ...]]:
+        base = draw(st.floats(min_value=0.01, max_value=1000.0, allow_nan=False))
+        reference = draw(st.floats(min_value=0.1, max_value=10.0, allow_nan=False))
+        runs = draw(st.integers(min_value=3, max_value=6))
+        control = draw(side(base, reference, runs, draw(st.booleans())))
+        candidate = draw(side(base, reference, runs, draw(st.booleans())))
+        return control[0], candidate[0], control[1], candidate[1]
+
+    return made()

@@ -6,12 +6,12 @@ Anything else is one BadBundle line naming the file and the field, never a trace
 
 The file is UTF-8 JSON:
 
-    {"format": "convmatrix-bundle", "version": 1, "sha256": "<hex>", "bundle": <Bundle>}
+    {"format": "convmatrix-bundle", "version": 2, "sha256": "<hex>", "bundle": <Bundle>}
 
 <Bundle> is dataclasses.asdict of model.Bundle; sha256 is the SHA-256 of the canonical JSON of
 that value (sorted keys, no spaces, ASCII): a bundle damaged on its way is refused, not merged.
 The checksum is no signature: anyone can write a valid bundle, which is why the reader trusts no
-field of it."""
+field of it. A version 1 file (before a case's cost) is still read: its cases have no `cost` field."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from convmatrix import jsonread
-from convmatrix.atlas.model import FORMAT, VERSION, Bundle, Case, Cell, Gpu, Repro, Run, Stack
+from convmatrix.atlas.model import FORMAT, READS, VERSION, Bundle, Case, Cell, Cost, Gpu, Repro, Run, Stack
 from convmatrix.errors import BadInput
 from convmatrix.escape import one_line
 from convmatrix.gpus import MIG_PROFILE
@@ -75,6 +75,11 @@ KNOWN = re.compile(r"[a-z0-9][a-z0-9-]{0,79}", re.ASCII)  # results/known.py's i
 URL = re.compile(r"https?://[!#-&(-;=?-\[\]-_a-~]{1,490}", re.ASCII)
 KEY = re.compile(r"[a-z][a-z0-9_]{0,31}", re.ASCII)  # a repro's param or knob name
 WORD = re.compile(r"[A-Za-z0-9_.+-]{1,40}", re.ASCII)  # a repro's string value: conv2d, float16, channels_last
+# torch._C._select_conv_backend's names (Cudnn, Slow3d, MiopenTranspose, Mkldnn, Overrideable ...).
+BACKEND = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,63}", re.ASCII)
+MAX_RATIO = 1e9  # a ratio of two measurements: 50,000x slower is a real fallback's, a billion none
+# The fields a later version added, per type: a file of an earlier version has none of them.
+_LATER: dict[type, set[str]] = {Case: {"cost"}}
 SHAPES = ("input", "weight", "bias", "output")
 DEVICES = ("cuda", "cpu")
 VERDICTS = frozenset(v.value for v in Verdict)
@@ -133,7 +138,7 @@ def plain(value: Any) -> Any:
 
 
 _FIELDS = {kind: tuple(f.name for f in dataclasses.fields(kind))
-           for kind in (Bundle, Run, Cell, Case, Repro, Stack, Gpu)}
+           for kind in (Bundle, Run, Cell, Case, Repro, Stack, Gpu, Cost)}
 
 
 # --- reading -------------------------------------------------------------------------------------
@@ -167,9 +172,10 @@ def parse(data: bytes, name: str) -> Bundle:
         raise check.bad("(top)", f"expected an object, got {_shown(top)}")
     if top.get("format") != FORMAT:
         raise check.bad("format", f"expected {FORMAT!r}, got {_shown(top.get('format'))}")
-    if top.get("version") != VERSION or type(top.get("version")) is not int:
+    if top.get("version") not in READS or type(top.get("version")) is not int:
         raise check.bad("version", f"version {_shown(top.get('version'))} is not one this convmatrix reads "
-                                   f"({VERSION})")
+                                   f"({', '.join(map(str, READS))})")
+    check.version = top["version"]
     check.keys(top, "(top)", {"format", "version", "sha256", "bundle"})
     digest = check.text(top, "(top)", "sha256", _SHA256)
     value = top["bundle"]
@@ -188,6 +194,7 @@ class _Checker:
 
     def __init__(self, where: str) -> None:
         self.where = where
+        self.version = VERSION
 
     def bad(self, field: str, what: str) -> BadBundle:
         return BadBundle(f"{self.where}: field {field}: {what}")
@@ -206,8 +213,19 @@ class _Checker:
 
     def fields(self, value: Any, at: str, kind: type) -> dict[str, Any]:
         found = self.obj(value, at)
-        self.keys(found, at, {f.name for f in dataclasses.fields(kind)})
+        wanted = {f.name for f in dataclasses.fields(kind)} - (_LATER.get(kind, set()) if self.version < VERSION
+                                                               else set())
+        self.keys(found, at, wanted)
         return found
+
+    def ratio(self, value: dict[str, Any], at: str, key: str) -> float | None:
+        """A ratio of two measurements: a finite number from 0 to MAX_RATIO, or null."""
+        got = value[key]
+        if got is None:
+            return None
+        if type(got) not in (int, float) or not 0 <= got <= MAX_RATIO:  # NaN and infinity fail the bounds
+            raise self.bad(f"{at}.{key}", f"expected a number from 0 to {MAX_RATIO:g} or null, got {_shown(got)}")
+        return float(got)
 
     def text(self, value: dict[str, Any], at: str, key: str, pattern: re.Pattern[str] | None = None,
              optional: bool = False, limit: int = MAX_TEXT) -> Any:
@@ -328,7 +346,15 @@ class _Checker:
                     reason=self.text(found, at, "reason", None, optional=True),
                     known=self.strings(found, at, "known", MAX_LIST, KNOWN),
                     sources=self.strings(found, at, "sources", MAX_LIST, URL, MAX_URL),
-                    repro=None if repro is None else self.repro(repro, f"{at}.repro"))
+                    repro=None if repro is None else self.repro(repro, f"{at}.repro"),
+                    cost=None if found.get("cost") is None else self.cost(found["cost"], f"{at}.cost"))
+
+    def cost(self, value: Any, at: str) -> Cost:
+        found = self.fields(value, at, Cost)
+        return Cost(backend=self.text(found, at, "backend", BACKEND, optional=True),
+                    control_backend=self.text(found, at, "control_backend", BACKEND, optional=True),
+                    memory_ratio=self.ratio(found, at, "memory_ratio"), time_ratio=self.ratio(found, at, "time_ratio"),
+                    time_ratio_low=self.ratio(found, at, "time_ratio_low"))
 
     def repro(self, value: Any, at: str) -> Repro:
         found = self.fields(value, at, Repro)

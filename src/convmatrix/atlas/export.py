@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 
 from convmatrix import __version__
 from convmatrix.atlas import bundle
-from convmatrix.atlas.model import FORMAT, VERSION, Bundle, Case, Cell, Gpu, Repro, Run, Stack
+from convmatrix.atlas.model import FORMAT, VERSION, Bundle, Case, Cell, Cost, Gpu, Repro, Run, Stack
 from convmatrix.atlas.scrub import Secrets, names, scrub, secrets_here
 from convmatrix.gpus import CPU_KEY, MIG_PROFILE, key_parts
 from convmatrix.matrix.stacks import dotted_cudnn
@@ -31,6 +31,7 @@ from convmatrix.results import families, known, rundir
 from convmatrix.results.outcomes import Outcome
 from convmatrix.results.read import EPOCH, CellResult, numbered
 from convmatrix.results.rundir import records
+from convmatrix.results.verdicts import COSTS
 
 # The results-line fields prove/repro.py's spec_of reads, and no other: a case file's own text
 # (`source`, `tag`, `workload`, `prefix`) stays home.
@@ -259,7 +260,31 @@ def _case(row: CaseRow, result: CellResult, gpu: Gpu, line: dict[str, Any] | Non
                 reason=reason_of(row, family, secrets) if failing or row.outcome == Outcome.MISSING else None,
                 known=known_ids(row, result, gpu) if failing else (),
                 sources=public_sources(row.sources, drops, secrets),
-                repro=repro_of(line, result.observed, drops, secrets) if failing and line is not None else None)
+                repro=repro_of(line, result.observed, drops, secrets) if failing and line is not None else None,
+                cost=None if row.cost is None else cost_of(
+                    str(row.verdict), (row.cost.backend, row.cost.control_backend),
+                    (row.cost.memory_ratio, row.cost.time_ratio, row.cost.time_low), drops))
+
+
+COST_VERDICTS = frozenset(str(v) for v in COSTS)
+
+
+def cost_of(verdict: str, backends: tuple[Any, Any], ratios: tuple[Any, Any, Any], drops: Drops) -> Cost | None:
+    """A case's cost (results.verdicts.Cost, or the history's columns of it: its backend and the
+    control's; its memory and time ratios and the time's lower bound) where its verdict is one
+    (fallback, memory, slower); none elsewhere (a green case's cost would double a fleet's bundle).
+    A backend name fits torch's names or is dropped; a ratio is a finite number within the bound."""
+    if verdict not in COST_VERDICTS:
+        return None
+    names: list[str | None] = []
+    for name in backends:
+        if name is not None and not (isinstance(name, str) and bundle.BACKEND.fullmatch(name)):
+            drops.add("backend names that fit no pattern")
+            name = None
+        names.append(name)
+    kept = [float(r) if type(r) in (int, float) and 0 <= r <= bundle.MAX_RATIO else None for r in ratios]
+    return Cost(backend=names[0], control_backend=names[1], memory_ratio=kept[0], time_ratio=kept[1],
+                time_ratio_low=kept[2])
 
 
 def subcode_of(row: CaseRow) -> int | None:

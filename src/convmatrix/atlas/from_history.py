@@ -58,7 +58,8 @@ def _run(conn: Connection, ident: int, key: str, at: datetime.datetime, today: d
                          .where(c.run_id == ident).order_by(c.cell, c.gpu_key, c.host).limit(bundle.MAX_CELLS)).all()
     cases: dict[int, list[Any]] = {}
     if cells:
-        rows = conn.execute(sa.select(k.cell_id, n.name, k.verdict, k.outcome, k.family, k.subcode)
+        rows = conn.execute(sa.select(k.cell_id, n.name, k.verdict, k.outcome, k.family, k.subcode, k.backend,
+                                      k.control_backend, k.memory_ratio, k.time_ratio, k.time_ratio_low)
                             .join_from(schema.cases, schema.case_names).join(schema.cells)
                             .where(c.run_id == ident).order_by(k.cell_id, n.name))
         for row in rows:
@@ -101,7 +102,9 @@ def _cases(rows: Sequence[Any], drops: export.Drops, secrets: Secrets) -> tuple[
         subcode = row.subcode if type(row.subcode) is int and 0 <= row.subcode <= bundle.MAX_SUBCODE else None
         made.append(Case(case=row.name, verdict=row.verdict, outcome=row.outcome, family=family,
                          subcode=subcode if failing else None,
-                         reason=reason(family or row.outcome, subcode) if failing else None))
+                         reason=reason(family or row.outcome, subcode) if failing else None,
+                         cost=export.cost_of(row.verdict, (row.backend, row.control_backend),
+                                             (row.memory_ratio, row.time_ratio, row.time_ratio_low), drops)))
     return tuple(made)
 
 

@@ -12,9 +12,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-# The bundle format's name and version: a new field is a new version (docs/atlas.md).
+# The bundle format's name and version: a new field is a new version (docs/atlas.md). Version 2
+# (this batch's one: issues 47-49) adds a case's cost; the reader still takes version 1's files.
 FORMAT = "convmatrix-bundle"
-VERSION = 1
+VERSION = 2
+READS = (1, 2)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -51,6 +53,18 @@ class Repro:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Cost:
+    """A case that passed on both sides, against the control's (results.verdicts.Cost): the backend
+    each ran and the ratios of peak memory and time (time_ratio_low: the bound `slower` is judged by)."""
+
+    backend: str | None
+    control_backend: str | None
+    memory_ratio: float | None = None
+    time_ratio: float | None = None
+    time_ratio_low: float | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
 class Case:
     """One case of one cell: its verdict against the control, and for a failing case what failed."""
 
@@ -63,6 +77,7 @@ class Case:
     known: tuple[str, ...] = ()  # ids of known upstream issues the failure meets (results/known.py)
     sources: tuple[str, ...] = ()  # public links the case comes from (its case file's sources)
     repro: Repro | None = None  # failing cases only
+    cost: Cost | None = None  # version 2: passed on both sides at a cost (fallback, memory, slower)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -33,7 +33,9 @@ def add_parser(sub: Any) -> None:
     r.add_argument("--baseline", nargs="+", default=[], help="earlier results to compare each case with")
     r.add_argument("--format", choices=render.FORMATS, default="text")
     r.add_argument("-o", "--output", type=Path, help="write the report here instead of stdout")
-    r.add_argument("--fail-on", choices=verdicts.FAIL_ON, default="regression")
+    r.add_argument("--fail-on", type=verdicts.fail_on, default="regression", metavar="POLICY[,POLICY...]",
+                   help="what makes the exit 1: " + ", ".join(verdicts.FAIL_ON) + " (a comma-separated list: red "
+                        "under any; first-red applies to the findings of the others listed)")
     r.add_argument("--expect-gpu", action="append", default=[], metavar="KEY[,KEY...]",
                    help="GPU keys the results must cover: a planned cell without a result on one is NOT RUN")
     r.add_argument("--history", metavar="URL", help="mark each failing case and cell against this history "
@@ -57,13 +59,14 @@ def made(paths: list[str], control: str | None, expect_gpu: list[str]) -> tuple[
 
 
 def run(args: argparse.Namespace) -> int:
-    first_red = args.fail_on == verdicts.FIRST_RED
+    first_red = verdicts.first_red_policy(args.fail_on)
     if first_red and not args.history:
         raise BadInput("--fail-on first-red: needs a history database (--history URL, or --history default)")
     with bulk():
         loaded, report = made(args.results, args.control, args.expect_gpu)
         if args.history:
-            report = against_history(report, loaded, args.history, args.run_id, args.at)
+            report = against_history(report, loaded, args.history, args.run_id, args.at,
+                                     verdicts.policy(args.fail_on))
         # Every format marks red what the exit code counts (`never` changes only the exit).
         report = replace(report, policy=verdicts.policy(args.fail_on))
         errors = list(loaded.errors)
@@ -84,14 +87,15 @@ def run(args: argparse.Namespace) -> int:
 
 
 def against_history(report: Report, loaded: results.Loaded, given: str, run_id: str | None,
-                    at: str | None = None) -> Report:
+                    at: str | None = None, policy: str = "regression") -> Report:
     """Each cell and case marked against the history database (history/lookup.py): against the
-    runs recorded before this one's time, whatever was recorded after it."""
+    runs recorded before this one's time, whatever was recorded after it; red under policy, the
+    --fail-on list's (first-red then applies to its findings)."""
     from convmatrix.history import backends, lookup  # SQLAlchemy only with --history: start-up time
 
     judged = identified(report, loaded, run_id, at)
     with backends.opened(history_cmd.url(given), write=False) as engine, engine.begin() as conn:
-        marks = lookup.marks(conn, judged)
+        marks = lookup.marks(conn, judged, policy)
     return report_model.with_history(report, marks)
 
 

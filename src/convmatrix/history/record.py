@@ -21,6 +21,7 @@ from convmatrix.errors import BadInput
 from convmatrix.history import backends, schema
 from convmatrix.results.first_diff import Difference, normalise
 from convmatrix.results.night import Night
+from convmatrix.results.verdicts import Cost
 
 STACK_KEYS = ("torch", "cuda", "cudnn")
 
@@ -43,6 +44,15 @@ def stack_key(observed: Mapping[str, Any]) -> str:
     if not any(observed.get(k) for k in STACK_KEYS):
         return ""
     return ";".join(f"{k}={_text(observed.get(k)) or ''}" for k in STACK_KEYS)
+
+
+def cost_columns(cost: Cost | None) -> dict[str, object]:
+    """A case's cost against the control (results.verdicts.Cost) as the cases table keeps it."""
+    if cost is None:
+        return {"backend": None, "control_backend": None, "memory_ratio": None, "time_ratio": None,
+                "time_ratio_low": None}
+    return {"backend": _text(cost.backend), "control_backend": _text(cost.control_backend),
+            "memory_ratio": cost.memory_ratio, "time_ratio": cost.time_ratio, "time_ratio_low": cost.time_low}
 
 
 def diff_hash(found: Difference | None) -> str | None:
@@ -118,7 +128,8 @@ def record(conn: Connection, night: Night) -> Recorded:
                           "red": case.red, "outcome": str(case.outcome), "family": _text(case.family),
                           "subcode": why.subcode if why else None, "first_diff": diff_hash(case.first_diff),
                           "duration_s": case.record.duration_s if case.record else None,
-                          "unjudged": str(case.unjudged) if case.unjudged else None})
+                          "unjudged": str(case.unjudged) if case.unjudged else None,
+                          **cost_columns(case.cost)})
     backends.insert_new(conn, schema.cases, cases)
     return Recorded(run=run, added=len(rows), present=len(present))
 

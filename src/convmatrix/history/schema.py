@@ -14,7 +14,8 @@ under: 1 for the nights recorded before version 2, whose `red` stays as it was j
 `unjudged` on cells and cases: why the night could not judge the row (control, no-control,
 control-unhealthy, excused, infrastructure, not-compared), NULL when it was judged. Since version
 2, `red` is true only for a judged row that fails under the regression policy. This batch's later
-additions (the library audit's table, the fallback verdicts' ratios) extend this same step before
+additions (the library audit's table; the fallback verdicts' backends and ratios on cases: backend,
+control_backend, memory_ratio, time_ratio, time_ratio_low) extend this same step before
 a release carries it.
 
 A newer tool migrates an older database in place, one step per version (MIGRATIONS), inside the
@@ -38,6 +39,10 @@ def _judged(conn: Connection) -> None:
     conn.execute(sa.text("ALTER TABLE runs ADD COLUMN version INTEGER NOT NULL DEFAULT 1"))
     conn.execute(sa.text("ALTER TABLE cells ADD COLUMN unjudged VARCHAR(20)"))
     conn.execute(sa.text("ALTER TABLE cases ADD COLUMN unjudged VARCHAR(20)"))
+    # A case that passed on both sides at a cost (fallback, memory, slower): the backends and ratios.
+    for column, kind in (("backend", "VARCHAR(64)"), ("control_backend", "VARCHAR(64)"), ("memory_ratio", "FLOAT"),
+                         ("time_ratio", "FLOAT"), ("time_ratio_low", "FLOAT")):
+        conn.execute(sa.text(f"ALTER TABLE cases ADD COLUMN {column} {kind}"))
 
 
 # version -> the step that takes a database of that version to the next; a change of the tables
@@ -106,6 +111,13 @@ cases = sa.Table(
     sa.Column("first_diff", sa.String(16)),  # sha256 prefix of the first differing log line, normalised
     sa.Column("duration_s", sa.Float),
     sa.Column("unjudged", sa.String(20)),  # as cells.unjudged
+    # Passed on both sides at a cost (results.verdicts.Cost): the backends it and the control ran, and
+    # its peak memory's and time's ratios to the control's (time_ratio_low: the bound slower judges by).
+    sa.Column("backend", sa.String(64)),
+    sa.Column("control_backend", sa.String(64)),
+    sa.Column("memory_ratio", sa.Float),
+    sa.Column("time_ratio", sa.Float),
+    sa.Column("time_ratio_low", sa.Float),
     # The red rows alone, by cell row: what the marks read (a few per cell among hundreds of greens).
     sa.Index("cases_red", "cell_id", postgresql_where=sa.text("red"), sqlite_where=sa.text("red")),
     # SQLite: the rows kept in their key's b-tree, not beside it (a rowid table would store each

@@ -15,7 +15,6 @@ from convmatrix.matrix.values import IMAGE
 from convmatrix.report.model import CellRow, Report
 from convmatrix.results.outcomes import Outcome, Verdict
 
-SLOWER = 1.5  # a cell this many times slower than the control (geometric mean) is called out
 SHOUTED = (Verdict.REGRESSION, Verdict.INVALID, Verdict.NOT_RUN)
 # Case verdicts a summary need not count: the plain ones, and those every case of a cell shares.
 QUIET_CASES = frozenset({Verdict.OK, Verdict.CONTROL, Verdict.NO_CONTROL, Verdict.INVALID})
@@ -266,15 +265,9 @@ def marks(cell: CellRow) -> tuple[Mark, ...]:
         found.append(Mark(code="w", words="(signature in warnings only)"))
     if cell.stack_mismatch:
         found.append(Mark(code="M", words="STACK MISMATCH"))
-    if slower(cell):
-        found.append(Mark(code=f"T{cell.slowdown:.1f}", words=f"SLOWER ×{cell.slowdown:.1f}"))
     if cell.baseline_regressions:
         found.append(Mark(code=f"B{cell.baseline_regressions}", words=f"+{cell.baseline_regressions} since baseline"))
     return tuple(found)
-
-
-def slower(cell: CellRow) -> bool:
-    return (cell.slowdown or 0) >= SLOWER
 
 
 def summary(cell: CellRow) -> str:

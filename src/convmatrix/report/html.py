@@ -215,15 +215,14 @@ def history_mark(cell: CellRow) -> str:
 
 
 def mark_class(code: str) -> str:
-    return {"S": "sig", "w": "wsig", "M": "mismatch", "T": "slow", "B": "baseline"}[code[0]]
+    return {"S": "sig", "w": "wsig", "M": "mismatch", "B": "baseline"}[code[0]]
 
 
 def legend() -> list[str]:
     swatches = "".join(f'<li><span class="swatch v-{v}"></span>{html_cell(report_grid.verdict_word(v))}</li>'
                        for v in (Verdict.CONTROL, *ORDER, Verdict.NO_CONTROL))
     return [f'<ul class="legend">{swatches}<li><span class="mark sig">SIGNATURE</span> a case failed with '
-            "CUDNN_STATUS_NOT_SUPPORTED</li><li><span class=\"mark slow\">SLOWER ×n</span> convolutions took "
-            "n× the control's time</li></ul>",
+            "CUDNN_STATUS_NOT_SUPPORTED</li></ul>",
             '<p class="hint">Click a cell for its cases, messages and evidence.</p>']
 
 
@@ -350,8 +349,6 @@ def case_line(case: CaseRow) -> str:
     if case.baseline_delta not in (None, Delta.SAME):
         parts.append(f'<span class="vs">baseline: {html_cell(case.baseline_outcome or "-")} → '
                      f"{html_cell(case.baseline_delta or '-')}</span>")
-    if case.timed and case.timed >= report_grid.SLOWER:
-        parts.append(f'<span class="mark slow">×{case.timed:.1f} time</span>')
     return " ".join(parts)
 
 

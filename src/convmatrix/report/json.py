@@ -15,6 +15,7 @@ from convmatrix.report import notes as report_notes
 from convmatrix.report import verdicts as report_verdicts
 from convmatrix.report.model import REPORT_SCHEMA, CaseRow, CellRow, Report, Rerun
 from convmatrix.results.outcomes import Delta, Outcome, Verdict
+from convmatrix.results.verdicts import Cost
 
 
 def _no_default(value: object) -> Any:
@@ -160,6 +161,7 @@ def case_json(case: CaseRow, baseline: bool, history: bool = False) -> dict[str,
         "params": dict(case.params),
         "verdict": case.verdict,
         "declared": case.declared,
+        "cost": cost_json(case.cost),
     }
     if baseline:
         data.update(baseline_outcome=case.baseline_outcome, baseline_delta=case.baseline_delta)
@@ -168,13 +170,22 @@ def case_json(case: CaseRow, baseline: bool, history: bool = False) -> dict[str,
     return data
 
 
+def cost_json(cost: Cost | None) -> dict[str, Any] | None:
+    """A case's cost against the control's (results.verdicts.Cost): null where it was not compared."""
+    if cost is None:
+        return None
+    return {"backend": cost.backend, "control_backend": cost.control_backend, "fallback": cost.fallback,
+            "memory_ratio": cost.memory_ratio, "time_ratio": cost.time_ratio, "time_ratio_low": cost.time_low,
+            "timing_unsure": cost.unsure}
+
+
 def rerun_json(rerun: Rerun) -> dict[str, Any]:
     return {**asdict(rerun), "outcome": str(rerun.outcome)}
 
 
 _CASE_KEYS = ("cell", "gpu", "case", "knobs", "outcome", "family", "message", "warnings", "control_outcome",
               "delta", "evidence", "blocking", "forward_ms", "slowdown", "fingerprint_changed", "sources",
-              "explained", "first_diff", "known", "params", "verdict", "declared")
+              "explained", "first_diff", "known", "params", "verdict", "declared", "cost")
 _CASE_LINE = "{" + ", ".join(f"{json.dumps(key)}: %s" for key in _CASE_KEYS) + "}"
 _BASELINE_TAIL = ', "baseline_outcome": %s, "baseline_delta": %s}'
 
@@ -203,6 +214,7 @@ def case_line(case: CaseRow, baseline: bool, history: bool = False) -> str:
         _encode(dict(case.params)) if case.params else "{}",
         _CONSTANT[case.verdict],
         "null" if case.declared is None else _string(case.declared),
+        "null" if case.cost is None else _encode(cost_json(case.cost)),
     )
     if baseline:
         line = line[:-1] + _BASELINE_TAIL % (_CONSTANT[case.baseline_outcome], _CONSTANT[case.baseline_delta])

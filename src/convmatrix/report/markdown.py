@@ -29,7 +29,8 @@ DETAIL_MESSAGE = 4_000  # characters of a message in its <details>
 DETAILS = 50  # cases folded out at most (regressions first)
 MARKS = {Verdict.CONTROL: "🔵", Verdict.OK: "🟢", Verdict.FIXED: "🟣", Verdict.REGRESSION: "🔴",
          Verdict.INVALID: "🟠", Verdict.NOT_RUN: "⛔", Verdict.UNSUPPORTED: "🚫",
-         Verdict.NO_CONTROL: "⚪", Verdict.CHANGED: "🟡", Verdict.DECLARED_SKIP: "🟩"}
+         Verdict.NO_CONTROL: "⚪", Verdict.CHANGED: "🟡", Verdict.DECLARED_SKIP: "🟩",
+         Verdict.FALLBACK: "🟤", Verdict.MEMORY: "🔶", Verdict.SLOWER: "🐢"}
 QUIET = "▫️"  # an optional cell that did not run: it fails nothing
 
 
@@ -97,8 +98,7 @@ def legend() -> str:
     verdicts = " · ".join(f"{MARKS[v]} {report_grid.verdict_word(v)}" for v in (Verdict.CONTROL, *ORDER,
                                                                                 Verdict.NO_CONTROL))
     return (f"{verdicts} · {QUIET} not run (optional) — ▶ the control. "
-            "SIGNATURE: a case failed with CUDNN\\_STATUS\\_NOT\\_SUPPORTED; "
-            "SLOWER ×n: convolutions took n× the control's time.")
+            "SIGNATURE: a case failed with CUDNN\\_STATUS\\_NOT\\_SUPPORTED.")
 
 
 def row(cells: Iterable[str]) -> str:

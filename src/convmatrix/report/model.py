@@ -18,7 +18,7 @@ from convmatrix.results.infra import Attempt, RootCause
 from convmatrix.results.libraries import Library
 from convmatrix.results.outcomes import Delta, Outcome, Verdict
 from convmatrix.results.read import Case, CellResult, Explanation, FirstCause, Loaded
-from convmatrix.results.verdicts import ORDER, OUTSIDE
+from convmatrix.results.verdicts import COSTS, ORDER, OUTSIDE, Cost
 
 REPORT_SCHEMA = 1
 OBSERVED_KEYS = ("torch", "cuda", "cudnn", "cudnn_error", "python", "driver", "device", "hostname", "image_id",
@@ -67,6 +67,7 @@ class CaseRow:
     duration_s: float | None = None  # its wall time (results.jsonl duration_s), for the history
     history: Mark | None = None  # with --history: first-red, recurring, recovered or flaky (history/marks.py)
     unjudged: night.Unjudged | None = None  # why the night could not judge it (None: judged)
+    cost: Cost | None = None  # passed on both: its backends, memory and time against the control's (the night's)
 
     @property
     def where(self) -> str:
@@ -122,6 +123,11 @@ class CellRow:
     def did_not_run(self) -> bool:
         """It ran no case, for a cause of the infrastructure: one line in every format, no case rows."""
         return self.infra_cause is not None and not self.counts
+
+    @property
+    def found(self) -> frozenset[Verdict]:
+        """Its cases' verdicts (results.verdicts.fails reads a fallback under a worse cell verdict)."""
+        return frozenset(Verdict(v) for v in self.verdicts)
 
     @property
     def refused(self) -> bool:
@@ -230,8 +236,13 @@ def case_rows(cell: night.JudgedCell) -> list[CaseRow]:
         if case is None:
             rows.append(missing_row(cell, judged))
             continue
+        cost = judged.cost
+        # A case that passed at a cost says what it cost where a failure says its message, so every
+        # format shows it in its place (Cost.words: the backends, then each ratio).
+        costly = cost is not None and judged.verdict in COSTS and case.message is None
+        message = cost.words() if cost is not None and costly else case.message
         rows.append(CaseRow(  # in field order: see CaseRow
-            result.cell, gpu, judged.case, case.knobs, case.outcome, case.family, case.message, case.warnings,
+            result.cell, gpu, judged.case, case.knobs, case.outcome, case.family, message, case.warnings,
             base.outcome if base else None,  # control_outcome
             verdicts.delta(base, case) if compared else None,
             case.evidence,
@@ -252,6 +263,7 @@ def case_rows(cell: night.JudgedCell) -> list[CaseRow]:
             case.duration_s,
             None,  # history
             judged.unjudged,
+            judged.cost,
         ))
     return rows
 

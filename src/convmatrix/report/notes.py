@@ -1,6 +1,6 @@
 """The report's notes: what a reader should know beside the grid and the case table (inputs
 dropped, unhealthy controls, mismatches, warnings the run survived, first causes, evidence files,
-blocking re-runs, slower stacks, numeric drift), as plain lines that each format escapes."""
+blocking re-runs, numeric drift), as plain lines that each format escapes."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ import os
 from collections import Counter
 
 from convmatrix.matrix import knobs
-from convmatrix.report.grid import SLOWER
 from convmatrix.report.model import Report
 from convmatrix.results.families import SIGNATURE
 from convmatrix.results.outcomes import Outcome, Verdict
@@ -164,11 +163,10 @@ def cause_notes(report: Report) -> list[str]:
 
 
 def drift_notes(report: Report) -> list[str]:
-    """Stacks that got slower than the control, and outputs that changed beyond rounding."""
+    """Outputs that changed beyond rounding. (A slower case is its own verdict, `slower`, judged
+    per case beyond the noise; the cell keeps its `slowdown` summary, and no cell-level mark.)"""
     lines = []
     for cell in report.cells:
-        if (cell.slowdown or 0) >= SLOWER:
-            lines.append(f"{cell.where}: convolutions ran ×{cell.slowdown:.2f} the control's time (geometric mean)")
         if cell.fingerprint_changed:
             lines.append(f"{cell.where}: {cell.fingerprint_changed} case(s) computed a different output "
                          f"fingerprint than the control (numeric drift within tolerance)")

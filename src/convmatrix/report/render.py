@@ -13,9 +13,9 @@ from convmatrix.report import grid as report_grid
 from convmatrix.report import json as report_json
 from convmatrix.report.model import CaseRow, CellRow, Report
 from convmatrix.results.families import SIGNATURE
-from convmatrix.results.night import case_red
+from convmatrix.results.night import case_fails, case_red
 from convmatrix.results.outcomes import Outcome, Verdict
-from convmatrix.results.verdicts import OUTSIDE
+from convmatrix.results.verdicts import COSTS, OUTSIDE
 
 FORMATS = ("text", "markdown", "html", "json", "junit")
 
@@ -87,6 +87,11 @@ def verdict_case(cell: CellRow, report: Report) -> tuple[str, str] | None:
         if health is not None and not health.healthy:
             return "failure", f"CONTROL UNHEALTHY: {health.reason}: no verdicts on {cell.gpu.key}"
         return None
+    if cell.verdict in COSTS or (kind == "failure" and cell.found & set(COSTS) and not cell.signature):
+        said = ", ".join(f"{cell.verdicts[str(v)]} {v}" for v in COSTS if cell.verdicts.get(str(v)))
+        fails = "" if kind == "failure" else ": fails nothing (--fail-on " + "|".join(map(str, COSTS)) + " would)"
+        return kind, f"{report_grid.verdict_word(cell.verdict).upper()}: case(s) passed at a cost against the " \
+                     f"control ({said}){fails}"
     if kind == "failure":  # the signature policy: a signature failure the control shares
         return kind, f"SIGNATURE: a case failed with {SIGNATURE} (--fail-on signature)"
     if cell.verdict == Verdict.NO_CONTROL:
@@ -101,7 +106,7 @@ def verdict_case(cell: CellRow, report: Report) -> tuple[str, str] | None:
     return None
 
 
-def case_element(suite: ET.Element, case: CaseRow, red: bool, outside: bool) -> None:
+def case_element(suite: ET.Element, case: CaseRow, red: bool, outside: bool, policy: str = "regression") -> None:
     """A case's testcase: in a candidate (a cell in the order of verdicts), a failure only in a
     cell that makes the report red (and then every case that failed or owed a run), else a skip
     saying why it fails nothing, so that a CI system counts what the exit code counts. Outside the
@@ -111,7 +116,16 @@ def case_element(suite: ET.Element, case: CaseRow, red: bool, outside: bool) -> 
     element = ET.SubElement(suite, "testcase", classname=name, name=one_line(case.case))
     if case.history is not None:  # --history: its mark against earlier runs
         ET.SubElement(ET.SubElement(element, "properties"), "property", name="history", value=case.history.word)
+    if case.outcome == Outcome.PASS and case.verdict not in COSTS:
+        return
+    if red and case.verdict in COSTS and case_fails(case.verdict, policy):
+        # Passed at a cost the policy names (--fail-on fallback): a failure saying what it cost.
+        failure = ET.SubElement(element, "failure", type=str(case.verdict), message=one_line(case.message or ""))
+        failure.text = xml_text(case.message or "")
+        return
     if case.outcome == Outcome.PASS:
+        said = f"{case.verdict}: {case.message or ''} (fails nothing here)"
+        ET.SubElement(element, "skipped", message=one_line(said))
         return
     if (red and (case.outcome.failing or case_red(case.verdict))) or (outside and case.outcome.failing):
         failure = ET.SubElement(element, "failure", type=one_line(case.family or case.verdict),
@@ -161,7 +175,7 @@ def junit(report: Report) -> str:
         suite = by_cell.get(name)
         if suite is None:
             suite = by_cell[name] = ET.SubElement(root, "testsuite", name=name)
-        case_element(suite, case, (case.cell, case.gpu) in red, (case.cell, case.gpu) in outside)
+        case_element(suite, case, (case.cell, case.gpu) in red, (case.cell, case.gpu) in outside, report.policy)
     for cell in report.cells:
         said = verdict_case(cell, report)
         if said is None:

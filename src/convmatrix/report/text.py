@@ -24,7 +24,8 @@ GAP = "  "
 MESSAGE_WIDTH = 90
 WORDS = {Verdict.CONTROL: "CTRL", Verdict.OK: "ok", Verdict.FIXED: "fixed", Verdict.REGRESSION: "REGR",
          Verdict.INVALID: "INVALID", Verdict.NOT_RUN: "NOT RUN", Verdict.UNSUPPORTED: "unsupp",
-         Verdict.NO_CONTROL: "no-ctl", Verdict.CHANGED: "changed", Verdict.DECLARED_SKIP: "declared"}
+         Verdict.NO_CONTROL: "no-ctl", Verdict.CHANGED: "changed", Verdict.DECLARED_SKIP: "declared",
+         Verdict.FALLBACK: "fallbk", Verdict.MEMORY: "memory", Verdict.SLOWER: "slower"}
 MEANINGS = {Verdict.CONTROL: "the control (its row marked *)", Verdict.OK: "ran as on the control",
             Verdict.FIXED: "a case failing on the control passes", Verdict.REGRESSION: "a case regressed",
             Verdict.INVALID: "incomplete or not comparable",
@@ -33,13 +34,18 @@ MEANINGS = {Verdict.CONTROL: "the control (its row marked *)", Verdict.OK: "ran 
             Verdict.UNSUPPORTED: "this runner's driver cannot run it (fails nothing)",
             Verdict.NO_CONTROL: "no control to compare with",
             Verdict.CHANGED: "passes what the control skipped (fails nothing)",
-            Verdict.DECLARED_SKIP: "skipped what the control ran, as the matrix declares"}
+            Verdict.DECLARED_SKIP: "skipped what the control ran, as the matrix declares",
+            Verdict.FALLBACK: "a case left the control's cuDNN/MIOpen/oneDNN for a native path "
+                              "(fails nothing by default)",
+            Verdict.MEMORY: "a case's peak memory above the control's (fails nothing by default)",
+            Verdict.SLOWER: "a case slower than the control beyond the noise (fails nothing by default)"}
 MARK_MEANINGS = {"S": "SIGNATURE: a case failed with CUDNN_STATUS_NOT_SUPPORTED",
                  "w": "the signature in warnings only", "M": "stack mismatch",
-                 "T": "T1.6: convolutions took 1.6× the control's time", "B": "B2: 2 regressions since the baseline"}
+                 "B": "B2: 2 regressions since the baseline"}
 COLOURS = {Verdict.CONTROL: "1;34", Verdict.OK: "32", Verdict.FIXED: "36", Verdict.REGRESSION: "1;31",
            Verdict.INVALID: "1;33", Verdict.NOT_RUN: "1;35", Verdict.UNSUPPORTED: "2;33",
-           Verdict.NO_CONTROL: "2", Verdict.CHANGED: "33", Verdict.DECLARED_SKIP: "2;32"}
+           Verdict.NO_CONTROL: "2", Verdict.CHANGED: "33", Verdict.DECLARED_SKIP: "2;32",
+           Verdict.FALLBACK: "1;36", Verdict.MEMORY: "36", Verdict.SLOWER: "36"}
 
 
 def render(report: Report, *, color: bool = False) -> str:
@@ -167,9 +173,9 @@ def row_line(grid: Grid, row: Row, columns: list[Column], widths: dict[str, int]
 
 def legend(grid: Grid) -> list[str]:
     verdicts = [v for v in Verdict if any(c.verdict == v for c in grid.entries.values())]
-    codes = sorted({m.code[0] for c in grid.entries.values() for m in report_grid.marks(c)}, key="SwMTB".index)
+    codes = sorted({m.code[0] for c in grid.entries.values() for m in report_grid.marks(c)}, key="SwMB".index)
     parts = [f"{WORDS[v]} {MEANINGS[v]}" for v in verdicts] + ["n/m: n of m cases passed"]
-    parts += [MARK_MEANINGS[c] if c in "TB" else f"{c} {MARK_MEANINGS[c]}" for c in codes]
+    parts += [MARK_MEANINGS[c] if c == "B" else f"{c} {MARK_MEANINGS[c]}" for c in codes]
     return textwrap.wrap("legend: " + "; ".join(parts), WIDTH, break_on_hyphens=False)
 
 

@@ -26,6 +26,19 @@ FIRST_RED = "first-red"
 FAIL_ON = (*results_verdicts.POLICIES, FIRST_RED, "never")
 
 
+def fail_on(given: str) -> str:
+    """A --fail-on value: one of FAIL_ON or a comma-separated list of them (`regression,fallback`;
+    `first-red` then applies to the findings of the others listed; `never` stands alone). Raises
+    ValueError naming what is not one (argparse says it as a bad value: exit 2)."""
+    named = [p.strip() for p in given.split(",")]
+    wrong = [p for p in named if p not in FAIL_ON]
+    if wrong or not named:
+        raise ValueError(f"{', '.join(wrong) or given!r}: not one of {', '.join(FAIL_ON)}")
+    if "never" in named and len(named) > 1:
+        raise ValueError("never stands alone")
+    return ",".join(dict.fromkeys(named))
+
+
 class Judged(Protocol):
     """A case's result as a delta needs it: a recorded case, or a report row."""
 
@@ -73,6 +86,9 @@ class VerdictedCell(Protocol):
     @property
     def did_not_run(self) -> bool: ...
 
+    @property
+    def found(self) -> frozenset[Verdict]: ...
+
 
 class Verdicted(Protocol):
     """What `judge` reads of a report: the policy needs no more of it (report.model.Report is one)."""
@@ -103,15 +119,8 @@ def delta(control: Judged | None, case: Judged) -> Delta:
 
 
 def timing_comparable(result: CellResult, control: CellResult | None, fact: Verdict | None) -> bool:
-    """Whether a cell's timings may be set against its control's at all: both ran whole (no
-    problem recorded, no fact of the cell's own such as INVALID or not-run, every case the control
-    ran: a cell killed mid-run on a loaded machine showed "SLOWER x33.5"), on the same host, in
-    this run (neither a stored result reused from another: another night's load is not this
-    stack's speed)."""
-    return (control is not None and control is not result and fact is None
-            and not result.problems and not control.problems
-            and result.host == control.host and not result.reused and not control.reused
-            and control.cases.keys() <= result.cases.keys())
+    """results/night.timing_comparable: the night decides where timings are compared."""
+    return night.timing_comparable(result, control, fact)
 
 
 def slowdown(control: Timed | None, case: Timed) -> float | None:
@@ -162,15 +171,22 @@ def fingerprint_changed(control: Printed | None, case: Printed) -> bool | None:
 
 
 def policy(fail_on: str) -> str:
-    """The policy the views describe for a --fail-on: `never` changes the exit, not what is red."""
-    return fail_on if fail_on in results_verdicts.POLICIES else "regression"
+    """The policy the views describe for a --fail-on: `never` changes the exit, not what is red;
+    `first-red` alone describes the regression policy, beside others those others."""
+    named = [p for p in fail_on.split(",") if p in results_verdicts.POLICIES]
+    return ",".join(named) if named else "regression"
+
+
+def first_red_policy(fail_on: str) -> bool:
+    return FIRST_RED in fail_on.split(",")
 
 
 def failing(cell: VerdictedCell, fail_on: str) -> bool:
     """Whether this cell makes the report red under fail_on's policy (results.verdicts.fails), a
     regression against --baseline counting as one: every view and the exit code ask this."""
     said = policy(fail_on)
-    return night.red(cell, said) or bool(said == "regression" and cell.baseline_regressions)
+    return night.red(cell, said) or bool("regression" in results_verdicts.policies(said)
+                                         and cell.baseline_regressions)
 
 
 def tally(cells: Sequence[VerdictedCell]) -> str:
@@ -200,7 +216,7 @@ def judge(report: Verdicted, fail_on: str, first_red: Sequence[str] = (), histor
     if fail_on == "never":
         return
     red = [c for c in report.cells if failing(c, fail_on)]
-    if fail_on == FIRST_RED:
+    if first_red_policy(fail_on):
         if first_red:
             more = f" and {len(first_red) - 5} more" if len(first_red) > 5 else ""
             raise NotGreen(f"{len(first_red)} first-red: {', '.join(first_red[:5])}{more} ({history})")
@@ -210,9 +226,15 @@ def judge(report: Verdicted, fail_on: str, first_red: Sequence[str] = (), histor
         def why(cell: VerdictedCell) -> str:
             if cell.verdict in (Verdict.INVALID, Verdict.NOT_RUN):
                 return "INVALID" if cell.verdict == Verdict.INVALID else "NOT RUN"
-            if policy(fail_on) == "signature":
+            said = results_verdicts.policies(policy(fail_on))
+            if cell.verdict == Verdict.REGRESSION and "regression" in said:
+                return "regressed"
+            if "signature" in said and cell.signature:
                 return "hit the signature"
-            return "regressed" if cell.verdict == Verdict.REGRESSION else "regressed since the baseline"
+            costs = [str(v) for v in results_verdicts.COSTS if v in cell.found and str(v) in said]
+            if costs:
+                return "passed at a cost (" + ", ".join(costs) + ")"
+            return "regressed since the baseline"
 
         if all(c.did_not_run for c in red):
             # Nothing red is a finding about a stack: the infrastructure is all that failed (exit 4),
@@ -222,7 +244,8 @@ def judge(report: Verdicted, fail_on: str, first_red: Sequence[str] = (), histor
                                       f"{', '.join(c.where for c in red[:5])}{more} (of {len(report.cells)} cells: "
                                       f"{tally(report.cells)})")
         said = []
-        for word in ("INVALID", "regressed", "NOT RUN", "hit the signature", "regressed since the baseline"):
+        words = ["INVALID", "regressed", "NOT RUN", "hit the signature", *dict.fromkeys(why(c) for c in red)]
+        for word in dict.fromkeys(words):
             cells = [c.where for c in red if why(c) == word]
             if cells:
                 more = f" and {len(cells) - 5} more" if len(cells) > 5 else ""

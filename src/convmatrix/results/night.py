@@ -25,7 +25,7 @@ from convmatrix.results import families
 from convmatrix.results.first_diff import Difference
 from convmatrix.results.outcomes import Outcome, Verdict
 from convmatrix.results.read import EPOCH, Case, CellResult, Loaded
-from convmatrix.results.verdicts import DRIVER, OUTSIDE, RED, case_verdict, cell_verdict, declared, fails
+from convmatrix.results.verdicts import DRIVER, OUTSIDE, RED, Cost, case_verdict, cell_verdict, cost_of, declared, fails
 
 
 class Unjudged(StrEnum):
@@ -61,6 +61,7 @@ class JudgedCase:
     unjudged: Unjudged | None  # None: judged by the one function
     declared: str | None = None  # the reason of the [[expected_skip]] that declared its skip
     first_diff: Difference | None = None  # the first log line of its section the control's lacks
+    cost: Cost | None = None  # passed on both sides: its backends, memory and time against the control's
 
     @property
     def outcome(self) -> Outcome:
@@ -106,6 +107,11 @@ class JudgedCell:
     def did_not_run(self) -> bool:
         return self.result.did_not_run
 
+    @property
+    def found(self) -> frozenset[Verdict]:
+        """Its cases' verdicts (a cell whose worst is a regression may hold a fallback too)."""
+        return frozenset(c.verdict for c in self.cases)
+
     def fails(self, policy: str = "regression") -> bool:
         """Whether it makes the run red under policy (what the report's exit code counts)."""
         return red(self, policy)
@@ -139,10 +145,18 @@ class Flagged(Protocol):
     @property
     def excused(self) -> bool: ...
 
+    @property
+    def found(self) -> frozenset[Verdict]: ...
+
 
 def red(cell: Flagged, policy: str = "regression") -> bool:
     """A cell red under policy (results.verdicts.fails): every view, the exit code and the history ask this."""
-    return fails(cell.verdict, policy=policy, signature=cell.signature, excused=cell.excused)
+    return fails(cell.verdict, policy=policy, signature=cell.signature, excused=cell.excused, found=cell.found)
+
+
+def case_fails(verdict: Verdict, policy: str = "regression") -> bool:
+    """A case's verdict that fails a run under policy (a fallback under --fail-on fallback)."""
+    return fails(verdict, policy=policy)
 
 
 def case_red(verdict: Verdict) -> bool:
@@ -201,12 +215,20 @@ def judge_cell(result: CellResult, against: CellResult | None, control: str | No
     why = None if compared else (unjudged or (Unjudged.CONTROL_UNHEALTHY if control is not None and not healthy
                                               else Unjudged.NO_CONTROL))
     skips = result.expected_skips
+    timed = compared and timing_comparable(result, against, fact)
     cases = []
     for name, case in sorted(result.cases.items()):
         base = against.cases.get(name) if against is not None else None
         reason = declared(name, skips) if skips and case.outcome == Outcome.SKIP else None
         own = case_verdict(base, case, declared=reason is not None) if compared else (fact or Verdict.NO_CONTROL)
-        cases.append(JudgedCase(name, case, base, own, why, reason if own == Verdict.DECLARED_SKIP else None))
+        cost = None
+        if compared and base is not None and case.outcome == Outcome.PASS and base.outcome == Outcome.PASS:
+            # Passed on both: what it cost. The worst of fallback, memory and slower is its verdict.
+            cost = cost_of(base, case, timed=timed)
+            if own == Verdict.OK:
+                own = cost.verdict
+        cases.append(JudgedCase(name, case, base, own, why, reason if own == Verdict.DECLARED_SKIP else None,
+                                cost=cost))
     if against is not None and not is_control and ran:
         # What the control ran and this cell did not: never a pass by omission (not-run). A set
         # difference first: most cells ran every case.
@@ -221,6 +243,18 @@ def judge_cell(result: CellResult, against: CellResult | None, control: str | No
     verdict = cell_verdict(fact, (c.verdict for c in cases))
     return JudgedCell(result=result, place=where, against=against, fact=fact, verdict=verdict, cases=tuple(cases),
                       unjudged=unjudged)
+
+
+def timing_comparable(result: CellResult, control: CellResult | None, fact: Verdict | None) -> bool:
+    """Whether a cell's timings may be set against its control's at all: both ran whole (no
+    problem recorded, no fact of the cell's own such as INVALID or not-run, every case the control
+    ran: a cell killed mid-run on a loaded machine showed "SLOWER x33.5"), on the same host, in
+    this run (neither a stored result reused from another: another night's load is not this
+    stack's speed)."""
+    return (control is not None and control is not result and fact is None
+            and not result.problems and not control.problems
+            and result.host == control.host and not result.reused and not control.reused
+            and control.cases.keys() <= result.cases.keys())
 
 
 def unjudged_cell(result: CellResult, is_control: bool, fact: Verdict | None, healthy: bool,

@@ -54,3 +54,7 @@ class Verdict(StrEnum):
     NO_CONTROL = "no-control"
     CHANGED = "changed"  # ran otherwise than on the control without failing (it passes what the control skipped)
     DECLARED_SKIP = "declared-skip"  # skipped where the control ran, as the matrix's [[expected_skip]] declares
+    # Passed on both, at a cost (results/verdicts.cost_verdict): the worst of these wins.
+    FALLBACK = "fallback"  # its backend left the control's accelerated one for a native path (Mkldnn -> Slow3d)
+    MEMORY = "memory"  # its peak memory above the control's beyond verdicts.MEMORY_BOUND
+    SLOWER = "slower"  # its time above the control's beyond verdicts.SLOWER_BOUND, at the ratio's lower bound

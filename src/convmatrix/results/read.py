@@ -60,6 +60,10 @@ class Case:
     forward_runs: tuple[float, ...] = ()  # the repeated forward calls' ms (timing.forward_runs), for the spread
     sources: tuple[str, ...] = ()  # the public reports the case reproduces (https URLs), shown when it fails
     duration_s: float | None = None  # the case's wall time (duration_s), kept by the history
+    backend: str | None = None  # torch._C._select_conv_backend's choice (results line `backend`)
+    peak_bytes: int | None = None  # peak memory of its checked forward call (timing.peak_bytes)
+    reference_ms: tuple[float, ...] = ()  # the reference workload's ms beside its runs (timing.reference_ms)
+    kernels: tuple[str, ...] = ()  # the GPU kernels the profiler saw (timing.kernels)
     libraries: tuple[Library, ...] = ()  # the library audit's table (its own case's line only; results/libraries.py)
 
 
@@ -649,8 +653,37 @@ def check_line(record: Any) -> Case | str:
         _runs(timing) if timing else (),
         _sources(record.get("sources")),
         _seconds(record.get("duration_s")),
+        _backend(record.get("backend")),
+        _bytes(timing) if timing else None,
+        _runs(timing, "reference_ms") if timing else (),
+        _kernels(timing) if timing else (),
         libraries.table(record["audit"]) if "audit" in record else (),
     )
+
+
+BACKEND = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,63}", re.ASCII)
+
+
+def _backend(value: object) -> str | None:
+    """A line's `backend`: a ConvBackend's name (Mkldnn, Slow3d), anything else none (untrusted)."""
+    return value if isinstance(value, str) and BACKEND.fullmatch(value) else None
+
+
+def _bytes(timing: object) -> int | None:
+    """timing.peak_bytes: a non-negative integer under 2^60, anything else none."""
+    value = timing.get("peak_bytes") if isinstance(timing, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 1 << 60 else None
+
+
+KERNEL = re.compile(r"[ -~]{1,200}", re.ASCII)
+
+
+def _kernels(timing: object) -> tuple[str, ...]:
+    """timing.kernels: at most 32 printable names of at most 200 characters (the rest dropped)."""
+    listed = timing.get("kernels") if isinstance(timing, dict) else None
+    if not isinstance(listed, list):
+        return ()
+    return tuple(k for k in listed[:32] if isinstance(k, str) and KERNEL.fullmatch(k))
 
 
 def warning_families(warned: list[Any]) -> tuple[str, ...]:
@@ -681,9 +714,9 @@ def _seconds(value: object) -> float | None:
     return found if found is not None and 0 <= found < float("inf") else None
 
 
-def _runs(timing: object) -> tuple[float, ...]:
-    """timing.forward_runs: finite, non-negative numbers only (anything else: no runs)."""
-    runs = timing.get("forward_runs") if isinstance(timing, dict) else None
+def _runs(timing: object, key: str = "forward_runs") -> tuple[float, ...]:
+    """timing.forward_runs (or reference_ms): finite, non-negative numbers only (anything else: no runs)."""
+    runs = timing.get(key) if isinstance(timing, dict) else None
     if not isinstance(runs, list) or not runs or len(runs) > 1000:
         return ()
     try:

@@ -7,7 +7,10 @@ Here, below report/ and prove/, so that nothing needs the report to know a verdi
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import math
+import statistics
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Protocol
 
@@ -20,6 +23,9 @@ ORDER: tuple[Verdict, ...] = (
     Verdict.REGRESSION,
     Verdict.NOT_RUN,
     Verdict.UNSUPPORTED,
+    Verdict.FALLBACK,
+    Verdict.MEMORY,
+    Verdict.SLOWER,
     Verdict.CHANGED,
     Verdict.FIXED,
     Verdict.OK,
@@ -31,7 +37,9 @@ RANK = {verdict: rank for rank, verdict in enumerate(ORDER)}
 OUTSIDE = frozenset({Verdict.CONTROL, Verdict.NO_CONTROL})
 # What makes a run red under --fail-on regression (signature: INVALID, NOT_RUN and the signature).
 RED = frozenset({Verdict.INVALID, Verdict.REGRESSION, Verdict.NOT_RUN})
-POLICIES = ("regression", "signature")
+# What a case that passed on both sides cost (Cost): red only under a --fail-on that names it.
+COSTS = (Verdict.FALLBACK, Verdict.MEMORY, Verdict.SLOWER)
+POLICIES = ("regression", "signature", *(str(v) for v in COSTS))
 # A case failing with this family is one the runner's driver cannot run: unsupported, which is
 # a fact about the runner, and only that case's verdict (never a cell's excuse).
 DRIVER = "cuda_driver_insufficient"
@@ -45,6 +53,157 @@ class Recorded(Protocol):
 
     @property
     def family(self) -> str | None: ...
+
+
+class Costed(Recorded, Protocol):
+    """What a case's cost needs of its record (results.Case)."""
+
+    @property
+    def backend(self) -> str | None: ...
+
+    @property
+    def peak_bytes(self) -> int | None: ...
+
+    @property
+    def forward_runs(self) -> tuple[float, ...]: ...
+
+    @property
+    def reference_ms(self) -> tuple[float, ...]: ...
+
+
+# Backends that are a library's (cuDNN, MIOpen, oneDNN) and ATen's own native paths: a case whose
+# control ran the one and that ran the other fell back (torch._C._select_conv_backend's names).
+ACCELERATED = ("Cudnn", "Miopen", "Mkldnn")
+NATIVE = ("Slow",)  # Slow2d, Slow3d, SlowDilated2d/3d, SlowTranspose2d/3d
+MEMORY_BOUND = 1.5  # peak memory this many times the control's ...
+MEMORY_FLOOR = 1 << 20  # ... and at least 1 MiB more: a few kB of a tiny case are no finding
+SLOWER_BOUND = 1.5  # the time ratio's lower bound at least this: slower
+MIN_RUNS = 3  # repeated timings each side needs before its time is judged
+LOAD_BOUND = 1.25  # the reference workload this many times slower (or faster) than on the control: a loaded runner
+
+
+@dataclass(frozen=True, slots=True)
+class Cost:
+    """What a case that passed on both sides cost against the control's same case (cost_of)."""
+
+    backend: str | None = None  # the backend it ran (results line `backend`)
+    control_backend: str | None = None  # the control's
+    memory_ratio: float | None = None  # its peak memory / the control's (None: not both measured)
+    time_ratio: float | None = None  # the median of its forward runs / the control's
+    time_low: float | None = None  # the ratio's lower bound: its fastest run / the control's slowest
+    unsure: str | None = None  # why a slowdown beyond the bound was not claimed (a loaded runner)
+    extra_bytes: int = 0  # its peak memory minus the control's
+    load: float = 1.0  # its reference workload's slowest over the control's fastest (at least 1)
+
+    @property
+    def fallback(self) -> bool:
+        return bool(self.control_backend and self.backend and self.control_backend.startswith(ACCELERATED)
+                    and self.backend.startswith(NATIVE))
+
+    @property
+    def memory(self) -> bool:
+        return (self.memory_ratio is not None and self.memory_ratio >= MEMORY_BOUND
+                and self.extra_bytes >= MEMORY_FLOOR)
+
+    @property
+    def slower(self) -> bool:
+        return self.unsure is None and self.time_low is not None and self.time_low / self.load >= SLOWER_BOUND
+
+    @property
+    def verdict(self) -> Verdict:
+        """The worst of what it cost: fallback, then memory, then slower; ok when nothing."""
+        if self.fallback:
+            return Verdict.FALLBACK
+        if self.memory:
+            return Verdict.MEMORY
+        return Verdict.SLOWER if self.slower else Verdict.OK
+
+    def words(self) -> str:
+        """`Mkldnn → Slow3d; memory x13.8; time x3.1 (at least x2.6)` (with the multiplication
+        sign): what every format says."""
+        said = []
+        if self.fallback:
+            said.append(f"{self.control_backend} → {self.backend}")
+        if self.memory_ratio is not None:
+            said.append(f"memory ×{self.memory_ratio:.2f}")
+        if self.time_ratio is not None:
+            low = f" (at least ×{self.time_low:.2f})" if self.time_low is not None else ""
+            said.append(f"time ×{self.time_ratio:.2f}{low}")
+        if self.load > 1.0 and self.time_ratio is not None:
+            said.append(f"runner load ×{self.load:.2f}")
+        if self.unsure:
+            said.append(f"timing unsure: {self.unsure}")
+        return "; ".join(said)
+
+
+def cost_of(control: Costed, case: Costed, *, timed: bool = True) -> Cost:
+    """A case that passed on both sides against the control's: the backends, the ratio of peak
+    memory, and the time ratio with its lower bound. timed: both cells were measured the same way
+    (results/night.timing_comparable); otherwise no time is compared.
+
+    The time's statistic: the ratio of the medians of the repeated forward calls, claimed slower
+    only when its distribution-free lower bound, the candidate's fastest run over the control's
+    slowest, is at least SLOWER_BOUND: every candidate run slower than every control run by that
+    much, after dividing out the runner's load: each case also times a fixed reference workload (a
+    matmul, suites/README.md) before each of its runs and after the last, and the bound is divided
+    by the candidate's slowest reference over the control's fastest (when above 1). Noise only adds
+    time, so a noisy control run lowers the bound, never raises it. Where that load is above
+    LOAD_BOUND (or either side has no reference), a slowdown is not claimed at all and the cost
+    says the timing was unsure.
+
+    By construction no load escapes the division: a slowdown is claimed only where every run of
+    both sides is bracketed by references (bracketed), so a burst of load that slowed a run
+    slowed a reference beside it, and the slowest reference divides it out. Records whose two
+    references stood only before and after all the runs (a burst in between went unseen: a real
+    run of a clean candidate beside a control read `slower`) never claim a slowdown."""
+    memory_ratio, extra = None, 0
+    if case.peak_bytes is not None and control.peak_bytes:
+        memory_ratio = round(case.peak_bytes / control.peak_bytes, 3)
+        extra = case.peak_bytes - control.peak_bytes
+    time_ratio = time_low = None
+    unsure, load = None, 1.0
+    mine, theirs = case.forward_runs, control.forward_runs
+    if timed and len(mine) >= MIN_RUNS and len(theirs) >= MIN_RUNS and min(mine) > 0 and min(theirs) > 0:
+        time_ratio = round(statistics.median(mine) / statistics.median(theirs), 3)
+        time_low = round(min(mine) / max(theirs), 3)
+        load = load_of(control.reference_ms, case.reference_ms)
+        if time_low >= SLOWER_BOUND:
+            unsure = bracketed(control, "the control's") or bracketed(case, "its") \
+                or load_unsure(control.reference_ms, case.reference_ms)
+    return Cost(backend=case.backend, control_backend=control.backend, memory_ratio=memory_ratio,
+                time_ratio=time_ratio, time_low=time_low, unsure=unsure, extra_bytes=extra, load=load)
+
+
+def bracketed(record: Costed, whose: str) -> str | None:
+    """Why a side's runs are not each bracketed by a reference timing (None: they are): a
+    reference before every run and one after the last."""
+    if len(record.reference_ms) < len(record.forward_runs) + 1:
+        return (f"{whose} {len(record.forward_runs)} runs had {len(record.reference_ms)} reference timing(s), "
+                f"not one beside each")
+    return None
+
+
+def load_of(control: Sequence[float], case: Sequence[float]) -> float:
+    """The candidate's slowest reference over the control's fastest, at least 1 (1: none to say)."""
+    if not control or not case or min(control) <= 0:
+        return 1.0
+    return max(1.0, max(case) / min(control))
+
+
+def load_unsure(control: Sequence[float], case: Sequence[float]) -> str | None:
+    """Why the two cells' timings cannot be set against each other (None: they can): the
+    reference workload took another time on one than on the other (the runner was loaded)."""
+    if not control or not case or min(control) <= 0 or min(case) <= 0:
+        return "no reference timing on both sides"
+    load = max(case) / min(control)
+    if load > LOAD_BOUND:
+        return f"the reference workload ran ×{load:.2f} the control's (a loaded runner)"
+    return None
+
+
+def geometric(ratios: Iterable[float]) -> float | None:
+    known = [r for r in ratios if r > 0]
+    return round(math.exp(sum(math.log(r) for r in known) / len(known)), 3) if known else None
 
 
 def worst(verdicts: Iterable[Verdict], default: Verdict = Verdict.OK) -> Verdict:
@@ -91,18 +250,31 @@ def cell_verdict(fact: Verdict | None, cases: Iterable[Verdict]) -> Verdict:
     return worst([*([fact] if fact is not None else []), *cases])
 
 
+def policies(policy: str) -> frozenset[str]:
+    """A --fail-on list (`regression,fallback`) as its policies (results.verdicts.POLICIES only)."""
+    return frozenset(p.strip() for p in policy.split(",") if p.strip())
+
+
 def fails(verdict: Verdict, *, policy: str = "regression", signature: bool = False,
-          excused: bool = False) -> bool:
+          excused: bool = False, found: Iterable[Verdict] = ()) -> bool:
     """Whether a cell with this verdict makes the run red: INVALID and NOT_RUN always (excused: an
     optional cell that never ran), REGRESSION under the regression policy, a signature failure under
-    the signature policy. The exit code (report/verdicts.judge) and every view ask this."""
+    the signature policy, a case's fallback, memory or slower under the policy of that name. policy
+    is one or a comma-separated list (`regression,fallback`): red under any of them. found: the
+    verdicts of its cases (a cell whose worst is a regression may hold a fallback too). The exit
+    code (report/verdicts.judge) and every view ask this."""
     if verdict == Verdict.NOT_RUN and excused:
         return False
     if verdict in (Verdict.INVALID, Verdict.NOT_RUN):
         return True
-    if policy == "signature":
-        return signature and verdict not in OUTSIDE
-    return verdict == Verdict.REGRESSION
+    named = policies(policy)
+    if "signature" in named and signature and verdict not in OUTSIDE:
+        return True
+    if "regression" in named and verdict == Verdict.REGRESSION:
+        return True
+    if verdict in OUTSIDE:
+        return False
+    return any(str(v) in named for v in (verdict, *found) if v in COSTS)
 
 
 def declared(case: str, skips: Iterable[tuple[tuple[str, ...], str]]) -> str | None:

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from convmatrix.atlas import bundle
 from convmatrix.atlas.bundle import BadBundle
-from convmatrix.atlas.model import Bundle, Case, Cell, Gpu, Repro, Run, Stack
+from convmatrix.atlas.model import Bundle, Case, Cell, Cost, Gpu, Repro, Run, Stack
 from strategies import atlas_bundles, nested
 
 NAME = "fleet-a.bundle.json"
@@ -33,7 +33,10 @@ def sample() -> Bundle:
     cell = Cell(stack=Stack(torch="2.11.0+cu130", cuda="13.0", cudnn="9.19.0", driver="580.159.04",
                             image_digest=None, lane="host"),
                 gpu=Gpu(model="NVIDIA H200", capability="9.0", generation="sm90", mig="3g.71gb"),
-                verdict="regression", cases=(failing, Case(case="conv1d-a", verdict="ok", outcome="pass")))
+                verdict="regression", cases=(failing, Case(case="conv1d-a", verdict="ok", outcome="pass"),
+                                             Case(case="conv3d-fp32-k3-batch", verdict="fallback", outcome="pass",
+                                                  cost=Cost(backend="Slow3d", control_backend="Mkldnn",
+                                                            memory_ratio=14.0, time_ratio=3.05, time_ratio_low=2.41))))
     return Bundle(fleet="fleet-a", created="2026-12-05", tool="0.1.0",
                   runs=(Run(run="0123456789abcdef", date="2026-12-04", cells=(cell,)),),
                   dropped=("host names",))
@@ -46,7 +49,7 @@ def plain(made: Bundle) -> Any:
 
 def signed(value: Any, **top: Any) -> bytes:
     """A bundle file around value with a checksum that matches it: what a hostile fleet can write."""
-    wrapper = {"format": "convmatrix-bundle", "version": 1,
+    wrapper = {"format": "convmatrix-bundle", "version": 2,
                "sha256": hashlib.sha256(bundle.canonical(value)).hexdigest(), "bundle": value, **top}
     return json.dumps(wrapper).encode()
 
@@ -85,7 +88,7 @@ def test_round_trip_of_a_sample() -> None:
     made = bundle.write(sample())
     assert bundle.parse(made, NAME) == sample()
     top = json.loads(made)
-    assert (top["format"], top["version"]) == ("convmatrix-bundle", 1)
+    assert (top["format"], top["version"]) == ("convmatrix-bundle", 2)
     assert top["sha256"] == hashlib.sha256(bundle.canonical(top["bundle"])).hexdigest()
     assert made.isascii()
 
@@ -143,13 +146,45 @@ def test_a_checksum_mismatch_is_refused() -> None:
 
 @pytest.mark.parametrize(("change", "field"), [
     ({"format": "convmatrix-report"}, "field format"),
-    ({"version": 2}, "field version"),
+    ({"version": 3}, "field version"),
     ({"version": True}, "field version"),
     ({"extra": 1}, "field (top).'extra'"),
 ])
 def test_a_wrong_format_or_version_is_refused(change: dict[str, Any], field: str) -> None:
     top = json.loads(bundle.write(sample())) | change
     assert field in refused(json.dumps(top).encode())
+
+
+def without_costs(value: Any) -> Any:
+    """The sample as a version 1 file held it: no case has a `cost` field."""
+    for run in value["runs"]:
+        for cell in run["cells"]:
+            for case in cell["cases"]:
+                del case["cost"]
+    return value
+
+
+def test_a_version_one_bundle_is_still_read_without_costs() -> None:
+    """Issue 48: version 2 adds a case's cost; the fleets' published version 1 files stay readable."""
+    old = json.dumps({**json.loads(signed(without_costs(plain(sample())))), "version": 1}).encode()
+    read = bundle.parse(old, NAME)
+    assert [c.cost for c in read.runs[0].cells[0].cases] == [None, None, None]
+    assert read.runs[0].cells[0].cases[2].verdict == "fallback"
+    # A version 1 file that holds a cost is not one: the field came with version 2.
+    mixed = json.dumps({**json.loads(signed(plain(sample()))), "version": 1}).encode()
+    assert "cost'" in refused(mixed) and "not a field of this version" in refused(mixed)
+    # A version 2 file must say its cost, null or not.
+    assert "cases[0].cost: missing" in refused(signed(without_costs(plain(sample()))))
+
+
+@pytest.mark.parametrize(("field", "value", "said"), [
+    ("memory_ratio", -1.0, "from 0 to 1e+09"), ("time_ratio", 1e10, "from 0 to 1e+09"),
+    ("time_ratio_low", "2.4", "from 0 to 1e+09"), ("memory_ratio", True, "from 0 to 1e+09"),
+    ("backend", "Slow3d<script>", "does not fit"), ("control_backend", "", "does not fit"),
+])
+def test_a_cost_outside_its_bounds_is_refused(field: str, value: Any, said: str) -> None:
+    message = refused(edited(f"runs.0.cells.0.cases.2.cost.{field}", value))
+    assert f"field bundle.runs[0].cells[0].cases[2].cost.{field}" in message and said in message, message
 
 
 @pytest.mark.parametrize("data", [b"", b"\xff\xfe", b"not json", b"[]", b"1e999", b"{" * 5,
@@ -239,7 +274,7 @@ def test_a_field_that_does_not_fit_is_refused_by_name(path: str, value: Any, fie
 
 def test_the_list_bounds_hold(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(bundle, "MAX_CASES", 1)
-    assert "bundle.runs[0].cells[0].cases: 2 entries, more than 1" in refused(bundle.write(sample()))
+    assert "bundle.runs[0].cells[0].cases: 3 entries, more than 1" in refused(bundle.write(sample()))
 
 
 def test_nulls_where_the_model_allows_them() -> None:

@@ -20,7 +20,20 @@ from convmatrix.cli import report as report_cmd
 from convmatrix.prove import repro
 from convmatrix.results import rundir
 from convmatrix.results.read import numbered
-from exportkit import H100, H200_SLICE, IP, KNOBS, PARAMS, SHAPES, V100, bundle_text, cell_record, leaks, write_run
+from exportkit import (
+    H100,
+    H200_SLICE,
+    IP,
+    KNOBS,
+    PARAMS,
+    SHAPES,
+    V100,
+    bundle_text,
+    cell_record,
+    leaks,
+    write_fallback_run,
+    write_run,
+)
 from testkit import HOST, REPO, env_json, record, write_result
 
 H200_RUNS = [REPO / "tests/data/gpu/h200-torch2.11-cudnn9.19/run", REPO / "tests/data/gpu/h200-torch2.11-cudnn9.19/rerun",
@@ -215,3 +228,15 @@ def test_a_gpu_key_whose_model_fits_no_pattern_is_an_unknown_model() -> None:
     """What the key says is fitted as the record is: else export wrote a bundle its reader refuses."""
     gpu = export.gpu_of("a<b>!-sm90", None, Secrets())
     assert gpu is not None and (gpu.model, gpu.generation) == ("unknown", "sm90")
+
+
+def test_a_fallback_carries_its_backends_and_ratios_and_a_green_case_no_cost(tmp_path: Path) -> None:
+    """Issue 48: the bundle (version 2) carries a fallback's backends and ratios, as every format
+    does; a case that passed at no cost carries none (200,000 of them would double a bundle)."""
+    made = exported(write_fallback_run(tmp_path / "run"))
+    written(made, tmp_path / "b.json")
+    (cell,) = [c for c in made.runs[0].cells if not c.control]
+    fell, green = cell.cases
+    assert (fell.verdict, green.verdict, green.cost) == ("fallback", "ok", None)
+    assert fell.cost is not None
+    assert (fell.cost.control_backend, fell.cost.backend, fell.cost.memory_ratio) == ("Cudnn", "Slow3d", 14.0)

@@ -13,7 +13,7 @@ import pytest
 from convmatrix.atlas import bundle, export, from_history
 from convmatrix.atlas.model import Bundle
 from convmatrix.cli.main import main
-from exportkit import H100, H200_SLICE, V100, bundle_text, leaks, write_run
+from exportkit import H100, H200_SLICE, V100, bundle_text, leaks, write_fallback_run, write_run
 from testkit import HOST
 
 # Not the sub-code: the history keeps --explain's only; a folder's export also reads the one its
@@ -101,6 +101,18 @@ def test_a_case_id_naming_a_recorded_host_is_dropped(history_url: str, tmp_path:
     assert [[c.case for c in cell.cases] for r in made.runs for cell in r.cells] == [["conv2d-a"], ["conv2d-a"]]
     assert HOST not in bundle_text(tmp_path / "db.json")
     assert "2 cases whose id names a host, a user, a path or an address" in made.dropped
+
+
+def test_a_recorded_fallback_exports_with_its_backends_and_ratios(history_url: str, tmp_path: Path) -> None:
+    """Issue 48: the history keeps a fallback's backends and ratios (schema 2), and its export
+    carries them as the folder's does."""
+    run = write_fallback_run(tmp_path / "night")
+    assert main(["record", str(run), "--history", history_url]) == 0
+    made = from_history_bundle(history_url, tmp_path)
+    costs = [(c.case, c.verdict, c.cost) for r in made.runs for cell in r.cells for c in cell.cases if c.cost]
+    assert len(costs) == 1 and costs[0][:2] == ("conv3d-a", "fallback")
+    cost = costs[0][2]
+    assert cost is not None and (cost.control_backend, cost.backend, cost.memory_ratio) == ("Cudnn", "Slow3d", 14.0)
 
 
 def from_history_bundle(history_url: str, tmp_path: Path) -> Bundle:

@@ -76,6 +76,26 @@ def test_an_optional_cell_that_could_not_run_is_never_first_red(history_url: str
     assert code == 0 and all(cell["history"] is None for cell in report["cells"])
 
 
+def test_first_red_in_a_list_applies_to_the_findings_of_the_others_listed(history_url: str, tmp_path: Path) -> None:
+    """Issue 48: `--fail-on fallback,first-red` fails on a fallback the first night it appears, not
+    on the nights after it (recurring), and not on it under `first-red` alone (the regression
+    policy's: a fallback is no regression)."""
+    assert recorded(night(tmp_path, 1), history_url) == 0
+    assert recorded(night(tmp_path, 2, fallback=("b",)), history_url) == 0
+    code, report = reported(tmp_path / "night-002", history_url, tmp_path / "r2", "--fail-on", "fallback,first-red")
+    assert (code, states(report)) == (1, {"a": None, "b": "first-red", "c": None})
+    code, report = reported(tmp_path / "night-002", history_url, tmp_path / "plain", "--fail-on", "first-red")
+    assert (code, states(report)) == (0, {"a": None, "b": None, "c": None})
+    assert recorded(night(tmp_path, 3, fallback=("b",)), history_url) == 0
+    code, report = reported(tmp_path / "night-003", history_url, tmp_path / "r3", "--fail-on", "fallback,first-red")
+    assert (code, states(report)["b"]) == (0, "recurring")
+    # A regression on night 4 is no finding of the fallback policy's list... unless it names regression.
+    assert recorded(night(tmp_path, 4, broken=("a",), fallback=("b",)), history_url) == 0
+    code, report = reported(tmp_path / "night-004", history_url, tmp_path / "r4", "--fail-on",
+                            "regression,fallback,first-red")
+    assert (code, states(report)) == (1, {"a": "first-red", "b": "recurring", "c": None})
+
+
 def test_an_old_night_rendered_again_gives_its_own_marks(history_url: str, tmp_path: Path) -> None:
     """Issue 45: the past of a run was every other recorded run, later ones too: night 1 rendered
     after night 6 read flaky, and night 3 (first-red, exit 1 on its night) exited 0."""

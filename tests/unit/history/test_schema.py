@@ -83,7 +83,8 @@ def version_one(url: str) -> None:
     """A database as convmatrix made it at schema version 1 (before the judged night): today's
     tables less the columns version 2 added, one run with a red cell and case in it."""
     old = sa.MetaData()
-    added = {("runs", "version"), ("cells", "unjudged"), ("cases", "unjudged")}
+    added = {("runs", "version"), ("cells", "unjudged"), ("cases", "unjudged"),
+             *(("cases", c) for c in ("backend", "control_backend", "memory_ratio", "time_ratio", "time_ratio_low"))}
     for table in schema.metadata.sorted_tables:
         columns = [sa.Column(c.name, c.type, primary_key=c.primary_key, nullable=c.nullable)
                    for c in table.columns if (table.name, c.name) not in added]

@@ -341,7 +341,9 @@ def test_evidence_past_the_page_budget_is_named_not_embedded(tmp_path: Path, mon
     assert text.count("z" * 60) == 1 and text.count("evidence not embedded") == 2
 
 
-def test_html_shows_the_baseline_and_slower_stacks() -> None:
+def test_html_shows_the_baseline_and_no_cell_level_slower_mark() -> None:
+    """Issue 48: the per-case `slower` replaces the cell-level SLOWER mark (the cell keeps its
+    `slowdown` summary in the JSON)."""
     report = reports.matrix(3, 1)
     slow = replace(report.cells[2], slowdown=2.5)
     moved = tuple(replace(c, baseline_outcome=Outcome.PASS, baseline_delta=Delta.REGRESSION)
@@ -350,7 +352,9 @@ def test_html_shows_the_baseline_and_slower_stacks() -> None:
     report = replace(report, cells=(*report.cells[:2], slow), cases=moved, baseline=True)
     text = render.render(report, "html")
     assert "Since the baseline (20)" in text
-    assert '<span class="mark slow">SLOWER ×2.5</span>' in text
+    assert "SLOWER" not in text and "mark slow" not in text
+    for fmt in ("text", "markdown"):
+        assert "SLOWER" not in render.render(report, fmt) and "T2.5" not in render.render(report, fmt)
     assert "Since the baseline" not in render.render(replace(report, baseline=False), "html")
 
 

@@ -18,8 +18,8 @@ SIG = "cudnn_not_supported"
 
 
 def test_the_order_is_written_worst_first_and_is_total() -> None:
-    assert [str(x) for x in v.ORDER] == ["invalid", "regression", "not-run", "unsupported", "changed", "fixed",
-                                         "ok", "declared-skip"]
+    assert [str(x) for x in v.ORDER] == ["invalid", "regression", "not-run", "unsupported", "fallback", "memory",
+                                         "slower", "changed", "fixed", "ok", "declared-skip"]
     assert set(v.ORDER) | v.OUTSIDE == set(Verdict) and not set(v.ORDER) & v.OUTSIDE
     assert v.worst([Verdict.OK, Verdict.UNSUPPORTED, Verdict.NOT_RUN]) == Verdict.NOT_RUN
     assert v.worst([]) == Verdict.OK
