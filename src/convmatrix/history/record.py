@@ -93,6 +93,9 @@ def record(conn: Connection, night: Night) -> Recorded:
     A cell already recorded for this run (the same run, GPU key and host) is left as it was; a run
     key recorded before with another time is BadInput (two nights under one key, or shards that do
     not share the night's time: results/night.shared_time)."""
+    if night.audit_only:
+        # One case of each cell ran (`run --audit-only`): no night of the cells (cli/report.identified says so first).
+        raise BadInput(f"run {night.run}: an audit-only run is kept out of the history")
     schema.migrate(conn)
     run = clean(night.run)
     now = utc(datetime.datetime.now(datetime.UTC))

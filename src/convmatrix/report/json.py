@@ -60,6 +60,8 @@ def fields(report: Report) -> list[tuple[str, Any]]:
         ("policy", report.policy),
         # The judged night's fact: no GPU took part (every cell that ran, ran on the CPU).
         ("no_gpu", bool(report.judged and report.judged.no_gpu)),
+        # The judged night's fact: only the library audit case ran (`run --audit-only`).
+        ("audit_only", bool(report.judged and report.judged.audit_only)),
         ("verdicts", report_verdicts.tally(report.cells)),
         ("settings", report_notes.settings(report)),
         ("cells", (_encode(cell_json(cell, report.baseline, report.red(cell), report.history))

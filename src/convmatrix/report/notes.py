@@ -15,14 +15,19 @@ from convmatrix.results.outcomes import Outcome, Verdict
 NO_GPU = ("NO GPU took part: every cell that ran, ran on the CPU, so cuDNN was never exercised: these verdicts "
           "say nothing of cuDNN")
 
+AUDIT_ONLY = ("AUDIT ONLY (convmatrix run --audit-only): each cell ran its CUDA library audit alone, so each "
+              "verdict is its audit's: its conv cases did not run, and are neither passed nor missing")
+
 
 def alerts(report: Report) -> list[str]:
     """What every format says first, before the grid: a control that is unhealthy, and a control
     that hits the signature itself (it is not known-good for those cases: a candidate failing
     them the same way is `same`, not a pass). The same lines in text, markdown, html and json.
-    First of all, a night in which no GPU took part (the judged night's fact, results/night.no_gpu):
+    First of all, a night of the library audit alone (results/night.audit_only): its `ok` is the
+    audit's; then a night in which no GPU took part (the judged night's fact, results/night.no_gpu):
     its `ok` says nothing of cuDNN."""
-    lines = [NO_GPU] if report.judged is not None and report.judged.no_gpu else []
+    lines = [AUDIT_ONLY] if report.judged is not None and report.judged.audit_only else []
+    lines += [NO_GPU] if report.judged is not None and report.judged.no_gpu else []
     lines += settings(report)
     lines += [f"CONTROL UNHEALTHY on {key}: {health.reason}: no verdicts on this GPU"
               for key, health in report.health.items() if not health.healthy]

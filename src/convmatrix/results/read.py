@@ -28,7 +28,7 @@ CELL_FIELDS: dict[str, tuple[type, ...]] = {
     "started": (str,), "ended": (str,), "exit_code": (int, type(None)), "error": (str, type(None)),
     "evidence": (dict,), "matrix": (str,), "observed": (dict,), "knobs": (str,), "host": (str,),
     "not_run": (str,), "optional": (bool,), "unsupported": (str,), "expected_skips": (list,),
-    "reused": (dict,), "cause": (dict,), "attempts": (list,),
+    "reused": (dict,), "cause": (dict,), "attempts": (list,), "audit_only": (bool,),
 }
 MAX_SKIPS = 64  # [[expected_skip]] entries a cell may carry (each up to MAX_GLOBS case globs)
 MAX_GLOBS = 64
@@ -135,6 +135,9 @@ class CellResult:
     infra_cause: RootCause | None = None
     # --retries: the earlier attempts the harness ran again (cell.json's `attempts`); this is the last.
     attempts: tuple[Attempt, ...] = ()
+    # `convmatrix run --audit-only` (cell.json's `audit_only`): only the library audit case ran; the
+    # judged night compares that case alone (results/night.py), and the history refuses the run.
+    audit_only: bool = False
 
     @property
     def did_not_run(self) -> bool:
@@ -392,6 +395,7 @@ def load_dir(directory: Path, errors: list[str]) -> CellResult | None:
         expected_skips=tuple((tuple(e["cases"]), e["reason"]) for e in meta.get("expected_skips", ())),
         infra_cause=root,
         attempts=earlier_attempts(directory / rundir.CELL_JSON, meta, errors),
+        audit_only=meta.get("audit_only") is True,
     )
 
 
