@@ -6,6 +6,7 @@ MAX_TEXT characters, any row or field of the wrong type dropped."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -73,3 +74,30 @@ def stack_line(rows: tuple[Library, ...]) -> str | None:
     parts = [f"{', '.join(sorted(names))} {version} from {origin}" for (version, origin), names in sorted(
         foreign.items(), key=lambda item: (str(item[0][0]), str(item[0][1])))]
     return " · ".join([head, *parts])
+
+
+# --- what the history and the atlas keep of it ---------------------------------------------------
+# The places a file may come from (suites/libaudit.py origin_of), and at most MAX_KEPT cuDNN rows:
+# a cuDNN 9 has about a dozen files (the shim, graph, ops, cnn, adv, the engines, heuristic).
+ORIGINS = ("wheel", "torch-lib", "LD_LIBRARY_PATH", "ld cache", "system path")
+MAX_KEPT = 32
+STEM = re.compile(r"libcudnn(?:_[a-z0-9_]{1,40})?", re.ASCII)
+VERSION = re.compile(r"[0-9]{1,2}\.[0-9]{1,3}\.[0-9]{1,3}", re.ASCII)
+
+
+def kept(rows: tuple[Library, ...]) -> dict[str, Any] | None:
+    """What the history (cells.libraries) and the bundle (a cell's `libraries`) keep of a table:
+    whether something was swapped in (the stack line is not None) and each cuDNN file by its stem,
+    version and origin, no path; a loaded file before one the loader would only pick, each stem
+    once. Only stems, versions and origins that fit their patterns (anything else is not kept);
+    None without a table."""
+    if not rows:
+        return None
+    found: dict[str, dict[str, Any]] = {}
+    for row in sorted(rows, key=lambda r: not r.loaded):
+        stem = _stem(row.name)
+        if row.family != "cudnn" or not STEM.fullmatch(stem) or stem in found or len(found) >= MAX_KEPT:
+            continue
+        found[stem] = {"name": stem, "version": row.version if row.version and VERSION.fullmatch(row.version) else None,
+                       "origin": row.origin if row.origin in ORIGINS else None}
+    return {"swapped": stack_line(rows) is not None, "cudnn": [found[k] for k in sorted(found)]}
