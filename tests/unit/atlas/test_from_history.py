@@ -152,5 +152,6 @@ def test_a_cells_library_audit_is_kept_by_the_history_and_both_bundles_without_i
         assert [(f.name, f.version, f.origin) for f in swapped.cudnn] == [
             ("libcudnn", "9.4.0", "wheel"), ("libcudnn_cnn", "9.2.1", "LD_LIBRARY_PATH"),
             ("libcudnn_ops", "9.2.1", "LD_LIBRARY_PATH")]
-        assert by_cell[True].libraries is not None and not by_cell[True].libraries.swapped
+        own = by_cell[True].libraries
+        assert own is not None and not own.swapped
     assert "/secret/cudnn92" not in bundle_text(tmp_path / "db.json") + bundle_text(tmp_path / "folders.json")
