@@ -129,6 +129,18 @@ def container(session: nox.Session) -> None:
 
 
 @nox.session(python=False)
+def audit(session: nox.Session) -> None:
+    """A CPU gate for images: every cell's CUDA library audit alone (`convmatrix run --audit-only`,
+    no GPU needed), then its report; nothing is recorded into the history."""
+    try:
+        out = options.parse(["--audit-only", *session.posargs]).out
+    except BadInput as exc:
+        session.error(f"convmatrix: {exc}")
+    run_cells(session, "--audit-only", "--out", str(out), strict=False, success_codes=[0, 4])
+    write_report(session, [str(out)])
+
+
+@nox.session(python=False)
 def build(session: nox.Session) -> None:
     """Build the images the matrix's container cells need (-- --dry-run: say what and why)."""
     the_matrix(session)

@@ -57,7 +57,7 @@ NUMERIC_KEY = "convmatrix_numeric"
 FACTS_KEY = "convmatrix_facts"
 # Facts a test hands the recorder (record_facts), written as top-level keys of its results line.
 FACT_FIELDS = ("timing", "fingerprint", "need_mb", "scaled", "shapes", "view", "trigger", "sources", "backend",
-               "cudnn_path")
+               "cudnn_path", "audit")
 # A results line is written with one write() on an O_APPEND fd so that xdist workers never
 # interleave; keep it well under 64 KiB by bounding the free-text fields.
 LINE_LIMIT = 60000

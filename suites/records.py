@@ -53,6 +53,7 @@ RESULT_FIELDS: dict[str, tuple[type, ...]] = {
     "scaled": (bool, *NONE),
     "trigger": TEXT + NONE,
     "sources": (list, *NONE),
+    "audit": (dict, *NONE),  # the CUDA library audit's table (test_audit.py), on its own case's line
 }
 RESULT_REQUIRED = ("schema", "case", "status")
 

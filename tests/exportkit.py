@@ -104,3 +104,37 @@ def write_fallback_run(run: Path, ended: str = "2026-12-04T23:59:58.123+00:00") 
     write_result(run, "host+nocudnn", candidate, gpu=H100[0], env=env,
                  cell=cell_record(H100, control=False, ended=ended), host=HOST)
     return run
+
+
+AUDIT_SWAP = [  # the library audit's table of a 9.4.0 wheel whose cnn and ops came from 9.2.1 on LD_LIBRARY_PATH
+    {"name": "libcudnn.so.9", "family": "cudnn", "path": "/v/site-packages/nvidia/cudnn/lib/libcudnn.so.9",
+     "loaded": True, "version": "9.4.0", "package": "nvidia-cudnn-cu12", "origin": "wheel"},
+    {"name": "libcudnn_cnn.so.9", "family": "cudnn", "path": "/secret/cudnn92/lib/libcudnn_cnn.so.9",
+     "loaded": True, "version": "9.2.1", "package": "nvidia-cudnn-cu12", "origin": "LD_LIBRARY_PATH"},
+    {"name": "libcudnn_ops.so.9", "family": "cudnn", "path": "/secret/cudnn92/lib/libcudnn_ops.so.9",
+     "loaded": True, "version": "9.2.1", "package": "nvidia-cudnn-cu12", "origin": "LD_LIBRARY_PATH"},
+    {"name": "libcublas.so.12", "family": "cublas", "path": "/v/site-packages/nvidia/cublas/lib/libcublas.so.12",
+     "loaded": True, "version": "12.4.5", "package": "nvidia-cublas-cu12", "origin": "wheel"},
+]
+
+
+def write_audit_run(run: Path, ended: str = "2026-12-04T23:59:58.123+00:00") -> Path:
+    """A run on H100 whose candidate's library audit found 9.2.1's cnn and ops mixed into its 9.4.0
+    wheel from LD_LIBRARY_PATH (issue 47); the control's audit names its wheel's files alone."""
+    env = env_json("c", torch="2.5.1+cu124", cuda="12.4", cudnn=90400, driver="580.159.04", device="cuda",
+                   started=ended, ended=ended)
+    own = [dict(row, path=f"/v/site-packages/nvidia/cudnn/lib/{row['name']}", version="9.4.0", origin="wheel")
+           if row["family"] == "cudnn" else row for row in AUDIT_SWAP]
+
+    def audit(rows: list[dict[str, Any]], message: str | None = None) -> dict[str, Any]:
+        return record("audit-cuda-libraries", "failed" if message else "passed", message, device="cuda",
+                      nodeid="suites/test_audit.py::test_audit[audit-cuda-libraries]",
+                      audit={"schema": 1, "libraries": rows})
+
+    swap = ("CUDA library swap: libcudnn_cnn.so.9 9.2.1 loaded from LD_LIBRARY_PATH "
+            "/secret/cudnn92/lib/libcudnn_cnn.so.9, not the 9.4.0 of nvidia-cudnn-cu12")
+    write_result(run, "host", [audit(own), record("conv2d-a", device="cuda")], gpu=H100[0], env=env,
+                 cell=cell_record(H100, control=True, ended=ended), host=HOST)
+    write_result(run, "host+swapped", [audit(AUDIT_SWAP, swap), record("conv2d-a", device="cuda")], gpu=H100[0],
+                 env=env, cell=cell_record(H100, control=False, ended=ended), host=HOST)
+    return run

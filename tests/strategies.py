@@ -975,6 +975,34 @@ def misbehaviours(draw: st.DrawFn) -> Misbehaviour:
                         arg=draw(st.sampled_from((0, 1, 3)) if what == "exit" else st.integers(0, 99)))
 
 
+# --- i47 library audit ---
+# A loaded cuDNN as suites/libaudit.py's table has it: the shim, graph and the other sub-libraries,
+# each from one of the places a file can come from, with one version or another.
+
+AUDIT_ORIGINS = ("wheel", "torch-lib", "LD_LIBRARY_PATH", "ld cache", "system path")
+AUDIT_SUBLIBRARIES = ("libcudnn_graph.so.9", "libcudnn_ops.so.9", "libcudnn_cnn.so.9", "libcudnn_adv.so.9",
+                      "libcudnn_engines_precompiled.so.9", "libcudnn_heuristic.so.9",
+                      "libcudnn_engines_tensor_ir.so.9")
+AUDIT_VERSIONS = ("9.1.0", "9.2.1", "9.4.0", "9.20.0", "9.23.0")
+
+
+@st.composite
+def audit_rows(draw: st.DrawFn, version: str | None = None) -> list[dict[str, Any]]:
+    """Rows of one cuDNN, every file of `version` (drawn when None), each from a drawn origin and
+    folder, loaded or only what the loader would pick."""
+    version = version or draw(st.sampled_from(AUDIT_VERSIONS))
+    names = ["libcudnn.so.9", *draw(st.lists(st.sampled_from(AUDIT_SUBLIBRARIES[1:]), unique=True, max_size=6))]
+    names.insert(1, AUDIT_SUBLIBRARIES[0])
+    rows = []
+    for name in names:
+        folder = draw(st.sampled_from(("/v/site-packages/nvidia/cudnn/lib", "/other/lib", "/usr/lib/x86_64-linux-gnu")))
+        rows.append({"name": name, "family": "cudnn", "path": f"{folder}/{name}", "loaded": draw(st.booleans()),
+                     "version": version, "package": None, "origin": draw(st.sampled_from(AUDIT_ORIGINS)),
+                     "asked_by": None, "via": None})
+    rows[0]["loaded"] = rows[1]["loaded"] = True
+    return rows
+
+
 # --- i48 fallbacks ---
 # Timings of one stack against itself on a runner whose load is the same for the conv and the
 # reference workload beside it: `noise` multiplies each run by at most 1.2 (noise only adds time).

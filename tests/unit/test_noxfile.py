@@ -42,6 +42,7 @@ def test_a_session_that_needs_the_broken_matrix_ends_with_its_line(broken: str) 
 def test_the_default_matrix_gives_a_session_per_cell() -> None:
     listed = nox(str(REPO / "matrix" / "default.toml"), "-l")
     assert "- baremetal-torch2.5.1-cu124-cudnnbundled-py3.11 ->" in listed.stdout
+    assert "- audit ->" in listed.stdout  # the CPU gate for images: convmatrix run --audit-only
 
 
 def test_the_nightly_refuses_cuda_stacks_on_a_runner_without_a_gpu_naming_the_way_out(tmp_path: Path) -> None:

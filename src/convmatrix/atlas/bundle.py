@@ -11,7 +11,8 @@ The file is UTF-8 JSON:
 <Bundle> is dataclasses.asdict of model.Bundle; sha256 is the SHA-256 of the canonical JSON of
 that value (sorted keys, no spaces, ASCII): a bundle damaged on its way is refused, not merged.
 The checksum is no signature: anyone can write a valid bundle, which is why the reader trusts no
-field of it. A version 1 file (before a case's cost) is still read: its cases have no `cost` field."""
+field of it. A version 1 file (before a case's cost and a cell's libraries) is still read: its
+cases have no `cost` field, its cells no `libraries`."""
 
 from __future__ import annotations
 
@@ -25,12 +26,26 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from convmatrix import jsonread
-from convmatrix.atlas.model import FORMAT, READS, VERSION, Bundle, Case, Cell, Cost, Gpu, Repro, Run, Stack
+from convmatrix.atlas.model import (
+    FORMAT,
+    READS,
+    VERSION,
+    Bundle,
+    Case,
+    Cell,
+    Cost,
+    Gpu,
+    Libraries,
+    LoadedFile,
+    Repro,
+    Run,
+    Stack,
+)
 from convmatrix.errors import BadInput
 from convmatrix.escape import one_line
 from convmatrix.gpus import MIG_PROFILE
 from convmatrix.matrix.values import LANES
-from convmatrix.results import rundir
+from convmatrix.results import libraries, rundir
 from convmatrix.results.families import FAMILIES
 from convmatrix.results.outcomes import Outcome, Verdict
 from convmatrix.results.rundir import records
@@ -79,7 +94,8 @@ WORD = re.compile(r"[A-Za-z0-9_.+-]{1,40}", re.ASCII)  # a repro's string value:
 BACKEND = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,63}", re.ASCII)
 MAX_RATIO = 1e9  # a ratio of two measurements: 50,000x slower is a real fallback's, a billion none
 # The fields a later version added, per type: a file of an earlier version has none of them.
-_LATER: dict[type, set[str]] = {Case: {"cost"}}
+_LATER: dict[type, set[str]] = {Case: {"cost"}, Cell: {"libraries"}}
+_ORIGINS = frozenset(libraries.ORIGINS)
 SHAPES = ("input", "weight", "bias", "output")
 DEVICES = ("cuda", "cpu")
 VERDICTS = frozenset(v.value for v in Verdict)
@@ -138,7 +154,7 @@ def plain(value: Any) -> Any:
 
 
 _FIELDS = {kind: tuple(f.name for f in dataclasses.fields(kind))
-           for kind in (Bundle, Run, Cell, Case, Repro, Stack, Gpu, Cost)}
+           for kind in (Bundle, Run, Cell, Case, Repro, Stack, Gpu, Cost, Libraries, LoadedFile)}
 
 
 # --- reading -------------------------------------------------------------------------------------
@@ -314,7 +330,20 @@ class _Checker:
         found = self.fields(value, at, Cell)
         return Cell(stack=self.stack(found["stack"], f"{at}.stack"), gpu=self.gpu(found["gpu"], f"{at}.gpu"),
                     verdict=self.choice(found, at, "verdict", VERDICTS), control=self.flag(found, at, "control"),
-                    cases=self.items(found, at, "cases", MAX_CASES, self.case))
+                    cases=self.items(found, at, "cases", MAX_CASES, self.case),
+                    libraries=None if found.get("libraries") is None else self.libraries(found["libraries"],
+                                                                                          f"{at}.libraries"))
+
+    def libraries(self, value: Any, at: str) -> Libraries:
+        found = self.fields(value, at, Libraries)
+        return Libraries(swapped=self.flag(found, at, "swapped"),
+                         cudnn=self.items(found, at, "cudnn", libraries.MAX_KEPT, self.loaded_file))
+
+    def loaded_file(self, value: Any, at: str) -> LoadedFile:
+        found = self.fields(value, at, LoadedFile)
+        return LoadedFile(name=self.text(found, at, "name", libraries.STEM),
+                          version=self.text(found, at, "version", CUDNN, optional=True),
+                          origin=self.choice(found, at, "origin", _ORIGINS, optional=True))
 
     def stack(self, value: Any, at: str) -> Stack:
         found = self.fields(value, at, Stack)

@@ -21,13 +21,26 @@ from urllib.parse import urlsplit
 
 from convmatrix import __version__
 from convmatrix.atlas import bundle
-from convmatrix.atlas.model import FORMAT, VERSION, Bundle, Case, Cell, Cost, Gpu, Repro, Run, Stack
+from convmatrix.atlas.model import (
+    FORMAT,
+    VERSION,
+    Bundle,
+    Case,
+    Cell,
+    Cost,
+    Gpu,
+    Libraries,
+    LoadedFile,
+    Repro,
+    Run,
+    Stack,
+)
 from convmatrix.atlas.scrub import Secrets, names, scrub, secrets_here
 from convmatrix.gpus import CPU_KEY, MIG_PROFILE, key_parts
 from convmatrix.matrix.stacks import dotted_cudnn
 from convmatrix.matrix.values import LANES
 from convmatrix.report.model import CaseRow, CellRow, Report
-from convmatrix.results import families, known, rundir
+from convmatrix.results import families, known, libraries, rundir
 from convmatrix.results.outcomes import Outcome
 from convmatrix.results.read import EPOCH, CellResult, numbered
 from convmatrix.results.rundir import records
@@ -174,9 +187,32 @@ def _cell(row: CellRow, result: CellResult, cases: list[CaseRow], control: str |
         return None
     stack = stack_of(result.observed, result.lane, drops, secrets)
     lines = _lines(result) if any(c.outcome.failing for c in cases) else {}
+    audited = result.cases.get(libraries.CASE)
     return Cell(stack=stack, gpu=gpu, verdict=str(row.verdict), control=row.cell == control,
                 cases=tuple(_case(c, result, gpu, lines.get(c.case), secrets, drops) for c in cases
-                            if case_id_kept(c.case, secrets, drops))[:bundle.MAX_CASES])
+                            if case_id_kept(c.case, secrets, drops))[:bundle.MAX_CASES],
+                libraries=libraries_of(libraries.kept(audited.libraries) if audited else None, drops))
+
+
+def libraries_of(kept: object, drops: Drops) -> Libraries | None:
+    """A cell's library audit as the bundle carries it (results/libraries.kept, from the results or
+    the history's cells.libraries): whether something was swapped in, each cuDNN file's stem,
+    version and origin; no path. A row that fits no pattern is dropped (and said); None without an
+    audit or for anything that is not one."""
+    if not isinstance(kept, Mapping) or type(kept.get("swapped")) is not bool or not isinstance(kept.get("cudnn"),
+                                                                                                 list):
+        return None
+    files = []
+    for row in kept["cudnn"][:libraries.MAX_KEPT]:
+        row = row if isinstance(row, Mapping) else {}
+        name, version, origin = row.get("name"), row.get("version"), row.get("origin")
+        if not (isinstance(name, str) and libraries.STEM.fullmatch(name)):
+            drops.add("library names that fit no pattern")
+            continue
+        fits = isinstance(version, str) and bundle.CUDNN.fullmatch(version) is not None
+        files.append(LoadedFile(name=name, version=version if fits else None,
+                                origin=origin if origin in libraries.ORIGINS else None))
+    return Libraries(swapped=kept["swapped"], cudnn=tuple(files))
 
 
 def case_id_kept(case: str, secrets: Secrets, drops: Drops) -> bool:

@@ -13,6 +13,7 @@ The host column and the run's key are never read into the bundle (the key only i
 from __future__ import annotations
 
 import datetime
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -54,7 +55,8 @@ def bundle_of(conn: Connection, *, last: int, fleet: str | None, today: datetime
 def _run(conn: Connection, ident: int, key: str, at: datetime.datetime, today: datetime.date,
          drops: export.Drops, secrets: Secrets) -> Run:
     c, k, n = schema.cells.c, schema.cases.c, schema.case_names.c
-    cells = conn.execute(sa.select(c.id, c.cell, c.gpu_key, c.torch, c.cuda, c.cudnn, c.driver, c.image, c.verdict)
+    cells = conn.execute(sa.select(c.id, c.cell, c.gpu_key, c.torch, c.cuda, c.cudnn, c.driver, c.image, c.verdict,
+                                   c.libraries)
                          .where(c.run_id == ident).order_by(c.cell, c.gpu_key, c.host).limit(bundle.MAX_CELLS)).all()
     cases: dict[int, list[Any]] = {}
     if cells:
@@ -77,8 +79,19 @@ def _run(conn: Connection, ident: int, key: str, at: datetime.datetime, today: d
                     "image_id": cell.image}
         stack = export.stack_of(observed, lane_of(cell.cell, cell.image), drops, secrets)
         made.append(Cell(stack=stack, gpu=gpu, verdict=cell.verdict, control=cell.verdict == "control",
-                         cases=_cases(cases.get(cell.id, []), drops, secrets)))
+                         cases=_cases(cases.get(cell.id, []), drops, secrets),
+                         libraries=export.libraries_of(stored_json(cell.libraries), drops)))
     return Run(run=export.run_id(key, at), date=export.day_of(at, today), cells=tuple(made))
+
+
+def stored_json(text: str | None) -> object:
+    """A JSON column's value (cells.libraries), None where it is empty or not JSON."""
+    if not text:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
 
 
 def lane_of(cell: str, image: str | None) -> str:

@@ -239,10 +239,11 @@ def normal(run: Run) -> tuple[str, Run]:
         cases = sorted(((bundle_file.canonical(bundle_file.plain(case)).decode(), case) for case in cell.cases),
                        key=lambda kc: kc[0])
         value = {"stack": bundle_file.plain(cell.stack), "gpu": bundle_file.plain(cell.gpu), "verdict": cell.verdict,
-                 "control": cell.control, "cases": [key for key, _ in cases]}
+                 "control": cell.control, "cases": [key for key, _ in cases],
+                 "libraries": bundle_file.plain(cell.libraries)}
         keyed.append((bundle_file.canonical(value).decode(),
                       Cell(stack=cell.stack, gpu=cell.gpu, verdict=cell.verdict, control=cell.control,
-                           cases=tuple(case for _, case in cases))))
+                           cases=tuple(case for _, case in cases), libraries=cell.libraries)))
     keyed.sort(key=lambda kc: kc[0])
     return (json.dumps([run.date, [key for key, _ in keyed]], separators=(",", ":")),
             Run(run=run.run, date=run.date, cells=tuple(cell for _, cell in keyed)))

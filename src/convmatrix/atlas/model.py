@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 # The bundle format's name and version: a new field is a new version (docs/atlas.md). Version 2
-# (this batch's one: issues 47-49) adds a case's cost; the reader still takes version 1's files.
+# (this batch's one: issues 47-49) adds a case's cost and a cell's loaded cuDNN (`libraries`); the
+# reader still takes version 1's files.
 FORMAT = "convmatrix-bundle"
 VERSION = 2
 READS = (1, 2)
@@ -81,6 +82,24 @@ class Case:
 
 
 @dataclass(frozen=True, kw_only=True)
+class LoadedFile:
+    """One cuDNN file as the cell's library audit found it: by its soname's stem, never its path."""
+
+    name: str  # e.g. "libcudnn_cnn" (libcudnn.so.9's is "libcudnn")
+    version: str | None  # e.g. "9.2.1"
+    origin: str | None  # wheel, torch-lib, LD_LIBRARY_PATH, ld cache or system path (results/libraries.ORIGINS)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Libraries:
+    """What the cell's process loaded of cuDNN (results/libraries.kept; issue 47): whether a file
+    came from outside the cell's own packages with another version, and each cuDNN file."""
+
+    swapped: bool
+    cudnn: tuple[LoadedFile, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
 class Cell:
     """One stack on one GPU in one run."""
 
@@ -89,6 +108,7 @@ class Cell:
     verdict: str  # the cell's one verdict (or "control", "no-control")
     control: bool = False  # the run's known-good control cell
     cases: tuple[Case, ...] = ()
+    libraries: Libraries | None = None  # version 2: its library audit, None without one
 
 
 @dataclass(frozen=True, kw_only=True)

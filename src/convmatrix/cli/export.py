@@ -74,6 +74,9 @@ def from_runs(args: argparse.Namespace, today: datetime.date, errors: list[str])
     with report_cmd.bulk():
         for path in args.runs:
             loaded, report = report_cmd.made([path], args.control, [])
+            if report.judged is not None and report.judged.audit_only:
+                # One case of each cell ran: not a night of the atlas (as it is none of the history's).
+                raise BadInput(f"{path}: {report_cmd.AUDIT_ONLY_REFUSED}")
             errors += loaded.errors
             judged.append(export.Judged(path=Path(path), results=loaded.results, report=report))
     return export.bundle_of(judged, fleet=args.fleet, today=today)

@@ -99,9 +99,17 @@ def against_history(report: Report, loaded: results.Loaded, given: str, run_id: 
     return report_model.with_history(report, marks)
 
 
+AUDIT_ONLY_REFUSED = ("an audit-only run (convmatrix run --audit-only) is kept out of the history: its cells ran "
+                      "their library audit alone; report it without --history, record only full runs")
+
+
 def identified(report: Report, loaded: results.Loaded, run_id: str | None, at: str | None) -> night.Night:
-    """The report's judged night with its key and its shared time (results/night.py)."""
+    """The report's judged night with its key and its shared time (results/night.py). A night of
+    the library audit alone (`run --audit-only`) is none of the history's: refused here, so that
+    neither `record` nor `report --history` reads its one case as the cell's night."""
     assert report.judged is not None
+    if report.judged.audit_only:
+        raise BadInput(AUDIT_ONLY_REFUSED)
     return replace(report.judged, run=night.run_key(loaded, run_id), at=night.shared_time(loaded, at))
 
 

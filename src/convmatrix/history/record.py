@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime
 import hashlib
+import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -19,8 +20,9 @@ from sqlalchemy.engine import Connection
 
 from convmatrix.errors import BadInput
 from convmatrix.history import backends, schema
+from convmatrix.results import libraries
 from convmatrix.results.first_diff import Difference, normalise
-from convmatrix.results.night import Night
+from convmatrix.results.night import JudgedCell, Night
 from convmatrix.results.verdicts import Cost
 
 STACK_KEYS = ("torch", "cuda", "cudnn")
@@ -53,6 +55,16 @@ def cost_columns(cost: Cost | None) -> dict[str, object]:
                 "time_ratio_low": None}
     return {"backend": _text(cost.backend), "control_backend": _text(cost.control_backend),
             "memory_ratio": cost.memory_ratio, "time_ratio": cost.time_ratio, "time_ratio_low": cost.time_low}
+
+
+def library_columns(cell: JudgedCell) -> dict[str, object]:
+    """A cell's library audit as the cells table keeps it: its stack line and, as JSON, what the
+    atlas keeps of its table (results/libraries.kept: stems, versions, origins; no path)."""
+    audited = cell.result.cases.get(libraries.CASE)
+    rows = audited.libraries if audited is not None else ()
+    found = libraries.kept(rows)
+    return {"libraries_line": _text(libraries.stack_line(rows), 500),
+            "libraries": json.dumps(found, sort_keys=True, separators=(",", ":")) if found else None}
 
 
 def diff_hash(found: Difference | None) -> str | None:
@@ -93,6 +105,9 @@ def record(conn: Connection, night: Night) -> Recorded:
     A cell already recorded for this run (the same run, GPU key and host) is left as it was; a run
     key recorded before with another time is BadInput (two nights under one key, or shards that do
     not share the night's time: results/night.shared_time)."""
+    if night.audit_only:
+        # One case of each cell ran (`run --audit-only`): no night of the cells (cli/report.identified says so first).
+        raise BadInput(f"run {night.run}: an audit-only run is kept out of the history")
     schema.migrate(conn)
     run = clean(night.run)
     now = utc(datetime.datetime.now(datetime.UTC))
@@ -114,7 +129,7 @@ def record(conn: Connection, night: Night) -> Recorded:
                      "cudnn": _text(seen.get("cudnn")), "driver": _text(seen.get("driver")),
                      "image": _text(seen.get("image_id"), 200), "suite_version": _text(seen.get("suite_version")),
                      "verdict": str(cell.verdict), "red": cell.red,
-                     "unjudged": str(cell.unjudged) if cell.unjudged else None})
+                     "unjudged": str(cell.unjudged) if cell.unjudged else None, **library_columns(cell)})
         mine.append((cell, where))
     backends.insert_new(conn, schema.cells, rows)
     ids = existing(conn, run_id)

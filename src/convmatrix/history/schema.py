@@ -14,10 +14,13 @@ under: 1 for the nights recorded before version 2, whose `red` stays as it was j
 `unjudged` on cells and cases: why the night could not judge the row (control, no-control,
 control-unhealthy, excused, infrastructure, not-compared), NULL when it was judged. Since version
 2, `red` is true only for a judged row that fails under the regression policy. This batch's later
-additions (the library audit's table; the fallback verdicts' backends and ratios on cases: backend,
-control_backend, memory_ratio, time_ratio, time_ratio_low; the `explored` table: what
-`convmatrix explore` tried, per cell and configuration) extend this same step before a release
-carries it.
+additions extend this same step before a release carries it: the fallback verdicts' backends and
+ratios on cases (backend, control_backend, memory_ratio, time_ratio, time_ratio_low), and the
+library audit's on cells (issue 47): `libraries_line`, the cell's stack line when what it loaded
+differs from what it installed (`cuDNN 9.4.0 (wheel) · libcudnn_cnn 9.2.1 from LD_LIBRARY_PATH`),
+and `libraries`, JSON of what the atlas keeps of its table (results/libraries.kept: whether
+something was swapped in, each cuDNN file's stem, version and origin); both NULL without an audit;
+and the `explored` table (issue 51): what `convmatrix explore` tried, per cell and configuration.
 
 A newer tool migrates an older database in place, one step per version (MIGRATIONS), inside the
 transaction that checks the version: two recorders starting at once migrate it once."""
@@ -39,6 +42,9 @@ def _judged(conn: Connection) -> None:
     the old rows say nothing of it; their red stays as recorded)."""
     conn.execute(sa.text("ALTER TABLE runs ADD COLUMN version INTEGER NOT NULL DEFAULT 1"))
     conn.execute(sa.text("ALTER TABLE cells ADD COLUMN unjudged VARCHAR(20)"))
+    # The library audit's (issue 47): the cell's stack line and what the atlas keeps of its table.
+    conn.execute(sa.text("ALTER TABLE cells ADD COLUMN libraries_line VARCHAR(500)"))
+    conn.execute(sa.text("ALTER TABLE cells ADD COLUMN libraries TEXT"))
     conn.execute(sa.text("ALTER TABLE cases ADD COLUMN unjudged VARCHAR(20)"))
     # A case that passed on both sides at a cost (fallback, memory, slower): the backends and ratios.
     for column, kind in (("backend", "VARCHAR(64)"), ("control_backend", "VARCHAR(64)"), ("memory_ratio", "FLOAT"),
@@ -89,6 +95,10 @@ cells = sa.Table(
     sa.Column("verdict", sa.String(20), nullable=False),
     sa.Column("red", sa.Boolean, nullable=False),
     sa.Column("unjudged", sa.String(20)),  # why the night could not judge it (results/night.Unjudged); NULL: judged
+    # The library audit's (results/libraries.py): its stack line (NULL: what loaded is what was
+    # installed, or no audit) and, as JSON, what the atlas keeps of its table (libraries.kept).
+    sa.Column("libraries_line", sa.String(500)),
+    sa.Column("libraries", sa.Text),
     sa.UniqueConstraint("run_id", "cell", "gpu_key", "host", name="cells_one_per_run"),
     sa.Index("cells_series", "cell", "gpu_key", "stack", "at"),
 )

@@ -61,6 +61,8 @@ def fields(report: Report) -> list[tuple[str, Any]]:
         ("policy", report.policy),
         # The judged night's fact: no GPU took part (every cell that ran, ran on the CPU).
         ("no_gpu", bool(report.judged and report.judged.no_gpu)),
+        # The judged night's fact: only the library audit case ran (`run --audit-only`).
+        ("audit_only", bool(report.judged and report.judged.audit_only)),
         ("verdicts", report_verdicts.tally(report.cells)),
         ("settings", settings),
         ("cells", (_encode(cell_json(cell, report.baseline, report.red(cell), report.history))
@@ -126,6 +128,8 @@ def cell_json(cell: CellRow, baseline: bool, red: bool = False, history: bool = 
         "owed": cell.owed,
         "attempts": [{"attempt": a.attempt, "path": a.path, "cause": a.cause.record(), "counts": dict(a.counts)}
                      for a in cell.attempts],
+        "libraries": [row.record() for row in cell.libraries],
+        "libraries_line": cell.libraries_line,
     }
     if baseline:
         data["baseline_regressions"] = cell.baseline_regressions

@@ -12,9 +12,10 @@ from typing import Any
 from convmatrix.history.marks import Mark, Marks
 from convmatrix.report import verdicts
 from convmatrix.results import families as classify
-from convmatrix.results import known, night
+from convmatrix.results import known, libraries, night
 from convmatrix.results.first_diff import Difference
 from convmatrix.results.infra import Attempt, RootCause
+from convmatrix.results.libraries import Library
 from convmatrix.results.outcomes import Delta, Outcome, Verdict
 from convmatrix.results.read import Case, CellResult, Explanation, FirstCause, Loaded
 from convmatrix.results.verdicts import COSTS, ORDER, OUTSIDE, Cost
@@ -111,6 +112,8 @@ class CellRow:
     attempts: tuple[Attempt, ...] = ()  # --retries: its earlier attempts (this row is the last)
     history: Mark | None = None  # with --history: the cell's own mark (history/marks.py)
     unjudged: night.Unjudged | None = None  # why the night could not judge it (None: judged)
+    libraries: tuple[Library, ...] = ()  # the library audit's table (results/libraries.py)
+    libraries_line: str | None = None  # what was loaded from where, when it differs from what was installed
 
     @property
     def where(self) -> str:
@@ -279,6 +282,7 @@ def rerun(case: Case | None) -> Rerun | None:
 
 def cell_row(cell: night.JudgedCell, cases: list[CaseRow]) -> CellRow:
     result = cell.result
+    audited = result.cases.get(libraries.CASE)
     deltas = [c.delta for c in cases if c.delta]
     said = Counter(c.verdict for c in cases)
     return CellRow(
@@ -310,6 +314,8 @@ def cell_row(cell: night.JudgedCell, cases: list[CaseRow]) -> CellRow:
         infra_cause=result.infra_cause,
         attempts=result.attempts,
         unjudged=cell.unjudged,
+        libraries=audited.libraries if audited else (),
+        libraries_line=libraries.stack_line(audited.libraries) if audited else None,
     )
 
 

@@ -15,14 +15,19 @@ from convmatrix.results.outcomes import Outcome, Verdict
 NO_GPU = ("NO GPU took part: every cell that ran, ran on the CPU, so cuDNN was never exercised: these verdicts "
           "say nothing of cuDNN")
 
+AUDIT_ONLY = ("AUDIT ONLY (convmatrix run --audit-only): each cell ran its CUDA library audit alone, so each "
+              "verdict is its audit's: its conv cases did not run, and are neither passed nor missing")
+
 
 def alerts(report: Report, said: list[str] | None = None) -> list[str]:
     """What every format says first, before the grid: a control that is unhealthy, and a control
     that hits the signature itself (it is not known-good for those cases: a candidate failing
     them the same way is `same`, not a pass). The same lines in text, markdown, html and json.
-    First of all, a night in which no GPU took part (the judged night's fact, results/night.no_gpu):
+    First of all, a night of the library audit alone (results/night.audit_only): its `ok` is the
+    audit's; then a night in which no GPU took part (the judged night's fact, results/night.no_gpu):
     its `ok` says nothing of cuDNN."""
-    lines = [NO_GPU] if report.judged is not None and report.judged.no_gpu else []
+    lines = [AUDIT_ONLY] if report.judged is not None and report.judged.audit_only else []
+    lines += [NO_GPU] if report.judged is not None and report.judged.no_gpu else []
     lines += settings(report) if said is None else said  # said: settings(report), when the caller has it
     lines += [f"CONTROL UNHEALTHY on {key}: {health.reason}: no verdicts on this GPU"
               for key, health in report.health.items() if not health.healthy]
@@ -115,6 +120,8 @@ def notes(report: Report) -> list[str]:
     lines = list(report.notes)  # what the loader decided, say, one of two results for a cell@gpu dropped
     for cell in report.cells:
         lines += [f"{cell.where}: stack mismatch: {m}" for m in cell.mismatches]
+        if cell.libraries_line:  # the library audit: what loaded from where, beside what was installed
+            lines.append(f"{cell.where}: libraries: {cell.libraries_line}")
         if cell.verdict != Verdict.CONTROL and not cell.did_not_run:  # that one's line says why, with its cause
             lines += [f"{cell.where}: {p}" for p in cell.problems]
     warned: dict[str, list[str]] = {}

@@ -36,6 +36,7 @@ FAMILIES: tuple[str, ...] = (
     "cudnn_not_initialized",
     "cudnn_version_mismatch",
     "cudnn_library_missing",
+    "cuda_library_swapped",
     "cuda_no_kernel_image",
     "cuda_illegal_address",
     "cuda_oom",
@@ -56,6 +57,9 @@ INFRASTRUCTURE: frozenset[str] = frozenset(
     {
         "cudnn_version_mismatch",
         "cudnn_library_missing",
+        # The library audit's silent swap (suites/libaudit.py): the cell loaded another installation's
+        # library than its own, so what it ran was not the stack it names.
+        "cuda_library_swapped",
         "cuda_driver_insufficient",
         "cuda_no_device",
         "cudnn_not_initialized",
@@ -82,6 +86,7 @@ PRECEDENCE: tuple[str, ...] = (
     "cuda_driver_insufficient",
     "cudnn_library_missing",
     "cudnn_version_mismatch",
+    "cuda_library_swapped",  # silent: after a library that fails to load or mixes versions
     "cuda_no_kernel_image",
     "cuda_illegal_address",
     "cuda_oom",
@@ -273,11 +278,14 @@ _LITERALS: dict[str, tuple[str, ...]] = {
         "could not load library libcudnn",
         "could not load library cudnn",
         "could not locate cudnn",
+        "cudnn library missing:",  # the library audit's own words (suites/libaudit.py)
     ),
     "cudnn_version_mismatch": (
         "cudnn version incompatibility",
         "cudnn version mismatch",
     ),
+    # The library audit's own words (suites/libaudit.py SWAP): the only source of this family.
+    "cuda_library_swapped": ("cuda library swap:",),
     "cuda_no_kernel_image": (
         "no kernel image is available for execution on the device",
         # Torch's own warnings when the wheel has no kernels for this GPU generation.

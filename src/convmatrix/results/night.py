@@ -21,7 +21,7 @@ from typing import Protocol
 from convmatrix.errors import BadInput
 from convmatrix.gpus import CPU_KEY
 from convmatrix.matrix import stacks
-from convmatrix.results import families
+from convmatrix.results import families, libraries
 from convmatrix.results.first_diff import Difference
 from convmatrix.results.outcomes import Outcome, Verdict
 from convmatrix.results.read import EPOCH, Case, CellResult, Loaded
@@ -131,6 +131,9 @@ class Night:
     health: Mapping[str, Health]  # per place; empty without a control
     cells: tuple[JudgedCell, ...]
     no_gpu: bool  # no GPU took part: every cell that ran, ran on the CPU (cuDNN never exercised)
+    # Some cell ran its library audit alone (`run --audit-only`): its verdict is the audit's, its
+    # other cases neither passed nor went missing (audit_case_only); the history refuses the night.
+    audit_only: bool = False
 
 
 class Flagged(Protocol):
@@ -194,10 +197,22 @@ def judge(results: Sequence[CellResult], control: str | None, *, run: str = "", 
         if other_suite:
             # Another suite ran other cases, or the same ones otherwise: nothing to compare.
             result, against = replace(result, problems=(*result.problems, other_suite)), None
+        if result.audit_only or (against is not None and against.audit_only and result.cell != control):
+            result, against = audit_case_only(result), audit_case_only(against) if against is not None else None
         cells.append(judge_cell(result, against, control, where, health.get(where), differ,
                                 Unjudged.NOT_COMPARED if other_suite else None))
     return Night(run=run, at=at or EPOCH, control=control, health=health, cells=tuple(cells),
-                 no_gpu=no_gpu(results))
+                 no_gpu=no_gpu(results), audit_only=any(r.audit_only for r in results))
+
+
+def audit_case_only(result: CellResult) -> CellResult:
+    """A cell as an audit-only comparison sees it: its library audit case alone (results/libraries.CASE).
+    Where either side ran only the audit (`run --audit-only`), the conv cases the other side ran are
+    not compared: they did not run, which is neither a pass nor a case missing (not-run)."""
+    if result.cases.keys() <= {libraries.CASE}:
+        return result
+    return replace(result, cases={k: v for k, v in result.cases.items() if k == libraries.CASE},
+                   blocking={k: v for k, v in result.blocking.items() if k == libraries.CASE})
 
 
 def judge_cell(result: CellResult, against: CellResult | None, control: str | None, where: str,

@@ -14,8 +14,9 @@ from convmatrix import jsonread
 from convmatrix.gpus import CPU_KEY, gpu_key, key_parts
 from convmatrix.matrix import stacks
 from convmatrix.results import families as classify
-from convmatrix.results import infra, plans, rundir, stackcheck
+from convmatrix.results import infra, libraries, plans, rundir, stackcheck
 from convmatrix.results.infra import Attempt, RootCause
+from convmatrix.results.libraries import Library
 from convmatrix.results.outcomes import OF_STATUS, Outcome
 from convmatrix.results.rundir import records
 
@@ -27,7 +28,7 @@ CELL_FIELDS: dict[str, tuple[type, ...]] = {
     "started": (str,), "ended": (str,), "exit_code": (int, type(None)), "error": (str, type(None)),
     "evidence": (dict,), "matrix": (str,), "observed": (dict,), "knobs": (str,), "host": (str,),
     "not_run": (str,), "optional": (bool,), "unsupported": (str,), "expected_skips": (list,),
-    "reused": (dict,), "cause": (dict,), "attempts": (list,),
+    "reused": (dict,), "cause": (dict,), "attempts": (list,), "audit_only": (bool,),
 }
 MAX_SKIPS = 64  # [[expected_skip]] entries a cell may carry (each up to MAX_GLOBS case globs)
 MAX_GLOBS = 64
@@ -63,6 +64,7 @@ class Case:
     peak_bytes: int | None = None  # peak memory of its checked forward call (timing.peak_bytes)
     reference_ms: tuple[float, ...] = ()  # the reference workload's ms beside its runs (timing.reference_ms)
     kernels: tuple[str, ...] = ()  # the GPU kernels the profiler saw (timing.kernels)
+    libraries: tuple[Library, ...] = ()  # the library audit's table (its own case's line only; results/libraries.py)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -133,6 +135,9 @@ class CellResult:
     infra_cause: RootCause | None = None
     # --retries: the earlier attempts the harness ran again (cell.json's `attempts`); this is the last.
     attempts: tuple[Attempt, ...] = ()
+    # `convmatrix run --audit-only` (cell.json's `audit_only`): only the library audit case ran; the
+    # judged night compares that case alone (results/night.py), and the history refuses the run.
+    audit_only: bool = False
 
     @property
     def did_not_run(self) -> bool:
@@ -390,6 +395,7 @@ def load_dir(directory: Path, errors: list[str]) -> CellResult | None:
         expected_skips=tuple((tuple(e["cases"]), e["reason"]) for e in meta.get("expected_skips", ())),
         infra_cause=root,
         attempts=earlier_attempts(directory / rundir.CELL_JSON, meta, errors),
+        audit_only=meta.get("audit_only") is True,
     )
 
 
@@ -666,6 +672,7 @@ def check_line(record: Any) -> Case | str:
         _bytes(timing) if timing else None,
         _runs(timing, "reference_ms") if timing else (),
         _kernels(timing) if timing else (),
+        libraries.table(record["audit"]) if "audit" in record else (),
     )
 
 

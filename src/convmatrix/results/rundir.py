@@ -422,6 +422,12 @@ def is_complete(results_dir: Path) -> bool:
             and bool(env.get("ended")))
 
 
+def audit_only(results_dir: Path) -> bool:
+    """A run of the library audit case alone (`convmatrix run --audit-only`: cell.json's
+    `audit_only`): --resume never keeps it, since the cell's other cases never ran."""
+    return read_json(results_dir / CELL_JSON).get("audit_only") is True
+
+
 def set_aside(results_dir: Path, attempt: int) -> str:
     """Everything an attempt of a cell left in results_dir moved, whole, into attempts/<attempt>/
     (what the cell left in place of attempts/, a link or a file, is replaced by a real folder), so

@@ -53,6 +53,10 @@ class RunOptions:
     # killed, OOM, GPU or node lost, the harness's deadline) runs again, up to N more times; never
     # for a test's own failure. Every attempt is kept (<cell>/attempts/<n>/).
     retries: int = 0
+    # --audit-only: only the library audit case of each cell (a CPU gate for images: it implies
+    # --allow-cpu); marked in cell.json and the plan, never stored for reuse, never kept by a later
+    # --resume, and refused by `record` and `report --history` (docs/contracts.md: Audit-only runs).
+    audit_only: bool = False
 
 
 def cpu_refusal(matrix: Matrix, cells: Sequence[Cell], *, allow_cpu: bool, has_gpu: bool) -> str | None:
@@ -67,10 +71,11 @@ def cpu_refusal(matrix: Matrix, cells: Sequence[Cell], *, allow_cpu: bool, has_g
 
 
 def allow_cpu(run_options: Sequence[str]) -> bool:
-    """--allow-cpu among the run options (before a `--`), or $CONVMATRIX_ALLOW_CPU=1."""
+    """--allow-cpu (or --audit-only, which needs no GPU) among the run options (before a `--`), or
+    $CONVMATRIX_ALLOW_CPU=1."""
     given = list(run_options)
     given = given[:given.index("--")] if "--" in given else given
-    return "--allow-cpu" in given or os.environ.get(ALLOW_CPU, "") == "1"
+    return "--allow-cpu" in given or "--audit-only" in given or os.environ.get(ALLOW_CPU, "") == "1"
 
 
 def new_run_dir() -> Path:
@@ -106,6 +111,9 @@ def parser() -> argparse.ArgumentParser:
     add("--retries", metavar="N",
         help="run a cell again, up to N more times, when a retryable infrastructure cause ended it (never a "
              "test's failure)")
+    add("--audit-only", action="store_true",
+        help="run only each cell's CUDA library audit case (no GPU needed: implies --allow-cpu); kept apart from "
+             "--resume, --reuse-results and the history")
     return found
 
 
@@ -147,6 +155,10 @@ def parse(args: Sequence[str], *, default_out: Path | None = None, owned: Sequen
     wrong = rundir.suite_options.problems(suite_args)
     if wrong:
         raise BadInput(f"suite options: {'; '.join(wrong)}")
+    if ns.audit_only and (ns.resume or ns.reuse_results):
+        given = "--resume" if ns.resume else "--reuse-results"
+        raise BadInput(f"run options: --audit-only with {given}: an audit-only run is kept apart from earlier "
+                       "results and from the reuse store (it runs every cell's audit afresh)")
     if ns.gpus is not None and not gpus.SELECTOR.fullmatch(ns.gpus):
         raise BadInput(f"run options: --gpus {ns.gpus!r} is not a list of GPU indices like 0,1 "
                        "(0:1 for MIG device 1 of GPU 0)")
@@ -166,8 +178,9 @@ def parse(args: Sequence[str], *, default_out: Path | None = None, owned: Sequen
         expect_gpus=values.gpu_keys("run options: --expect-gpu", ns.expect_gpu),
         suite_args=tuple(suite_args),
         engine=ns.engine,
-        allow_cpu=ns.allow_cpu or allow_cpu(()),
+        allow_cpu=ns.allow_cpu or ns.audit_only or allow_cpu(()),
         retries=count("--retries", ns.retries, 0, minimum=0, maximum=MAX_RETRIES),
+        audit_only=ns.audit_only,
     )
 
 

@@ -33,6 +33,8 @@ from convmatrix.run import ahead, cases, explain, lanes, options, outages, pool,
 from convmatrix.run.lanes import Lane, Log, Prepared, SuiteRun
 
 POLL_S = 0.2  # how often the main thread wakes while it waits (a signal is handled at once anyway)
+# --audit-only: the suite's node ids that run (the library audit case alone; suites/test_audit.py).
+AUDIT_ONLY = (f"{runner.SUITE_DIR.name}/test_audit.py",)
 
 
 @dataclass(kw_only=True)
@@ -173,7 +175,8 @@ def write_plan(matrix: Matrix, cells: Sequence[Cell], opts: options.RunOptions, 
         expected += [plans.Expected(cell=cell.id, gpu_key=key, host=opts.host, optional=optional, lane=cell.lane,
                                     requested=cell.values()) for key in keys]
     chosen = {"matrix": str(matrix.path), "lanes": sorted(selection.get("lanes", [])),
-              "cells": sorted(selection.get("cells", [])), "shard": list(opts.shard) if opts.shard else None}
+              "cells": sorted(selection.get("cells", [])), "shard": list(opts.shard) if opts.shard else None,
+              **({"audit_only": True} if opts.audit_only else {})}
     plans.write(opts.out, host=opts.host, selection=chosen, fleet_gpus=matrix.fleet_gpus, expected=expected)
 
 
@@ -244,7 +247,8 @@ class Scheduler:
         for target in targets(cell, self.opts, self.specs):
             with contextlib.suppress(rundir.Busy), rundir.held_lock(target.final_dir, wait=False):
                 rundir.recover(target.final_dir)  # not while another writer is between its renames
-            if self.opts.resume and rundir.is_complete(target.final_dir):
+            # An audit-only result is never kept: it ran one case of the cell (rundir.audit_only).
+            if self.opts.resume and rundir.is_complete(target.final_dir) and not rundir.audit_only(target.final_dir):
                 self.log(f"{target.final_dir}: complete, kept (--resume)")
                 self.outcome.kept.append(cell.id)
             elif too_old and target.gpu is not None:
@@ -382,8 +386,10 @@ class Scheduler:
 def run_target(lane: Lane, prepared: Prepared, matrix: Matrix, target: runner.Target,
                opts: options.RunOptions, log: Log, *, env: dict[str, str] | None = None,
                driver: str = "none") -> None:
-    key = reuse.key(target, prepared.lock, driver=driver, suite_args=suite_args(target.cell, opts),
-                    blocking=opts.rerun_blocking, explain=opts.explain)
+    # An audit-only run is neither restored from the reuse store nor saved into it: it is one case.
+    key = None if opts.audit_only else reuse.key(target, prepared.lock, driver=driver,
+                                                 suite_args=suite_args(target.cell, opts),
+                                                 blocking=opts.rerun_blocking, explain=opts.explain)
     with runner.fresh(target, wait=target.cell == matrix.control) as staged:
         if opts.reuse_results and key and reuse.restore(key, staged.results_dir, host=target.host):
             log(f"{target.cell.id}: reused the stored result of the same environment, suite, driver and GPU "
@@ -419,11 +425,12 @@ def run_suite(lane: Lane, prepared: Prepared, matrix: Matrix, staged: runner.Tar
     meta = runner.write_cell_json(staged, python=prepared.python, control=staged.cell == matrix.control,
                            extra={"matrix": str(matrix.path), **prepared.record,
                                   **({"attempts": list(attempts)} if attempts else {}),
+                                  **({"audit_only": True} if opts.audit_only else {}),
                                   **({"cases": list(opts.case_files)} if opts.case_files else {}),
                                   **({"expected_skips": skips} if (skips := matrix.skips_for(staged.cell.id)) else {})})
     try:
-        code = run_continuing(lane, prepared, SuiteRun(target=staged, args=suite_args(staged.cell, opts), env=env),
-                              log)
+        code = run_continuing(lane, prepared, SuiteRun(target=staged, args=suite_args(staged.cell, opts), env=env,
+                                                       select=AUDIT_ONLY if opts.audit_only else ()), log)
         for line in runner.finish(staged, code, meta):
             log(line)
         if opts.rerun_blocking:

@@ -71,6 +71,11 @@ REMEDIES: dict[str, tuple[str, ...]] = {
         "pip install 'nvidia-cudnn-cu12==<matching>'",
         "remove other cuDNN copies from LD_LIBRARY_PATH so torch loads its own",
     ),
+    "cuda_library_swapped": (
+        "remove the folder the audit names from LD_LIBRARY_PATH (or unregister it from the loader cache: "
+        "ldconfig), so that torch loads the libraries its own wheels installed",
+        "or install the version that folder holds, so that both agree",
+    ),
     "cudnn_library_missing": (
         "install the cuDNN wheel torch expects: pip install nvidia-cudnn-cu12 (or reinstall torch)",
         "fix LD_LIBRARY_PATH so the libcudnn*.so files (and libcuda.so) are found",

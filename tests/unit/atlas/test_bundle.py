@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from convmatrix.atlas import bundle
 from convmatrix.atlas.bundle import BadBundle
-from convmatrix.atlas.model import Bundle, Case, Cell, Cost, Gpu, Repro, Run, Stack
+from convmatrix.atlas.model import Bundle, Case, Cell, Cost, Gpu, Libraries, LoadedFile, Repro, Run, Stack
 from strategies import atlas_bundles, nested
 
 NAME = "fleet-a.bundle.json"
@@ -36,7 +36,11 @@ def sample() -> Bundle:
                 verdict="regression", cases=(failing, Case(case="conv1d-a", verdict="ok", outcome="pass"),
                                              Case(case="conv3d-fp32-k3-batch", verdict="fallback", outcome="pass",
                                                   cost=Cost(backend="Slow3d", control_backend="Mkldnn",
-                                                            memory_ratio=14.0, time_ratio=3.05, time_ratio_low=2.41))))
+                                                            memory_ratio=14.0, time_ratio=3.05, time_ratio_low=2.41))),
+                libraries=Libraries(swapped=True, cudnn=(
+                    LoadedFile(name="libcudnn", version="9.19.0", origin="wheel"),
+                    LoadedFile(name="libcudnn_cnn", version="9.2.1", origin="LD_LIBRARY_PATH"),
+                    LoadedFile(name="libcudnn_engines_tensor_ir", version=None, origin=None))))
     return Bundle(fleet="fleet-a", created="2026-12-05", tool="0.1.0",
                   runs=(Run(run="0123456789abcdef", date="2026-12-04", cells=(cell,)),),
                   dropped=("host names",))
@@ -156,9 +160,10 @@ def test_a_wrong_format_or_version_is_refused(change: dict[str, Any], field: str
 
 
 def without_costs(value: Any) -> Any:
-    """The sample as a version 1 file held it: no case has a `cost` field."""
+    """The sample as a version 1 file held it: no case has a `cost` field, no cell `libraries`."""
     for run in value["runs"]:
         for cell in run["cells"]:
+            del cell["libraries"]
             for case in cell["cases"]:
                 del case["cost"]
     return value
@@ -172,9 +177,38 @@ def test_a_version_one_bundle_is_still_read_without_costs() -> None:
     assert read.runs[0].cells[0].cases[2].verdict == "fallback"
     # A version 1 file that holds a cost is not one: the field came with version 2.
     mixed = json.dumps({**json.loads(signed(plain(sample()))), "version": 1}).encode()
+    assert "'libraries'" in refused(mixed) and "not a field of this version" in refused(mixed)
+    value = plain(sample())
+    del value["runs"][0]["cells"][0]["libraries"]
+    mixed = json.dumps({**json.loads(signed(value)), "version": 1}).encode()
     assert "cost'" in refused(mixed) and "not a field of this version" in refused(mixed)
-    # A version 2 file must say its cost, null or not.
-    assert "cases[0].cost: missing" in refused(signed(without_costs(plain(sample()))))
+    # A version 2 file must say its cost, null or not (and its cells their libraries).
+    assert "cases[0].cost: missing" in refused(edited("runs.0.cells.0.cases.0.cost", KeyError))
+    assert read.runs[0].cells[0].libraries is None
+    assert "cells[0].libraries: missing" in refused(edited("runs.0.cells.0.libraries", KeyError))
+
+
+def test_a_cells_libraries_round_trip_and_a_swap_family_is_read() -> None:
+    """Issue 47: version 2 carries what the cell loaded of cuDNN, no path; the audit's family is one
+    the reader knows."""
+    made = sample()
+    read = bundle.parse(bundle.write(made), NAME)
+    assert read.runs[0].cells[0].libraries == made.runs[0].cells[0].libraries
+    swapped = bundle.parse(edited("runs.0.cells.0.cases.0.family", "cuda_library_swapped"), NAME)
+    assert swapped.runs[0].cells[0].cases[0].family == "cuda_library_swapped"
+    assert bundle.parse(edited("runs.0.cells.0.libraries", None), NAME).runs[0].cells[0].libraries is None
+
+
+@pytest.mark.parametrize(("field", "value", "said"), [
+    ("swapped", "yes", "expected true or false"), ("cudnn", {}, "expected a list"),
+    ("cudnn", [{"name": "libcudnn", "version": "9.1.0", "origin": "wheel"}] * 33, "more than 32"),
+    ("cudnn.0.name", "/usr/lib/libcudnn.so.9", "does not fit"), ("cudnn.0.name", "libcublas", "does not fit"),
+    ("cudnn.0.version", "9.1.0<b>", "does not fit"), ("cudnn.0.origin", "/opt/cudnn", "is not one of"),
+    ("cudnn.0.path", "/usr/lib", "not a field of this version"),
+])
+def test_libraries_outside_their_bounds_are_refused(field: str, value: Any, said: str) -> None:
+    message = refused(edited(f"runs.0.cells.0.libraries.{field}", value))
+    assert "field bundle.runs[0].cells[0].libraries" in message and said in message, message
 
 
 @pytest.mark.parametrize(("field", "value", "said"), [

@@ -13,7 +13,7 @@ import pytest
 from convmatrix.atlas import bundle, export, from_history
 from convmatrix.atlas.model import Bundle
 from convmatrix.cli.main import main
-from exportkit import H100, H200_SLICE, V100, bundle_text, leaks, write_fallback_run, write_run
+from exportkit import H100, H200_SLICE, V100, bundle_text, leaks, write_audit_run, write_fallback_run, write_run
 from testkit import HOST
 
 # Not the sub-code: the history keeps --explain's only; a folder's export also reads the one its
@@ -118,3 +118,40 @@ def test_a_recorded_fallback_exports_with_its_backends_and_ratios(history_url: s
 def from_history_bundle(history_url: str, tmp_path: Path) -> Bundle:
     assert main(["export", "--history", history_url, "-o", str(tmp_path / "db.json"), "--fleet", "lab"]) == 0
     return bundle.read(tmp_path / "db.json")
+
+
+def test_a_cells_library_audit_is_kept_by_the_history_and_both_bundles_without_its_paths(
+        history_url: str, tmp_path: Path) -> None:
+    """Issue 47: the history keeps each cell's stack line and what the atlas keeps of its table;
+    the bundle from the folders and the one from the history carry the same, and no path."""
+    import json
+
+    import sqlalchemy as sa
+
+    from convmatrix.history import backends, schema
+
+    run = write_audit_run(tmp_path / "night")
+    assert main(["record", str(run), "--history", history_url]) == 0
+    with backends.opened(history_url) as engine, engine.connect() as conn:
+        stored = dict(conn.execute(sa.select(schema.cells.c.cell, schema.cells.c.libraries_line)).all())
+        kept = dict(conn.execute(sa.select(schema.cells.c.cell, schema.cells.c.libraries)).all())
+    assert stored == {"host": None, "host+swapped": "cuDNN 9.4.0 (wheel) · libcudnn_cnn, libcudnn_ops 9.2.1 from "
+                                                    "LD_LIBRARY_PATH"}
+    assert json.loads(kept["host+swapped"]) == {"swapped": True, "cudnn": [
+        {"name": "libcudnn", "origin": "wheel", "version": "9.4.0"},
+        {"name": "libcudnn_cnn", "origin": "LD_LIBRARY_PATH", "version": "9.2.1"},
+        {"name": "libcudnn_ops", "origin": "LD_LIBRARY_PATH", "version": "9.2.1"}]}
+    assert json.loads(kept["host"])["swapped"] is False
+    db = from_history_bundle(history_url, tmp_path)
+    assert main(["export", str(run), "-o", str(tmp_path / "folders.json"), "--fleet", "lab"]) == 0
+    folders = bundle.read(tmp_path / "folders.json")
+    for made in (db, folders):
+        by_cell = {c.control: c for r in made.runs for c in r.cells}
+        swapped = by_cell[False].libraries
+        assert swapped is not None and swapped.swapped
+        assert [(f.name, f.version, f.origin) for f in swapped.cudnn] == [
+            ("libcudnn", "9.4.0", "wheel"), ("libcudnn_cnn", "9.2.1", "LD_LIBRARY_PATH"),
+            ("libcudnn_ops", "9.2.1", "LD_LIBRARY_PATH")]
+        own = by_cell[True].libraries
+        assert own is not None and not own.swapped
+    assert "/secret/cudnn92" not in bundle_text(tmp_path / "db.json") + bundle_text(tmp_path / "folders.json")

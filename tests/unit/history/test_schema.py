@@ -83,7 +83,8 @@ def version_one(url: str) -> None:
     """A database as convmatrix made it at schema version 1 (before the judged night): today's
     tables less the columns version 2 added, one run with a red cell and case in it."""
     old = sa.MetaData()
-    added = {("runs", "version"), ("cells", "unjudged"), ("cases", "unjudged"),
+    added = {("runs", "version"), ("cells", "unjudged"), ("cases", "unjudged"), ("cells", "libraries_line"),
+             ("cells", "libraries"),
              *(("cases", c) for c in ("backend", "control_backend", "memory_ratio", "time_ratio", "time_ratio_low"))}
     for table in schema.metadata.sorted_tables:
         if table.name == "explored":  # the step makes it
@@ -114,3 +115,6 @@ def test_a_version_one_history_is_migrated_and_its_nights_stay_as_they_were(hist
         assert tuple(conn.execute(sa.select(schema.cells.c.verdict, schema.cells.c.red,
                                             schema.cells.c.unjudged)).one()) == ("invalid", True, None)
         assert tuple(conn.execute(sa.select(schema.cases.c.red, schema.cases.c.unjudged)).one()) == (True, None)
+        # Issue 47's columns, added by the same step: NULL for the nights recorded before the audit.
+        assert tuple(conn.execute(sa.select(schema.cells.c.libraries_line, schema.cells.c.libraries)).one()) == (
+            None, None)

@@ -289,7 +289,7 @@ def test_json_is_the_contract_with_a_line_per_cell_and_per_case(tmp_path: Path) 
     for report in reports(tmp_path):
         text = render.render(report, "json")
         data = json.loads(text)
-        assert list(data) == ["schema", "control", "policy", "no_gpu", "verdicts", "settings", "cells", "cases", "notes"]
+        assert list(data) == ["schema", "control", "policy", "no_gpu", "audit_only", "verdicts", "settings", "cells", "cases", "notes"]
         assert data["cells"] == [report_json.cell_json(c, report.baseline, report.red(c)) for c in report.cells]
         assert data["cases"] == [report_json.case_json(c, report.baseline) for c in report.cases]
         assert data["notes"] == list(report.notes) and data["control"]["cell"] == report.control

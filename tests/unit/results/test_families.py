@@ -351,6 +351,37 @@ CORPUS: list[Case] = [
         "| Error: CUDNN_STATUS_SUBLIBRARY_LOADING_FAILED; Reason: xDesc.finalize()",
         "cudnn_library_missing",
     ),
+    # The library audit's own lines (suites/libaudit.py judge(), as measured in issue 47 with torch
+    # 2.5.1 cu124: nvidia-cudnn-cu12 9.4.0.58 beside 9.2.1.18's folder on LD_LIBRARY_PATH).
+    Case(
+        "library_missing-audit-without-cudnns-line",
+        "LibraryAuditFailure: cuDNN library missing: the loading process exited -11 at "
+        "cudnnCnnVersionCheck; cuDNN said: nothing",
+        "cudnn_library_missing",
+    ),
+    Case(
+        "library_missing-audit-beside-its-mismatch",
+        "cuDNN library missing: the loading process exited -6 at cudnnCnnVersionCheck; cuDNN said: Unable "
+        "to load any of {libcudnn_cnn.so.9.4.0, libcudnn_cnn.so.9.4, libcudnn_cnn.so.9, libcudnn_cnn.so}\n"
+        "cuDNN version mismatch: libcudnn_cnn.so.9 9.2.1 would load from LD_LIBRARY_PATH (/c/libcudnn_cnn.so.9)"
+        " beside libcudnn_graph 9.4.0 (/w/libcudnn_graph.so.9)",
+        "cudnn_library_missing",
+    ),
+    Case(
+        "version_mismatch-audit-beside-a-swap",
+        "cuDNN version mismatch: libcudnn_engines_tensor_ir.so.9 9.23.0 would load from LD_LIBRARY_PATH "
+        "(/n/libcudnn_engines_tensor_ir.so.9) beside libcudnn_graph 9.20.0 (/w/libcudnn_graph.so.9)\n"
+        "CUDA library swap: libcublas.so.13 13.1.0 loaded from LD_LIBRARY_PATH (/n/libcublas.so.13)",
+        "cudnn_version_mismatch",
+    ),
+    # ---- cuda_library_swapped (the library audit alone says it) ------------------------------
+    Case(
+        "library_swapped-audit",
+        "LibraryAuditFailure: CUDA library swap: libcudnn_graph.so.9 9.2.1 loaded from LD_LIBRARY_PATH "
+        "(/v92/site-packages/nvidia/cudnn/lib/libcudnn_graph.so.9); this interpreter installed "
+        "nvidia-cudnn-cu12 9.4.0.58 (/v94/site-packages/nvidia/cudnn/lib/libcudnn_graph.so.9)",
+        "cuda_library_swapped",
+    ),
     # ---- cuda_no_kernel_image ----------------------------------------------------------------
     # https://github.com/TerryPei/EfficientVMamba/issues/23
     Case(
@@ -896,12 +927,13 @@ def test_normalize_keeps_tables_and_short_logs() -> None:
 
 
 def test_vocabulary() -> None:
-    assert len(FAMILIES) == len(set(FAMILIES)) == 20
+    assert len(FAMILIES) == len(set(FAMILIES)) == 21  # issue 47 added cuda_library_swapped
     assert SIGNATURE == "cudnn_not_supported"
     assert SIGNATURE in FAMILIES
     expected_infrastructure = {
         "cudnn_version_mismatch",
         "cudnn_library_missing",
+        "cuda_library_swapped",
         "cuda_driver_insufficient",
         "cuda_no_device",
         "cudnn_not_initialized",

@@ -1,0 +1,42 @@
+"""The CUDA library audit as a case (issue 47): which cuDNN, cuBLAS, cuFFT, NCCL, ... files this
+cell's torch loads and from where, judged before any conv runs. libaudit.py does the work in a
+child process, so that cuDNN aborting on a foreign sub-library is this case's failure alone, and
+the conv cases after it still run.
+
+The case id is `audit-cuda-libraries`; its results line carries the table as `audit`
+(suites/README.md). A container cell also gets the image as shipped: $CONVMATRIX_SHIPPED_LD_LIBRARY_PATH
+(images/Dockerfile) is the image's LD_LIBRARY_PATH without the harness's addition; that second
+table is recorded (`audit.as_shipped`), never judged: red is decided on the cell as it ran.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Callable
+
+import pytest
+
+import libaudit
+
+CASE_ID = "audit-cuda-libraries"
+
+
+class LibraryAuditFailure(Exception):
+    """What the audit found: one finding a line, the worst first (results/families.py reads them)."""
+
+
+@pytest.mark.parametrize("audit_case", [pytest.param(CASE_ID, id=CASE_ID)])
+def test_audit(audit_case: str, record_facts: Callable[..., None]) -> None:
+    record_facts(audit=None)
+    table: dict[str, Any] = libaudit.audit()
+    shipped = os.environ.get("CONVMATRIX_SHIPPED_LD_LIBRARY_PATH")
+    if shipped is not None and shipped != os.environ.get("LD_LIBRARY_PATH", ""):
+        env = dict(os.environ, LD_LIBRARY_PATH=shipped)
+        if not shipped:
+            env.pop("LD_LIBRARY_PATH")
+        as_shipped = libaudit.audit(env)
+        table["as_shipped"] = {key: as_shipped[key] for key in ("libraries", "findings", "cudnn_version",
+                                                               "ld_library_path", "cudnn_lines")}
+    record_facts(audit=table)
+    if table["findings"]:
+        raise LibraryAuditFailure("\n".join(table["findings"]))

@@ -1,0 +1,159 @@
+"""suites/libaudit.py without torch: the ELF reader, the loader's order, who owns a file, cuDNN's own
+lines, and the judgement over a table (issue 47). The real loading (a child importing torch) is
+tested for real in tests/integration/test_audit_runs.py."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from strategies import AUDIT_SUBLIBRARIES, AUDIT_VERSIONS, audit_rows
+from testkit import load_suite_module
+
+libaudit = load_suite_module("libaudit")
+
+
+def ran(stderr: str = "", code: int | None = 0) -> dict[str, Any]:
+    return {"stages": [], "exit": code, "stderr": stderr}
+
+
+# --- the ELF reader and the loader ------------------------------------------------------------------
+
+def test_elf_dynamic_reads_a_real_library() -> None:
+    """The interpreter's own libpython or libc: a real ELF file of this machine."""
+    target = next(p for p in ("/lib/x86_64-linux-gnu/libz.so.1", "/usr/lib/x86_64-linux-gnu/libz.so.1",
+                              os.path.realpath(sys.executable)) if os.path.exists(p))
+    dynamic = libaudit.elf_dynamic(target)
+    assert "libc.so.6" in dynamic["needed"]
+
+
+@pytest.mark.parametrize("content", [b"", b"not an elf at all", b"\x7fELF" + b"\0" * 10, b"\x7fELF\x01\x01" + b"\0" * 80])
+def test_elf_dynamic_of_anything_else_is_empty(tmp_path: Path, content: bytes) -> None:
+    (tmp_path / "x.so").write_bytes(content)
+    assert libaudit.elf_dynamic(str(tmp_path / "x.so")) == {}
+    assert libaudit.elf_dynamic(str(tmp_path / "absent.so")) == {}
+
+
+def test_dlopened_names_reads_plain_strings_and_skips_huge_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    graph = tmp_path / "libcudnn_graph.so.9"
+    graph.write_bytes(b"\0libcudnn_engines_tensor_ir.so\0libcudnn_heuristic.so\0libnvrtc.so\0")
+    assert libaudit.dlopened_names(str(graph)) == ["libcudnn_engines_tensor_ir.so", "libcudnn_heuristic.so"]
+    monkeypatch.setattr(libaudit, "READ_LIMIT", 4)
+    assert libaudit.dlopened_names(str(graph)) == []
+
+
+def test_would_pick_follows_the_loaders_order(tmp_path: Path) -> None:
+    """LD_LIBRARY_PATH before the caller's RUNPATH ($ORIGIN); a caller's DT_RPATH (no RUNPATH) before
+    both; the first name of cuDNN's list found anywhere wins; nothing found is (None, None)."""
+    wheel, planted, early = tmp_path / "wheel", tmp_path / "planted", tmp_path / "rpath"
+    for folder in (wheel, planted, early):
+        folder.mkdir()
+        (folder / "libcudnn_cnn.so.9").write_bytes(b"x")
+    caller = str(wheel / "libcudnn.so.9")
+    runpath = {"runpath": ["$ORIGIN"]}
+    names = ["libcudnn_cnn.so.9.4.0", "libcudnn_cnn.so.9.4", "libcudnn_cnn.so.9", "libcudnn_cnn.so"]
+    env = {"LD_LIBRARY_PATH": f"{tmp_path / 'empty'}:{planted}"}
+    assert libaudit.would_pick(names, env, caller, runpath, {}) == (str(planted / "libcudnn_cnn.so.9"), "LD_LIBRARY_PATH")
+    assert libaudit.would_pick(names, {}, caller, runpath, {}) == (str(wheel / "libcudnn_cnn.so.9"), "runpath")
+    assert libaudit.would_pick(names, env, caller, {"rpath": [str(early)]}, {}) == (
+        str(early / "libcudnn_cnn.so.9"), "rpath")
+    # A file of the exact version's name, wherever it is, comes before the plain soname.
+    (tmp_path / "cache").mkdir()
+    exact = tmp_path / "cache" / "libcudnn_cnn.so.9.4.0"
+    exact.write_bytes(b"x")
+    assert libaudit.would_pick(names, env, caller, runpath, {"libcudnn_cnn.so.9.4.0": str(exact)}) == (
+        str(exact), "ld cache")
+    assert libaudit.would_pick(["libcudnn_engines_tensor_ir.so.9"], {}, caller, runpath, {}) == (None, None)
+
+
+def test_owner_reads_the_record_of_the_wheel_in_any_environment(tmp_path: Path) -> None:
+    site = tmp_path / "venv" / "lib" / "python3.11" / "site-packages"
+    lib = site / "nvidia" / "cudnn" / "lib"
+    lib.mkdir(parents=True)
+    (lib / "libcudnn_cnn.so.9").write_bytes(b"x")
+    info = site / "nvidia_cudnn_cu12-9.2.1.18.dist-info"
+    info.mkdir()
+    (info / "RECORD").write_text("nvidia/cudnn/lib/libcudnn_cnn.so.9,sha256=x,1\nnvidia/__init__.py,,\n")
+    found = libaudit.owner(str(lib / "libcudnn_cnn.so.9"))
+    assert found == ("nvidia-cudnn-cu12", "9.2.1.18", str(site))
+    assert libaudit.version_of(str(lib / "libcudnn_cnn.so.9"), found) == "9.2.1.18"
+    assert libaudit.owner(str(tmp_path / "libcudnn_cnn.so.9")) is None
+
+
+def test_version_of_a_system_file_is_its_real_names(tmp_path: Path) -> None:
+    real = tmp_path / "libcudnn_cnn.so.9.5.1"
+    real.write_bytes(b"x")
+    (tmp_path / "libcudnn_cnn.so.9").symlink_to(real.name)
+    assert libaudit.version_of(str(tmp_path / "libcudnn_cnn.so.9"), None) == "9.5.1"
+    assert libaudit.short("9.4.0.58") == "9.4.0"
+
+
+def test_origin_of_a_linked_folder_on_ld_library_path(tmp_path: Path) -> None:
+    """/proc/self/maps names a link's target: a folder of links on LD_LIBRARY_PATH still counts."""
+    target = tmp_path / "real" / "libcudnn_cnn.so.9"
+    target.parent.mkdir()
+    target.write_bytes(b"x")
+    (tmp_path / "links").mkdir()
+    (tmp_path / "links" / "libcudnn_cnn.so.9").symlink_to(target)
+    env = {"LD_LIBRARY_PATH": str(tmp_path / "links")}
+    assert libaudit.origin_of(str(target), None, env, {}) == "LD_LIBRARY_PATH"
+    assert libaudit.origin_of(str(target), None, {}, {"libcudnn_cnn.so.9": str(target)}) == "ld cache"
+    assert libaudit.origin_of(str(target), None, {}, {}) == "system path"
+
+
+def test_cudnn_lines_keeps_cudnns_own_words_bounded() -> None:
+    stderr = ("noise\n" * 5 + "Unable to load any of {libcudnn_cnn.so.9.4.0, libcudnn_cnn.so.9}\n"
+              "Invalid handle. Cannot load symbol cudnnCnnVersionCheck\n" + "x" * 100000)
+    assert libaudit.cudnn_lines(stderr) == ["Unable to load any of {libcudnn_cnn.so.9.4.0, libcudnn_cnn.so.9}",
+                                            "Invalid handle. Cannot load symbol cudnnCnnVersionCheck"]
+
+
+# --- the judgement --------------------------------------------------------------------------------
+
+def test_an_abort_is_a_missing_library_with_cudnns_line() -> None:
+    line = "Unable to load any of {libcudnn_cnn.so.9.4.0, libcudnn_cnn.so.9.4, libcudnn_cnn.so.9, libcudnn_cnn.so}"
+    findings = libaudit.judge([], None, {}, ran(line + "\n", -6), {"stage": "check", "check": "cudnnCnnVersionCheck"})
+    assert findings == [f"{libaudit.MISSING} the loading process exited -6 at cudnnCnnVersionCheck; cuDNN said: {line}"]
+
+
+@given(audit_rows())
+def test_one_cudnn_of_one_version_is_clean_wherever_it_came_from(rows: list[dict[str, Any]]) -> None:
+    """A cell whose loaded cuDNN equals what it installed is clean, LD_LIBRARY_PATH or not."""
+    installed = {r["name"]: ("nvidia-cudnn-cu12", r["version"] + ".1", "/v/" + r["name"]) for r in rows}
+    assert libaudit.judge(rows, rows[0], installed, ran(), {"stage": "done"}) == []
+
+
+@given(audit_rows(), st.data())
+def test_a_sub_library_of_another_version_is_a_mismatch_naming_it(rows: list[dict[str, Any]], data: st.DataObject) -> None:
+    index = data.draw(st.integers(2, len(rows) - 1)) if len(rows) > 2 else None
+    if index is None:
+        return
+    other = data.draw(st.sampled_from([v for v in AUDIT_VERSIONS if v != rows[index]["version"]]))
+    rows[index] = dict(rows[index], version=other)
+    findings = libaudit.judge(rows, rows[0], {}, ran(), {"stage": "done"})
+    assert len(findings) == 1 and findings[0].startswith(libaudit.MISMATCH)
+    assert rows[index]["name"] in findings[0] and rows[index]["path"] in findings[0] and other in findings[0]
+
+
+@given(audit_rows(version="9.2.1"))
+def test_a_whole_cudnn_from_another_install_is_a_swap(rows: list[dict[str, Any]]) -> None:
+    """Every file 9.2.1 and consistent, but this interpreter installed 9.4.0.58 elsewhere: a swap,
+    naming the installed package and the file that loaded instead."""
+    installed = {name: ("nvidia-cudnn-cu12", "9.4.0.58", "/mine/" + name) for name in AUDIT_SUBLIBRARIES}
+    findings = libaudit.judge(rows, rows[0], installed, ran(), {"stage": "done"})
+    loaded = [r for r in rows if r["loaded"] and r["name"] in installed]
+    assert len(findings) == len(loaded) >= 1
+    assert all(f.startswith(libaudit.SWAP) and "nvidia-cudnn-cu12 9.4.0.58" in f and "9.2.1" in f for f in findings)
+
+
+def test_the_audit_imports_no_convmatrix() -> None:
+    """It runs in the cell's interpreter, which has no convmatrix (a container has none at all)."""
+    for name in ("libaudit.py", "test_audit.py"):
+        source = (Path(libaudit.__file__).parent / name).read_text()
+        assert "import convmatrix" not in source and "from convmatrix" not in source, name
