@@ -1,7 +1,9 @@
 """The library audit's cost per cell and how many libraries it names (issue 47: goal at most 2 s with
 a warm page cache), printed, never asserted. Runs suites/libaudit.py's audit() in each given venv's
 interpreter, as the suite case does (a child that imports torch and calls cuDNN's version checks,
-then the ELF reads and the table), once to warm the page cache, then --repeat times.
+then the ELF reads and the table), once to warm the page cache, then --repeat times; printed beside
+the plain alternative, a child of the same interpreter that imports torch and asks
+torch.backends.cudnn.version() (what the stack check reads: the part of the audit no check avoids).
 
     python bench/audit.py                                    # the cached torch 2.5.1 cu124 venvs
     python bench/audit.py --venv ~/.cache/convmatrix/venvs/baremetal-torch2.5.1-cu124-cudnn9.4.0.58-py3.11
@@ -15,9 +17,11 @@ import os
 import statistics
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+PLAIN = "import torch; torch.backends.cudnn.version()"
 PROBE = """
 import json, sys, time
 sys.path.insert(0, {suites!r})
@@ -53,9 +57,15 @@ def main() -> int:
             continue
         data = json.loads(done.stdout.strip().splitlines()[-1])
         warm = data["times"][1:]
+        plain = []
+        for _ in range(args.repeat):
+            started = time.perf_counter()
+            subprocess.run([str(venv / "bin" / "python"), "-c", PLAIN], capture_output=True, env=env, check=False)
+            plain.append(time.perf_counter() - started)
         print(f"{venv.name}: audit {statistics.median(warm):.2f} s warm (median of {len(warm)}; "
               f"first {data['times'][0]:.2f} s), {data['named']} libraries named ({data['loaded']} loaded), "
-              f"{data['findings']} finding(s)")
+              f"{data['findings']} finding(s); plain `import torch; cudnn.version()` child "
+              f"{statistics.median(plain):.2f} s (median of {len(plain)})")
     return 0
 
 

@@ -66,6 +66,11 @@ CUDNN_LINE = re.compile(r"(Unable to load any of \{[^}\n]{0,400}\}|Invalid handl
 # adds its version: "libcudnn_engines_precompiled.so.9.4.0", ".9.4", ".9", then none.
 _DLOPENED = re.compile(rb"libcudnn_[a-z_]{2,60}\.so")
 READ_LIMIT = 64 << 20  # bytes of a cuDNN file scanned for those names (graph: 4 MB; the engines: 0.4 GB, not read)
+# The files that dlopen the sub-libraries (the shim and libcudnn_graph) are read whole, in chunks, up
+# to this: 9.23's libcudnn_graph.so.9 is 128 MB (0.2 s here), and names libcudnn_engines_tensor_ir.
+DLOPENER_LIMIT = 512 << 20
+DLOPENERS = ("libcudnn", "libcudnn_graph")
+CHUNK = 16 << 20
 CHILD_TIMEOUT = 300.0  # a cold page cache and a loaded runner: torch's import took 350 s once here
 STDERR_LIMIT = 64 << 10
 STDOUT_LIMIT = 4 << 20
@@ -73,6 +78,11 @@ DEFAULT_DIRS_TAIL = ("lib64", "usr/lib64", "lib", "usr/lib")
 # What test_audit.py's message starts each finding with: results/families.py knows these words.
 SWAP = "CUDA library swap:"
 MISMATCH = "cuDNN version mismatch:"
+# cuDNN 9's statuses a version check returns (cudnn_graph.h; results/families.py knows them all).
+CHECK_STATUS = {1002: "CUDNN_STATUS_SUBLIBRARY_VERSION_MISMATCH", 1008: "CUDNN_STATUS_SUBLIBRARY_LOADING_FAILED"}
+# Each check's sub-library: a check that does not return 0 names the file it opened.
+CHECKED = {"cudnnGraphVersionCheck": "libcudnn_graph", "cudnnOpsVersionCheck": "libcudnn_ops",
+           "cudnnCnnVersionCheck": "libcudnn_cnn", "cudnnAdvVersionCheck": "libcudnn_adv"}
 MISSING = "cuDNN library missing:"
 
 
@@ -173,16 +183,26 @@ def elf_dynamic(path: str) -> dict[str, Any]:
             "runpath": [p for v in tags.get(29, []) for p in text(v).split(":") if p]}
 
 
-def dlopened_names(path: str) -> list[str]:
-    """The cuDNN sub-libraries a file names as plain strings (what it dlopens): its first 64 MiB."""
+def dlopened_names(path: str, limit: int | None = None) -> list[str]:
+    """The cuDNN sub-libraries a file names as plain strings (what it dlopens): none for a file over
+    `limit` bytes, else all of it, read a chunk at a time (a name across two chunks is kept)."""
+    found: set[str] = set()
+    limit = READ_LIMIT if limit is None else limit
     try:
-        if os.path.getsize(path) > READ_LIMIT:
+        if os.path.getsize(path) > limit:
             return []
         with open(path, "rb") as handle:
-            data = handle.read(READ_LIMIT)
+            tail = b""
+            while True:
+                data = handle.read(CHUNK)
+                if not data:
+                    break
+                window = tail + data
+                found.update(m.decode() for m in _DLOPENED.findall(window))
+                tail = window[-80:]
     except OSError:
         return []
-    return sorted({m.decode() for m in _DLOPENED.findall(data)})
+    return sorted(found)
 
 
 def ld_cache() -> dict[str, str]:
@@ -395,7 +415,8 @@ def _asked_for(top: dict[str, Any], rows: list[dict[str, Any]], env: dict[str, s
     for caller in callers:
         dynamic = elf_dynamic(caller["path"])
         names = [n for n in dynamic.get("needed", []) if n.startswith("libcudnn")]
-        names += [n + "." + major for n in dlopened_names(caller["path"])]
+        limit = DLOPENER_LIMIT if stem(caller["name"]) in DLOPENERS else READ_LIMIT
+        names += [n + "." + major for n in dlopened_names(caller["path"], limit)]
         for soname in names:
             if stem(soname) in loaded:
                 continue
@@ -446,16 +467,39 @@ def judge(rows: list[dict[str, Any]], top: dict[str, Any] | None, installed: dic
                 else "the loading process exited {}".format(ran["exit"]))
         where = " at {}".format(last.get("check")) if last.get("stage") == "check" else ""
         findings.append("{} {}{}; cuDNN said: {}".format(MISSING, died, where, " | ".join(lines) or "nothing"))
+    # cuDNN's own verdict on each sub-library it opened (seen: torch 2.5.1's 9.1.0 libcudnn.so.9 with
+    # 9.2.1.18's libcudnn_cnn.so.9 in the loader cache: cudnnCnnVersionCheck returned 1002, no abort).
+    for check, status in sorted((last.get("checks") or {}).items()):
+        if status in (0, None):
+            continue
+        sub = next((r for r in rows if stem(r["name"]) == CHECKED.get(check) and r["loaded"] and r["path"]), None)
+        said = "{} returned {} ({})".format(check, status, CHECK_STATUS.get(status, "not success"))
+        if sub is None:
+            findings.append(f"{MISMATCH} {said}")
+        else:
+            findings.append(f"{MISMATCH} {said}: {describe(sub)} beside cuDNN "
+                            f"{(top or {}).get('version') or '?'}; {remedy(sub)}")
     cudnn = [r for r in rows if r["family"] == "cudnn" and r["path"] and not r["name"].startswith("libcudnn.so")]
     graph = next((r for r in cudnn if r["name"].startswith("libcudnn_graph") and r["loaded"]), None)
     # The version the others are held to: the installed cuDNN's where this interpreter installed one
     # (so the foreign file is the one named), else libcudnn_graph's, the core cudnnGetVersion answers for.
     mine = installed.get("libcudnn_graph.so.9") or installed.get("libcudnn.so.9")
     core = short(mine[1]) if mine else (graph or top or {}).get("version")
+    named: set[str] = set()
     if len({r["version"] for r in cudnn if r["version"]}) > 1:
         for row in cudnn:
             if row["version"] and row["version"] != core:
                 findings.append(f"{MISMATCH} {describe(row)} beside cuDNN {core}; {remedy(row)}")
+                named.add(row["path"])
+    # A sub-library cuDNN asks for by bare soname that the installed cuDNN does not ship, which the
+    # loader would take from elsewhere with another version: the bug of pytorch/pytorch#188892
+    # (9.20.0.48's libcudnn_graph and a 9.23 libcudnn_engines_tensor_ir), whatever else loaded.
+    if mine is not None:
+        for row in cudnn:
+            if (not row["loaded"] and row["version"] and row["path"] not in named and row["name"] not in installed
+                    and row["version"] != short(mine[1])):
+                findings.append(f"{MISMATCH} {describe(row)}, which {mine[0]} {mine[1]} does not ship, beside cuDNN "
+                                f"{short(mine[1])}; {remedy(row)}")
     for row in rows:
         if not row["loaded"] or not row["path"] or not row["version"]:
             continue

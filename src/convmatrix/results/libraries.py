@@ -63,7 +63,13 @@ def stack_line(rows: tuple[Library, ...]) -> str | None:
     own = {_stem(r.name): r.version for r in rows if r.origin in OWN and r.version}
     foreign: dict[tuple[str | None, str | None], list[str]] = {}
     for row in rows:
-        if row.origin in OWN or row.path is None or not row.version:
+        if row.origin in OWN or row.path is None:
+            continue
+        if not row.version:
+            # A cuDNN file loaded from outside the cell's packages whose version nothing tells (a
+            # system copy named .so.9, no wheel owning it): shown, never taken as the cell's own.
+            if row.loaded and row.family == "cudnn":
+                foreign.setdefault(("(version unknown)", row.origin), []).append(_stem(row.name))
             continue
         mine = own.get(_stem(row.name)) or (top.version if top and row.family == "cudnn" else None)
         if mine is not None and mine != row.version:

@@ -46,3 +46,12 @@ def test_anything_else_is_no_table() -> None:
     long = libraries.table({"libraries": [{"name": "n" * 10**4, "loaded": "yes", "version": 9}] * 1000})
     assert len(long) == libraries.MAX_ROWS and len(long[0].name) == libraries.MAX_TEXT
     assert long[0].loaded is False and long[0].version is None
+
+
+def test_a_loaded_cudnn_file_of_unknown_version_from_elsewhere_is_shown() -> None:
+    """A system copy named .so.9 that no wheel owns (Done when (c): the loader cache's cnn)."""
+    rows = libraries.table({"libraries": [row("libcudnn.so.9", "9.1.0", "wheel"),
+                                          {**row("libcudnn_cnn.so.9", "", "ld cache"), "version": None},
+                                          {**row("libcudnn_tensor_ir.so.9", "", "ld cache", loaded=False),
+                                           "version": None}]})
+    assert libraries.stack_line(rows) == "cuDNN 9.1.0 (wheel) · libcudnn_cnn (version unknown) from ld cache"

@@ -152,6 +152,51 @@ def test_a_whole_cudnn_from_another_install_is_a_swap(rows: list[dict[str, Any]]
     assert all(f.startswith(libaudit.SWAP) and "nvidia-cudnn-cu12 9.4.0.58" in f and "9.2.1" in f for f in findings)
 
 
+def test_a_version_check_that_is_not_success_is_a_mismatch_naming_the_file() -> None:
+    """Seen in the container lane (Done when (c)): torch 2.5.1's 9.1.0 libcudnn.so.9 took 9.2.1.18's
+    libcudnn_cnn.so.9 from the loader cache, whose version its name does not tell, and
+    cudnnCnnVersionCheck returned 1002 without an abort: cuDNN's own verdict is the finding."""
+    top = {"name": "libcudnn.so.9", "family": "cudnn", "path": "/w/libcudnn.so.9", "loaded": True, "version": "9.1.0",
+           "origin": "wheel"}
+    cnn = {"name": "libcudnn_cnn.so.9", "family": "cudnn", "path": "/usr/lib/cudnn-other/libcudnn_cnn.so.9",
+           "loaded": True, "version": None, "origin": "ld cache"}
+    checks = {"cudnnGraphVersionCheck": 0, "cudnnOpsVersionCheck": 0, "cudnnCnnVersionCheck": 1002,
+              "cudnnAdvVersionCheck": 0}
+    findings = libaudit.judge([top, cnn], top, {}, ran(), {"stage": "done", "checks": checks})
+    assert findings == [f"{libaudit.MISMATCH} cudnnCnnVersionCheck returned 1002 (CUDNN_STATUS_SUBLIBRARY_VERSION_"
+                        "MISMATCH): libcudnn_cnn.so.9 (version unknown) loaded from ld cache "
+                        "(/usr/lib/cudnn-other/libcudnn_cnn.so.9) beside cuDNN 9.1.0; remedy: unregister "
+                        "/usr/lib/cudnn-other from the loader cache (/etc/ld.so.conf.d, then ldconfig)"]
+    # Every check at 0 (or cuDNN 8, which has none): nothing.
+    assert libaudit.judge([top, cnn], top, {}, ran(), {"stage": "done", "checks": dict.fromkeys(checks, 0)}) == []
+
+
+def test_a_sub_library_the_installed_cudnn_does_not_ship_taken_from_elsewhere_is_named() -> None:
+    """pytorch/pytorch#188892: 9.20.0.48's libcudnn_graph names libcudnn_engines_tensor_ir, which that
+    wheel does not ship; the loader would take a 9.23 one from LD_LIBRARY_PATH (Done when (e))."""
+    lib = "/site/nvidia/cudnn/lib"
+    rows = [{"name": n, "family": "cudnn", "path": f"{lib}/{n}", "loaded": True, "version": "9.20.0", "origin": "wheel"}
+            for n in ("libcudnn.so.9", "libcudnn_graph.so.9")]
+    rows.append({"name": "libcudnn_engines_tensor_ir.so.9", "family": "cudnn", "loaded": False, "version": "9.23.2",
+                 "path": "/v923/nvidia/cudnn/lib/libcudnn_engines_tensor_ir.so.9", "origin": "LD_LIBRARY_PATH"})
+    installed = {n: ("nvidia-cudnn-cu13", "9.20.0.48", f"{lib}/{n}") for n in ("libcudnn.so.9", "libcudnn_graph.so.9")}
+    findings = libaudit.judge(rows, rows[0], installed, ran(), {"stage": "done"})
+    assert len(findings) == 1 and findings[0].startswith(libaudit.MISMATCH)  # named once
+    assert any("libcudnn_engines_tensor_ir.so.9 9.23.2 would load from LD_LIBRARY_PATH "
+               "(/v923/nvidia/cudnn/lib/libcudnn_engines_tensor_ir.so.9)" in f for f in findings)
+    # Nothing on the loader's path: cuDNN does without it, and nothing is said.
+    rows[2] = dict(rows[2], path=None, version=None, origin=None)
+    assert libaudit.judge(rows, rows[0], installed, ran(), {"stage": "done"}) == []
+
+
+def test_dlopened_names_reads_a_dlopener_whole_in_chunks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(libaudit, "CHUNK", 64)
+    big = tmp_path / "libcudnn_graph.so.9"
+    big.write_bytes(b"\0" * 100 + b"libcudnn_engines_tensor_ir.so" + b"\0" * 50)  # across the first chunk's end
+    assert libaudit.dlopened_names(str(big), 1 << 20) == ["libcudnn_engines_tensor_ir.so"]
+    assert libaudit.dlopened_names(str(big), 10) == []
+
+
 def test_the_audit_imports_no_convmatrix() -> None:
     """It runs in the cell's interpreter, which has no convmatrix (a container has none at all)."""
     for name in ("libaudit.py", "test_audit.py"):
