@@ -175,7 +175,8 @@ def test_a_sub_library_the_installed_cudnn_does_not_ship_taken_from_elsewhere_is
     """pytorch/pytorch#188892: 9.20.0.48's libcudnn_graph names libcudnn_engines_tensor_ir, which that
     wheel does not ship; the loader would take a 9.23 one from LD_LIBRARY_PATH (Done when (e))."""
     lib = "/site/nvidia/cudnn/lib"
-    rows = [{"name": n, "family": "cudnn", "path": f"{lib}/{n}", "loaded": True, "version": "9.20.0", "origin": "wheel"}
+    rows: list[dict[str, Any]] = [{"name": n, "family": "cudnn", "path": f"{lib}/{n}", "loaded": True,
+                                   "version": "9.20.0", "origin": "wheel"}
             for n in ("libcudnn.so.9", "libcudnn_graph.so.9")]
     rows.append({"name": "libcudnn_engines_tensor_ir.so.9", "family": "cudnn", "loaded": False, "version": "9.23.2",
                  "path": "/v923/nvidia/cudnn/lib/libcudnn_engines_tensor_ir.so.9", "origin": "LD_LIBRARY_PATH"})
