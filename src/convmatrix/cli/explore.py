@@ -31,7 +31,8 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--cell", required=True, metavar="CELL",
                    help="the candidate cell (the matrix's control is the other)")
     p.add_argument("--budget", type=positive, default=200, metavar="N", help="configurations to draw (default 200)")
-    p.add_argument("--minutes", type=float, default=None, metavar="M", help="stop drawing after M minutes of wall time")
+    p.add_argument("--minutes", type=minutes, default=None, metavar="M",
+                   help="stop drawing after M minutes of wall time")
     p.add_argument("--seed", type=int, default=None, metavar="S",
                    help="the draw's seed (default: a new one, printed; the same seed draws the same configurations)")
     p.add_argument("--out", type=Path, required=True, metavar="DIR",
@@ -46,6 +47,14 @@ def add_parser(subparsers: Any) -> None:
 def positive(text: str) -> int:
     value = int(text)
     if value < 1:
+        raise ValueError(text)
+    return value
+
+
+def minutes(text: str) -> float:
+    """A wall-time bound: a finite number above 0 (`nan`, `inf`, 0 and below are argparse's bad value, exit 2)."""
+    value = float(text)
+    if not 0 < value < float("inf"):
         raise ValueError(text)
     return value
 
