@@ -24,7 +24,9 @@ from pathlib import Path
 from typing import Any
 
 NAMES = ("chromium", "chromium-browser", "google-chrome")
-START_TIMEOUT = 60.0
+# Chromium starts in about a second here; a CI runner whose every core runs a test worker has been seen to
+# take past 60 s, so the bound is generous: it only ends a start that hangs.
+START_TIMEOUT = 180.0
 CALL_TIMEOUT = 30.0  # seconds a call waits for its answer
 EVENTS = ("Page.enable", "Runtime.enable", "Log.enable")
 
@@ -194,14 +196,16 @@ class Page:
 @contextmanager
 def browser(executable: str, *, width: int = 1400, height: int = 1000) -> Iterator[Page]:
     """A headless chromium on a throwaway profile, and its first page; both closed after."""
-    with tempfile.TemporaryDirectory(prefix="convmatrix-chromium-") as profile:
+    with tempfile.TemporaryDirectory(prefix="convmatrix-chromium-") as scratch:
+        profile, log = Path(scratch) / "profile", Path(scratch) / "chromium.log"
         args = [executable, "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run",
                 "--no-default-browser-check", "--disable-extensions", "--remote-debugging-port=0",
                 f"--user-data-dir={profile}", f"--window-size={width},{height}", "about:blank"]
-        proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        with log.open("wb") as sink:  # what chromium says, for the error when it never listens
+            proc = subprocess.Popen(args, stdout=sink, stderr=subprocess.STDOUT)
         page = None
         try:
-            page = Page.connect(page_socket(Path(profile), proc))
+            page = Page.connect(page_socket(profile, proc, log))
             yield page
         finally:
             if page is not None:
@@ -214,13 +218,20 @@ def browser(executable: str, *, width: int = 1400, height: int = 1000) -> Iterat
                 proc.wait()
 
 
-def page_socket(profile: Path, proc: subprocess.Popen[bytes]) -> str:
+def said(log: Path) -> str:
+    """The last lines chromium wrote (bounded: a chatty browser must not flood the error)."""
+    with log.open("rb") as stream:
+        stream.seek(max(0, log.stat().st_size - 2000))
+        return stream.read().decode("utf-8", "replace")
+
+
+def page_socket(profile: Path, proc: subprocess.Popen[bytes], log: Path) -> str:
     """The first page's DevTools websocket, once chromium has written its port."""
     port_file = profile / "DevToolsActivePort"
     deadline = time.monotonic() + START_TIMEOUT
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"chromium exited with {proc.returncode} before it listened")
+            raise RuntimeError(f"chromium exited with {proc.returncode} before it listened:\n{said(log)}")
         lines = port_file.read_text().split() if port_file.exists() else []
         if lines:
             with urllib.request.urlopen(f"http://127.0.0.1:{lines[0]}/json/list", timeout=10) as answer:
@@ -229,7 +240,7 @@ def page_socket(profile: Path, proc: subprocess.Popen[bytes]) -> str:
             if pages:
                 return str(pages[0]["webSocketDebuggerUrl"])
         time.sleep(0.1)
-    raise TimeoutError(f"chromium did not listen within {START_TIMEOUT} s")
+    raise TimeoutError(f"chromium did not listen within {START_TIMEOUT} s:\n{said(log)}")
 
 
 def main() -> None:

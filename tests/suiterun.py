@@ -16,6 +16,25 @@ from testkit import REPO
 
 PLUGINS = REPO / "tests" / "plugins"
 
+# What `pytest suites/` collects besides the catalogue: the library audit's case, first in every run and
+# no conv (suites/test_audit.py, issue 47), and the model zoo's cases after the catalogue's (issue 50).
+AUDIT = "audit-cuda-libraries"
+AUDIT_NODEID = f"suites/test_audit.py::test_audit[{AUDIT}]"
+# How the CPU skips a zoo case whose code path another zoo case already runs (suites/test_conv.py).
+ZOO_SAME_PATH = "on the CPU this zoo case takes the code path of "
+
+
+def collected_ids(catalog: Any) -> list[str]:
+    """The case ids a whole run of the suite records, in order (catalog: suites/catalog.py loaded)."""
+    return [AUDIT, *(case.id for case in catalog.CASES), *(case.id for case in catalog.ZOO_CASES)]
+
+
+def skipped_on_cpu_as_said(record: dict[str, Any]) -> bool:
+    """A skip the CPU owes: the case needs CUDA, or it is a zoo case whose code path another one runs."""
+    message = record["message"] or ""
+    return record["status"] == "skipped" and (message.startswith("the case needs CUDA")
+                                              or message.startswith(ZOO_SAME_PATH))
+
 
 @dataclass(frozen=True, kw_only=True)
 class Run:

@@ -16,7 +16,7 @@ import pytest
 
 import suiterun
 from catalogkit import TRIGGER_FAMILIES, catalog, load_test_conv, past_int32, sizing
-from suiterun import Run
+from suiterun import AUDIT, ZOO_SAME_PATH, Run, collected_ids
 from testkit import REPO
 
 # Case ids are the key of a result across stacks: renaming one is a decision, made here too.
@@ -331,9 +331,6 @@ def select_by_keyword(*words: str) -> dict[str, list[str]]:
     return selected
 
 
-AUDIT = "audit-cuda-libraries"  # the library audit's case (issue 47): every run's first, no conv
-
-
 # --- the catalog as data ---------------------------------------------------------------------
 
 def test_ids_are_unique_stable_and_collected_in_order() -> None:
@@ -488,7 +485,7 @@ def test_default_cpu_run_records_facts_on_every_line(default_cpu_run: Run) -> No
           f"(limit {CPU_RUN_LIMIT_S} s on 2 cores)")
     records = default_cpu_run.by_case()
     # The library audit runs first (suites/test_audit.py, issue 47), the zoo after the catalogue (issue 50).
-    assert list(records) == [AUDIT, *EXPECTED_IDS, *(c.id for c in catalog.ZOO_CASES)]
+    assert list(records) == collected_ids(catalog)
     for case in catalog.CASES:
         record = records[case.id]
         assert set(record) >= FACT_KEYS, case.id
@@ -520,7 +517,7 @@ def test_large_cases_run_scaled_on_cpu_and_pass(tmp_path: Path) -> None:
     zoo = {c.id for c in catalog.ZOO_CASES}
     for record in records:
         if record["case"] in zoo and record["status"] == "skipped":  # on the CPU: another case's code path
-            assert "takes the code path of" in record["message"], record
+            assert record["message"].startswith(ZOO_SAME_PATH), record
             continue
         if record["case"] in gpu_only:  # a benchmark-on twin: the CPU runs its plain twin
             assert record["status"] == "skipped" and record["message"].startswith("the case needs CUDA"), record

@@ -82,7 +82,7 @@ def test_a_fresh_worker_runs_the_rest_after_each_fault(isolated_run: Run) -> Non
     workers = env["isolation"]["workers"]
     assert len(workers) == 1 + len(FAULTS)
     assert {facts["slot"] for facts in workers.values()} == {0}
-    assert "ran past its 2 s timeout; worker gw" in isolated_run.output  # the watchdog's note
+    assert f"ran past its {TIMEOUT} s timeout; worker gw" in isolated_run.output  # the watchdog's note
     assert "hit a sticky CUDA error" in isolated_run.output
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from suiterun import PLUGINS, Run, run_suite
+from suiterun import AUDIT, AUDIT_NODEID, PLUGINS, Run, collected_ids, run_suite, skipped_on_cpu_as_said
 from testkit import REPO, load_suite_module
 
 ENV_KEYS = {
@@ -28,7 +28,7 @@ RESULT_KEYS = {
 }
 # What a case may add through the record_facts fixture (suites/conftest.py FACT_FIELDS).
 FACT_KEYS = {"timing", "fingerprint", "need_mb", "scaled", "shapes", "view", "trigger", "sources", "backend",
-             "cudnn_path"}
+             "cudnn_path", "audit"}
 NOT_SUPPORTED = ("cuDNN error: CUDNN_STATUS_NOT_SUPPORTED. This error may appear if you passed "
                  "in a non-contiguous input.\nException raised from run_conv_plan at "
                  "/pytorch/aten/src/ATen/native/cudnn/Conv_v8.cpp:384 (most recent call first):\n"
@@ -39,6 +39,7 @@ PLAN_FAILED = ("Plan failed with a cudnnException: CUDNN_BACKEND_EXECUTION_PLAN_
 
 CATALOG = load_suite_module("catalog")
 CASE_IDS = [case.id for case in CATALOG.CASES]
+SUITE_IDS = collected_ids(CATALOG)  # the audit's case first, the catalogue, then the zoo (issues 47, 50)
 NUMERIC_KEYS = {"max_abs_err", "max_rel_err", "ratio", "tol", "unit_roundoff", "safety_factor"}
 
 
@@ -118,24 +119,29 @@ def test_full_cpu_run_records_every_case_once_passed(default_cpu_run: Run) -> No
     assert found is not None, default_cpu_run.output
     collected = int(found.group(1))
     records = default_cpu_run.records()
-    assert len(records) == collected == len(CASE_IDS)
-    assert [record["case"] for record in records] == CASE_IDS
-    for record in records:
+    assert len(records) == collected == len(SUITE_IDS)
+    assert [record["case"] for record in records] == SUITE_IDS
+    audit, *convs = records
+    # The library audit: no conv, so no numeric; its table rides in its own field.
+    assert (audit["nodeid"], audit["status"], audit["numeric"]) == (AUDIT_NODEID, "passed", None)
+    assert set(audit) == RESULT_KEYS | {"audit"}
+    for record in convs:
         assert RESULT_KEYS <= set(record) <= RESULT_KEYS | FACT_KEYS
-        # Cases about CUDA itself (TF32, dtype support by GPU) skip on CPU, saying so.
-        cuda_only = record["status"] == "skipped" and record["message"].startswith("the case needs CUDA")
-        assert record["status"] == "passed" or cuda_only, record
+        # Cases about CUDA itself (TF32, dtype support by GPU) skip on CPU, saying so; so do zoo
+        # cases whose code path another zoo case runs.
+        skipped = skipped_on_cpu_as_said(record)
+        assert record["status"] == "passed" or skipped, record
         assert record["nodeid"] == f"suites/test_conv.py::test_conv[{record['case']}]"
         assert record["worker"] == "main"
         assert record["exc_type"] is None
-        if not cuda_only:
+        if not skipped:
             assert set(record["numeric"]) == NUMERIC_KEYS
             assert 0 <= record["numeric"]["ratio"] <= 1
     assert default_cpu_run.markers() == []
 
 
 def test_catalog_covers_every_op_dtype_and_variant(default_cpu_run: Run) -> None:
-    params = [record["params"] for record in default_cpu_run.records()]
+    params = [record["params"] for record in default_cpu_run.records() if record["case"] != AUDIT]
     assert len(params) >= 24
 
     def seen(key: str) -> set[Any]:
@@ -233,7 +239,9 @@ def test_wrong_weights_are_numeric_mismatches(wrong_run: Run, action: str) -> No
 def test_a_dropped_group_fails_every_case(tmp_path: Path) -> None:
     run = run_suite(tmp_path / "results", faults={"drop_group": {"*": True}})
     assert run.returncode == 1, run.output
-    ran = [record for record in run.records() if record["status"] != "skipped"]
+    # The audit's case has no conv to drop a group from: it passes.
+    assert run.by_case()[AUDIT]["status"] == "passed"
+    ran = [record for record in run.records() if record["status"] != "skipped" and record["case"] != AUDIT]
     runnable = sum(not case.needs_gpu and case.via != "compile" for case in CATALOG.CASES)
     assert len(ran) >= runnable - 10, "the CPU ran too few cases to tell"
     for record in ran:
@@ -241,12 +249,15 @@ def test_a_dropped_group_fails_every_case(tmp_path: Path) -> None:
 
 
 def assert_all_passed(run: Run) -> None:
-    """Every case passed within its bound, or skipped because it needs CUDA."""
+    """Every case passed within its bound, or skipped as the CPU must (needs CUDA, or a zoo case
+    whose code path another runs)."""
     assert run.returncode == 0, run.output
-    assert len(run.records()) == len(CASE_IDS)
+    assert [record["case"] for record in run.records()] == SUITE_IDS
     for record in run.records():
-        if record["status"] == "skipped":
-            assert record["message"].startswith("the case needs CUDA"), record
+        if record["case"] == AUDIT:  # no conv, no numeric
+            assert record["status"] == "passed", record
+        elif record["status"] == "skipped":
+            assert skipped_on_cpu_as_said(record), record
         else:
             assert record["status"] == "passed", record
             assert record["numeric"]["ratio"] <= 1, record
@@ -311,7 +322,7 @@ def test_xdist_workers_record_each_case_once(tmp_path: Path) -> None:
     run = run_suite(tmp_path / "results", "-n", "2")
     assert run.returncode == 0, run.output
     cases = [record["case"] for record in run.records()]
-    assert sorted(cases) == sorted(CASE_IDS)
+    assert sorted(cases) == sorted(SUITE_IDS)
     assert {record["worker"] for record in run.records()} <= {"gw0", "gw1"}
     assert run.env()["ended"] is not None
     assert run.markers() == []

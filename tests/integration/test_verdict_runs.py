@@ -17,7 +17,9 @@ import pytest
 import realrun
 
 pytestmark = pytest.mark.slow
-SELECTION = ("-k", "conv1d-fp32-k3-p1 or conv1d-fp16-k5-s2-dilated2 or conv1d-fp32-k3-permuted-bwd")
+# Three catalogue cases: `-k` matches substrings, and zoo ids such as hifigan-conv1d-fp32-k3-p1-… carry these
+# (issue 50), so the zoo is left out by its marker.
+SELECTION = ("-k", "(conv1d-fp32-k3-p1 or conv1d-fp16-k5-s2-dilated2 or conv1d-fp32-k3-permuted-bwd) and not zoo")
 CASES = ("conv1d-fp32-k3-p1", "conv1d-fp16-k5-s2-dilated2", "conv1d-fp32-k3-permuted-bwd")
 DRIVER = "The NVIDIA driver on your system is too old (found version 11040)."
 SIG = "cuDNN error: CUDNN_STATUS_NOT_SUPPORTED. This error may appear if you passed in a non-contiguous input."
