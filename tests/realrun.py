@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from convmatrix import home
 from testkit import REPO
 
 PLUGINS = REPO / "tests" / "plugins"
@@ -49,3 +50,41 @@ def nightly_like(out: Path, *extra: str) -> Path:
     for proc in runs:
         proc.wait(timeout=900)
     return out
+
+
+# Issue 47's audit tests: two baremetal cells of torch 2.5.1 cu124 with the cuDNN override wheels
+# 9.2.1.18 (the control, whose libraries the tests plant elsewhere) and 9.4.0.58. The venvs live in
+# the convmatrix home, shared with the other lane tests (creating one is locked, so two test modules
+# may ask at once).
+AUDIT_MATRIX = """
+name = "audit-47"
+[axes]
+lane = ["baremetal"]
+torch = ["2.5.1"]
+cuda = ["cu124"]
+cudnn = ["9.2.1.18", "9.4.0.58"]
+python = ["3.11"]
+[control]
+cudnn = "9.2.1.18"
+"""
+AUDIT_CONTROL = "baremetal-torch2.5.1-cu124-cudnn9.2.1.18-py3.11"
+AUDIT_CANDIDATE = "baremetal-torch2.5.1-cu124-cudnn9.4.0.58-py3.11"
+
+
+def cudnn_lib(cell: str) -> Path:
+    """The cuDNN wheel's lib folder in a baremetal cell's venv."""
+    return home.venvs() / cell / "lib" / "python3.11" / "site-packages" / "nvidia" / "cudnn" / "lib"
+
+
+def made_audit_cells(scratch: Path) -> None:
+    """The two cells' venvs, made when missing by what makes them for a user: `convmatrix run
+    --audit-only` of their matrix (it installs each cell, then runs the audit's case alone)."""
+    if all(cudnn_lib(cell).is_dir() for cell in (AUDIT_CONTROL, AUDIT_CANDIDATE)):
+        return
+    (scratch / "m.toml").write_text(AUDIT_MATRIX)
+    done = subprocess.run([sys.executable, "-m", "convmatrix", "run", "-m", str(scratch / "m.toml"), "--out",
+                           str(scratch / "made"), "--audit-only"], cwd=scratch, capture_output=True, text=True,
+                          timeout=3600, check=False)
+    assert done.returncode in (0, 1), done.stdout[-3000:] + done.stderr[-3000:]
+    for cell in (AUDIT_CONTROL, AUDIT_CANDIDATE):
+        assert cudnn_lib(cell).is_dir(), f"`convmatrix run` made no {cudnn_lib(cell)}"

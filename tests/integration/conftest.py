@@ -22,8 +22,8 @@ WHEELHOUSE = Path.home() / ".cache" / "convmatrix" / "test-wheelhouse"
 # on the engine), the base image that base_image.ensure builds with debootstrap when it is missing,
 # the machine's image-lock folder and the test wheelhouse the cells install from.
 SHARED = {
-    "engines": ("test_base_image_runs.py", "test_container_lane.py", "test_plain_bases_runs.py",
-                "test_podman_lane.py", "test_system_bases_runs.py"),
+    "engines": ("test_audit_container.py", "test_base_image_runs.py", "test_container_lane.py",
+                "test_plain_bases_runs.py", "test_podman_lane.py", "test_system_bases_runs.py"),
 }
 GROUP_OF = {module: group for group, modules in SHARED.items() for module in modules}
 

@@ -14,31 +14,17 @@ from typing import Any
 
 import pytest
 
+import realrun
 from convmatrix import home
 
 pytestmark = pytest.mark.slow
-MATRIX = """
-name = "audit-47"
-[axes]
-lane = ["baremetal"]
-torch = ["2.5.1"]
-cuda = ["cu124"]
-cudnn = ["9.2.1.18", "9.4.0.58"]
-python = ["3.11"]
-[control]
-cudnn = "9.2.1.18"
-"""
-CONTROL = "baremetal-torch2.5.1-cu124-cudnn9.2.1.18-py3.11"
-CANDIDATE = "baremetal-torch2.5.1-cu124-cudnn9.4.0.58-py3.11"
-SELECT = ("-k", "audit or conv1d-fp32-k3-p1")
-
-
-def cudnn_lib(cell: str) -> Path:
-    return home.venvs() / cell / "lib" / "python3.11" / "site-packages" / "nvidia" / "cudnn" / "lib"
+CONTROL, CANDIDATE, cudnn_lib = realrun.AUDIT_CONTROL, realrun.AUDIT_CANDIDATE, realrun.cudnn_lib
+# The audit's case and one catalogue case (zoo ids such as hifigan-conv1d-fp32-k3-p1-… carry its name).
+SELECT = ("-k", "audit or (conv1d-fp32-k3-p1 and not zoo)")
 
 
 def run(tmp_path: Path, ld_library_path: str | None) -> dict[str, Any]:
-    (tmp_path / "m.toml").write_text(MATRIX)
+    (tmp_path / "m.toml").write_text(realrun.AUDIT_MATRIX)
     env = {k: v for k, v in os.environ.items() if k != "LD_LIBRARY_PATH"}
     if ld_library_path is not None:
         env["LD_LIBRARY_PATH"] = ld_library_path
@@ -56,10 +42,8 @@ def run(tmp_path: Path, ld_library_path: str | None) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def venvs() -> None:
-    if not all(cudnn_lib(cell).is_dir() for cell in (CONTROL, CANDIDATE)):
-        pytest.skip("the torch 2.5.1 cu124 venvs with cuDNN 9.2.1.18 and 9.4.0.58 are not made yet "
-                    "(tests/integration/test_bisect_runs.py makes them)")
+def venvs(tmp_path_factory: pytest.TempPathFactory) -> None:
+    realrun.made_audit_cells(tmp_path_factory.mktemp("made"))
 
 
 @pytest.mark.usefixtures("venvs")
