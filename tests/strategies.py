@@ -1096,3 +1096,20 @@ def explore_configs() -> Any:
     from convmatrix.explore import space as _space
 
     return st.integers(0, 2**32 - 1).map(lambda seed: _space.draw(_random.Random(seed)))
+
+
+# --- issue 50: a case file's [provenance] table, as a hostile file may write it ------------------
+
+PROVENANCE_FIELDS = ("package", "version", "model", "inputs", "dtype", "config", "kwargs", "backward",
+                     "channels_last", "torch", "recorded_by", "matched", "notes")
+
+
+@st.composite
+def hostile_provenance(draw: st.DrawFn) -> Any:
+    """A [provenance] value: anything JSON, or a table of its own field names (and near misses) holding
+    anything JSON, long text and control characters included."""
+    names = st.sampled_from(PROVENANCE_FIELDS) | st.text(max_size=12)
+    # Texts about the 2,000-character bound, of one repeated character (control ones included).
+    long = st.builds(lambda ch, n: ch * n, st.characters(max_codepoint=0x3000), st.integers(1990, 2010))
+    values = json_values(8) | long
+    return draw(st.dictionaries(names, values, max_size=8) | json_values(8))

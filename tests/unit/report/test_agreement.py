@@ -315,3 +315,35 @@ def test_infrastructure_alone_exits_4_and_beside_a_finding_1(tmp_path: Path) -> 
                  cell=DONE)
     verdicts, _, code = formats(run, tmp_path)
     assert verdicts["regressed"] == "regression" and code == 1  # a finding beside it: the finding's exit
+
+
+def test_the_library_audits_finding_reads_the_same_in_every_format(tmp_path: Path) -> None:
+    """Issue 47: a candidate whose cuDNN sub-libraries came from LD_LIBRARY_PATH is red in every
+    format, each naming the same stack line and the offending path; the control says nothing of it."""
+    import html
+
+    from convmatrix.results import libraries
+    from exportkit import AUDIT_SWAP, write_audit_run
+
+    run = write_audit_run(tmp_path / "run")
+    line = libraries.stack_line(libraries.table({"schema": 1, "libraries": AUDIT_SWAP}))
+    assert line == "cuDNN 9.4.0 (wheel) · libcudnn_cnn, libcudnn_ops 9.2.1 from LD_LIBRARY_PATH"
+    said = {}
+    for fmt in ("text", "markdown", "html", "json", "junit"):
+        out = tmp_path / f"report.{fmt}"
+        assert main(["report", str(run), "--format", fmt, "-o", str(out)]) == 1, fmt
+        said[fmt] = out.read_text()
+    cells = {c["cell"]: c for c in json.loads(said["json"])["cells"]}
+    assert [cells[c]["libraries_line"] for c in ("host", "host+swapped")] == [None, line]
+    (audit,) = [c for c in json.loads(said["json"])["cases"]
+                if c["cell"] == "host+swapped" and c["case"] == "audit-cuda-libraries"]
+    assert (audit["verdict"], audit["family"]) == ("regression", "cuda_library_swapped")
+    for fmt in ("text", "markdown"):
+        assert line in said[fmt] and said[fmt].count(": libraries: cuDNN") == 1, fmt  # the candidate's alone
+    # The offending path: the text table cuts messages to its column, the others carry them whole.
+    assert "/secret/cudnn92/lib/libcudnn_cnn.so.9" in said["markdown"] and "LD_LIBRARY_PATH /secret/" in said["text"]
+    assert html.escape(line) in said["html"] and "/secret/cudnn92/lib/libcudnn_cnn.so.9" in said["html"]
+    failure = ET.fromstring(said["junit"]).find(
+        "testsuite/testcase[@name='audit-cuda-libraries']/failure")
+    assert failure is not None and "/secret/cudnn92/lib/libcudnn_cnn.so.9" in (failure.get("message") or "") + (
+        failure.text or "")

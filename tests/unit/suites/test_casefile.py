@@ -9,7 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
 
+import strategies
 from catalogkit import catalog, sizing
 from testkit import load_suite_module
 
@@ -504,3 +506,13 @@ def test_a_provenance_without_its_required_fields_names_each(tmp_path: Path) -> 
     found = problems(tmp_path, json.dumps({"provenance": {"package": "timm"}, "case": [ONE_CASE]}), "x.json")
     assert [line.split(": ", 1)[1].split(":")[0] for line in found] == [
         "provenance.version", "provenance.model", "provenance.inputs", "provenance.dtype"]
+
+
+@given(table=strategies.hostile_provenance())
+def test_any_provenance_table_gets_its_problems_as_short_lines_never_an_exception(table: Any) -> None:
+    found = casefile.provenance_problems(table)
+    assert all(line.startswith((".", ":")) and "\n" not in line and len(line) <= 400 for line in found), found
+    assert all(line.isprintable() for line in found), found
+    # A table of the valid fields alone, whatever else it holds, has no problem with them.
+    if isinstance(table, dict) and not found:
+        assert set(table) <= set(casefile.PROVENANCE_KEYS)
