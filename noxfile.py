@@ -287,7 +287,12 @@ def models(session: nox.Session) -> None:
     (requirements/models.txt: PyPI's CUDA torch, which records on a CPU); `-- --only NAME` for one."""
     session.install("-r", f"{LOCKS}/models.txt")
     # The checkout's own code on the path, not installed: the recorder needs none of its dependencies.
-    session.run("python", "-m", "convmatrix.capture.zoo", *session.posargs, env={"PYTHONPATH": "src"})
+    # A recording's wall bound is 120 s by default (a hostile model must not hang a user's command);
+    # these are pinned packages, and importing transformers on a busy 2-core runner alone took past
+    # that (issue 50), so the zoo gets 600 s unless the caller says otherwise.
+    seconds = os.environ.get("CONVMATRIX_FROM_MODEL_SECONDS", "600")
+    session.run("python", "-m", "convmatrix.capture.zoo", *session.posargs,
+                env={"PYTHONPATH": "src", "CONVMATRIX_FROM_MODEL_SECONDS": seconds})
 
 
 @nox.session(python="3.11", venv_backend="venv")

@@ -26,6 +26,7 @@ def test_one_zoo_model_regenerates_identically(tmp_path: Path) -> None:
                     "requirements/models.txt (PyPI's torch, about 5.5 GB)")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "PYTHON"))}
     env["PYTHONPATH"] = str(REPO / "src")
+    env.setdefault("CONVMATRIX_FROM_MODEL_SECONDS", "600")  # as `nox -s models` gives it (noxfile.py says why)
     done = subprocess.run([str(VENV_PYTHON), "-m", "convmatrix.capture.zoo", "--only", MODEL, "--out", str(tmp_path)],
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=600, check=False)
     if done.returncode == 2 and "is not installed" in done.stderr:
