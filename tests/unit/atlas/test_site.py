@@ -234,11 +234,11 @@ def test_a_case_one_fleet_both_failed_and_passed_is_mixed_not_a_disagreement() -
     assert '<span class="badge s-flaky">mixed</span>' in page and "badge s-disagree" not in page
 
 
-def swapped_cell(files: tuple[tuple[str, str | None, str | None], ...], gpu: object = None) -> Any:
+def swapped_cell(files: tuple[tuple[str, str | None, str | None], ...]) -> Any:
     from convmatrix.atlas.model import Libraries, LoadedFile
 
     found = Libraries(swapped=True, cudnn=tuple(LoadedFile(name=n, version=v, origin=o) for n, v, o in files))
-    return dataclasses.replace(atlaskit.cell(atlaskit.NEW, gpu or atlaskit.H200, atlaskit.failed("conv2d-fp16")),
+    return dataclasses.replace(atlaskit.cell(atlaskit.NEW, atlaskit.H200, atlaskit.failed("conv2d-fp16")),
                                libraries=found)
 
 
