@@ -17,6 +17,9 @@ environment, like every case (test_audit.py is the case). Two halves:
 
 cuDNN's engines (libcudnn_engines_*.so.9, libcudnn_heuristic.so.9) are opened by libcudnn_graph
 only when a plan is built, which needs a GPU: for those the audit says which file would load.
+``after_convs()`` compares what a process mapped after its conv cases ran (``mapped()``, bounded)
+with the audit's table, a finding for each file the audit did not name or named elsewhere; pure,
+tested on sample maps text. Calling it at a GPU session's end is not wired yet (issue 47).
 """
 
 from __future__ import annotations
@@ -88,15 +91,44 @@ MISSING = "cuDNN library missing:"
 
 # --- the child -----------------------------------------------------------------------------------
 
-def mapped() -> list[str]:
-    """The CUDA-family files this process has mapped, from /proc/self/maps (their real paths)."""
+MAPS_LIMIT = 16 << 20  # bytes of /proc/self/maps read (a CUDA process's is a few hundred kB)
+
+
+def mapped_in(text: str) -> list[str]:
+    """The CUDA-family files a /proc/<pid>/maps text names (their real paths), each once, in order."""
     found: list[str] = []
-    with open("/proc/self/maps") as handle:
-        for line in handle:
-            parts = line.rstrip("\n").split(None, 5)
-            if len(parts) == 6 and _LIB.search(parts[5]) and parts[5] not in found:
-                found.append(parts[5])
+    for line in text.splitlines():
+        parts = line.split(None, 5)
+        if len(parts) == 6 and _LIB.search(parts[5]) and parts[5] not in found:
+            found.append(parts[5])
     return found
+
+
+def mapped(maps: str = "/proc/self/maps") -> list[str]:
+    """The CUDA-family files this process has mapped, from /proc/self/maps (at most MAPS_LIMIT bytes)."""
+    with open(maps, encoding="utf-8", errors="replace") as handle:
+        return mapped_in(handle.read(MAPS_LIMIT))
+
+
+def after_convs(paths: Iterable[str], rows: Iterable[dict[str, Any]]) -> list[str]:
+    """What the process mapped after the conv cases ran (`paths`, mapped()) against the audit's table
+    (`rows`, audit()["libraries"]): a CUDA-family file whose library the audit did not name, or
+    named from another file, is a finding (`CUDA library swap:`, one a file). Pure: no file is read."""
+    named: dict[str, list[str]] = {}
+    for row in rows:
+        if isinstance(row, dict) and isinstance(row.get("name"), str):
+            named.setdefault(stem(row["name"]), []).append(row.get("path") or "")
+    findings: list[str] = []
+    for path in paths:
+        name = os.path.basename(path)
+        where = named.get(stem(name))
+        if where is None:
+            findings.append(f"{SWAP} {name} mapped after the conv cases ran ({path}), which the audit did not name")
+        elif path not in where:
+            audited = ", ".join(p or "none found" for p in where)
+            findings.append(f"{SWAP} {name} mapped after the conv cases ran from {path}, where the audit named "
+                            f"{audited}")
+    return findings
 
 
 def _emit(stage: str, **fields: Any) -> None:

@@ -1113,3 +1113,24 @@ def hostile_provenance(draw: st.DrawFn) -> Any:
     long = st.builds(lambda ch, n: ch * n, st.characters(max_codepoint=0x3000), st.integers(1990, 2010))
     values = json_values(8) | long
     return draw(st.dictionaries(names, values, max_size=8) | json_values(8))
+
+# --- i47 as shipped ---
+# A container cell's audit as run and as shipped (suites/test_audit.py `audit.as_shipped`): the
+# same image seen with and without the harness's LD_LIBRARY_PATH, each a table of audit_rows.
+@st.composite
+def shipped_pairs(draw: st.DrawFn) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(as run, as shipped): the same rows, or rows some of which another folder, version or
+    nothing at all stands for; a path or version may hold any text (an untrusted results line)."""
+    ran = draw(audit_rows())
+    shipped = [dict(row) for row in ran]
+    for row in shipped:
+        change = draw(st.sampled_from(("same", "same", "version", "path", "gone")))
+        if change == "version":
+            row["version"] = draw(st.sampled_from(AUDIT_VERSIONS))
+        elif change == "path":
+            row["path"] = draw(st.one_of(st.sampled_from(("/usr/lib/x86_64-linux-gnu/x.so.9", None)),
+                                         st.text(max_size=30)))
+            row["origin"] = draw(st.sampled_from(AUDIT_ORIGINS))
+        elif change == "gone":
+            row["name"] = ""  # dropped below
+    return ran, [row for row in shipped if row["name"]]

@@ -104,11 +104,12 @@ def test_c_a_base_whose_ld_cache_holds_another_cudnns_cnn_is_red_in_the_containe
     evidence = (result / "evidence" / "audit-cuda-libraries.txt").read_text()
     assert "failed (cudnn_version_mismatch)" in evidence and "cudnnCnnVersionCheck returned 1002" in evidence
     assert said["cases"][(BROKEN_CELL, "conv1d-fp32-k3-p1")]["outcome"] == "pass"  # the conv cases still ran
-    # As shipped (the base's own LD_LIBRARY_PATH, none here, without the image's addition): the same.
+    # As shipped: a system base gets no addition to its LD_LIBRARY_PATH (images/Dockerfile adds only a
+    # folder the image has, and this one has no cell wheel's cuDNN), so the cell ran as it ships and
+    # no second table is recorded.
     line = next(json.loads(x) for x in (result / "results.jsonl").read_text().splitlines()
                 if json.loads(x)["case"] == "audit-cuda-libraries")
-    shipped = line["audit"]["as_shipped"]
-    assert any(f.startswith("cuDNN version mismatch: cudnnCnnVersionCheck returned 1002") for f in shipped["findings"])
+    assert "as_shipped" not in line["audit"]
 
 
 def test_c_the_same_finding_from_an_audit_only_run(broken_base: str, tmp_path: Path) -> None:

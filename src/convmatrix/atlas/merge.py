@@ -26,8 +26,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from convmatrix.atlas import bundle as bundle_file
-from convmatrix.atlas.model import Bundle, Case, Cell, Gpu, Run, Stack
+from convmatrix.atlas.model import Bundle, Case, Cell, Gpu, Libraries, Run, Stack
 from convmatrix.atlas.sources import version_key
+from convmatrix.results import libraries as audit
 
 FAIL, PASS, OTHER = "fail", "pass", "other"
 DISAGREE, FLAKY = "disagree", "flaky"  # a cell's status beside FAIL, PASS, OTHER
@@ -99,6 +100,8 @@ class Tally:
     subcodes: Counter[int] = field(default_factory=Counter)
     dates: set[str] = field(default_factory=set)
     models: set[str] = field(default_factory=set)  # the GPU models it ran on
+    # What its cells loaded where it differs from what they installed (libraries_line) -> its runs.
+    libraries: dict[str, set[str]] = field(default_factory=dict)
 
     def count(self, status: str) -> int:
         return sum(1 for s in self.runs.values() if s == status)
@@ -287,6 +290,21 @@ def merge(bundles: Iterable[Bundle], names: Sequence[str] | None = None) -> Atla
     return atlas
 
 
+# A swap the bundle's cuDNN files do not show (another CUDA library's, results/libraries.kept).
+OTHER_SWAP = "a CUDA library from outside the cell's packages with another version (not among its cuDNN files)"
+
+
+def libraries_line(found: Libraries | None) -> str | None:
+    """The report's stack line (results/libraries.stack_line, the one formatter) of what a bundle
+    keeps of a cell's library audit: `cuDNN 9.4.0 (wheel) · libcudnn_cnn 9.2.1 from LD_LIBRARY_PATH`
+    where what it loaded differs from what it installed; None where they agree or nothing was kept."""
+    if found is None or not found.swapped:
+        return None
+    rows = tuple(audit.Library(name=f"{f.name}.so", family="cudnn", path="", loaded=True, version=f.version,
+                               package=None, origin=f.origin) for f in found.cudnn)
+    return audit.stack_line(rows) or OTHER_SWAP
+
+
 def add(atlas: Atlas, fleet: str, run: Run) -> None:
     """One kept run of a fleet into the table."""
     for cell in run.cells:
@@ -297,6 +315,9 @@ def add(atlas: Atlas, fleet: str, run: Run) -> None:
         tally.runs[run.run] = worse(tally.runs.get(run.run), cell_status(cell))
         tally.dates.add(run.date)
         tally.models.add(cell.gpu.model)
+        line = libraries_line(cell.libraries)
+        if line is not None:
+            tally.libraries.setdefault(line, set()).add(run.run)
         for case in cell.cases:
             if failing(case):
                 tally.families[family_of(case)] += 1

@@ -260,9 +260,22 @@ def grid_cell(cell: AtlasCell, g: int, pages: dict[tuple[Row, Column, str], Page
         parts.append(f"+{len(cell.families) - SHOWN_FAMILIES}")
     if cell.subcodes:
         parts.append(f"<i>sub-code {', '.join(str(code) for code, _ in cell.subcodes.most_common(3))}</i>")
+    lines = loaded_lines(cell)
+    if lines:  # what its cells loaded where it differs from what they installed (issue 47)
+        more = f" (+{len(lines) - 1} other)" if len(lines) > 1 else ""
+        parts.append(f"<i class='lib'>libraries: {html_cell(lines[0])}{more}</i>")
     first, last = cell.first, cell.last
     parts.append(f"<small>{html_cell(first)}{'–' + html_cell(last) if last != first else ''}</small>")
     return f"<td data-g='{g}' class='c s-{cell.status}'>{''.join(parts)}</td>"
+
+
+def loaded_lines(cell: AtlasCell) -> list[str]:
+    """The cell's library lines (merge.libraries_line), the one most runs said first."""
+    runs: dict[str, int] = {}
+    for tally in cell.tallies.values():
+        for line, ids in tally.libraries.items():
+            runs[line] = runs.get(line, 0) + len(ids)
+    return sorted(runs, key=lambda line: (-runs[line], line))
 
 
 def source_row(source: Source, columns: list[Column], gen_index: dict[str, int]) -> str:
@@ -345,7 +358,10 @@ def case_page(page: Page, cell: AtlasCell, known: dict[str, Source], repros: dic
             "<h2>Fleets</h2>", '<div class="sidebyside">',
             *(f'<div class="side s-{t.status}"><b>{html_cell(t.fleet)}</b> {t.status}: {t.count(FAIL)} failed, '
               f"{t.count(PASS)} passed, {t.count(OTHER)} other; {html_cell(t.first)} to {html_cell(t.last)}; "
-              f"{html_cell(', '.join(sorted(t.models)))}</div>" for t in by_fleet(cell)),
+              f"{html_cell(', '.join(sorted(t.models)))}"
+              + "".join(f"; libraries: {html_cell(line)} ({len(ids)} run(s))"
+                        for line, ids in sorted(t.libraries.items()))
+              + "</div>" for t in by_fleet(cell)),
             "</div>"]
     if ids:
         body += ["<h2>Known issues</h2>", "<ul>"]
@@ -450,7 +466,8 @@ def data(atlas: Atlas, sources: tuple[Source, ...], pages: dict[tuple[Row, Colum
             "fleets": [{"fleet": t.fleet, "status": t.status,
                         "runs": {FAIL: t.count(FAIL), PASS: t.count(PASS), OTHER: t.count(OTHER)},
                         "families": dict(t.families), "subcodes": {str(k): v for k, v in t.subcodes.items()},
-                        "first": t.first, "last": t.last, "models": sorted(t.models)}
+                        "first": t.first, "last": t.last, "models": sorted(t.models),
+                        "libraries": {line: sorted(ids) for line, ids in sorted(t.libraries.items())}}
                        for t in by_fleet(cell)],
             "failing_cases": {case: [{"fleet": s.fleet, "run": s.run, "date": s.date, "verdict": s.case.verdict,
                                       "outcome": s.case.outcome, "family": s.case.family, "subcode": s.case.subcode,

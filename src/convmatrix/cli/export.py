@@ -16,6 +16,7 @@ from convmatrix.cli import report as report_cmd
 from convmatrix.cli.output import say, write_output
 from convmatrix.errors import BadInput
 from convmatrix.escape import one_line
+from convmatrix.results import night
 
 
 def add_parser(sub: Any) -> None:
@@ -74,9 +75,9 @@ def from_runs(args: argparse.Namespace, today: datetime.date, errors: list[str])
     with report_cmd.bulk():
         for path in args.runs:
             loaded, report = report_cmd.made([path], args.control, [])
-            if report.judged is not None and report.judged.audit_only:
+            if report.judged is not None:
                 # One case of each cell ran: not a night of the atlas (as it is none of the history's).
-                raise BadInput(f"{path}: {report_cmd.AUDIT_ONLY_REFUSED}")
+                night.refuse_audit_only(report.judged, report_cmd.HISTORY_REFUSES, f"{path}: ")
             errors += loaded.errors
             judged.append(export.Judged(path=Path(path), results=loaded.results, report=report))
     return export.bundle_of(judged, fleet=args.fleet, today=today)

@@ -99,8 +99,9 @@ def against_history(report: Report, loaded: results.Loaded, given: str, run_id: 
     return report_model.with_history(report, marks)
 
 
-AUDIT_ONLY_REFUSED = ("an audit-only run (convmatrix run --audit-only) is kept out of the history: its cells ran "
-                      "their library audit alone; report it without --history, record only full runs")
+HISTORY_REFUSES = ("is kept out of the history: its cells ran their library audit alone; report it without "
+                   "--history, record only full runs")
+AUDIT_ONLY_REFUSED = f"{night.AUDIT_ONLY_RUN} {HISTORY_REFUSES}"
 
 
 def identified(report: Report, loaded: results.Loaded, run_id: str | None, at: str | None) -> night.Night:
@@ -108,8 +109,7 @@ def identified(report: Report, loaded: results.Loaded, run_id: str | None, at: s
     the library audit alone (`run --audit-only`) is none of the history's: refused here, so that
     neither `record` nor `report --history` reads its one case as the cell's night."""
     assert report.judged is not None
-    if report.judged.audit_only:
-        raise BadInput(AUDIT_ONLY_REFUSED)
+    night.refuse_audit_only(report.judged, HISTORY_REFUSES)
     return replace(report.judged, run=night.run_key(loaded, run_id), at=night.shared_time(loaded, at))
 
 

@@ -347,6 +347,10 @@ def shown(names: Sequence[str], most: int = 3) -> str:
     return ", ".join(names[:most]) + (f" and {len(names) - most} more" if len(names) > most else "")
 
 
+AUDIT_ONLY_WHY = ("is no fix proof's input: its cells ran their library audit alone, no conv case ran; "
+                  "prove over full runs")
+
+
 def prove(before: Loaded, after: Loaded, *, before_paths: Sequence[str], after_paths: Sequence[str],
           pairing: Pairing | None, control: str | None = None, allow_cpu: bool = False) -> Proof:
     """Pair, check the inputs (BadInput when they differ), judge every pair, every AFTER cell no
@@ -355,6 +359,10 @@ def prove(before: Loaded, after: Loaded, *, before_paths: Sequence[str], after_p
     control = control or night.control_id(before.results, None) or night.control_id(after.results, None)
     was_night = night.judge(before.results, control)
     now_night = was_night if after is before else night.judge(after.results, control)
+    # A run of the library audit alone ran none of the conv cases a proof pairs: refused before
+    # anything else is said of it (as the history and the atlas refuse it).
+    for side, sided, paths in (("BEFORE", was_night, before_paths), ("AFTER", now_night, after_paths)):
+        night.refuse_audit_only(sided, AUDIT_ONLY_WHY, f"{side} {', '.join(paths)}: ")
     place = labeller(before.results, after.results)
     olds = [r for r in sorted(before.results, key=order) if is_before(r, pairing) and r.cell != control]
     news = [r for r in sorted(after.results, key=order) if is_after(r, pairing) and r.cell != control]

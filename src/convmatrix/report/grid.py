@@ -135,6 +135,9 @@ class Look:
     cell: str
     rows: tuple[CellRow, ...]
     words: str  # its summary, the GPU's key said <gpu> where it names one of several
+    # The image as shipped loads other libraries than the cell as it ran (CellRow.shipped_line): a
+    # line of its own, after the verdicts' lines, whatever the cell's verdict (it judges nothing).
+    shipped: bool = False
 
     @property
     def gpus(self) -> str:
@@ -155,11 +158,19 @@ def look(report: Report) -> list[Look]:
     for cell in report.cells:
         if finding(cell):
             shared.setdefault((cell.cell, summary(cell).replace(cell.gpu.key, "<gpu>")), []).append(cell)
+    shipped: dict[tuple[str, str], list[CellRow]] = {}
+    for cell in report.cells:
+        if cell.shipped_line:
+            shipped.setdefault((cell.cell, cell.shipped_line), []).append(cell)
     found = []
     for (name, words), rows in shared.items():
         rows.sort(key=lambda r: order[r.gpu.key])
         found.append(Look(cell=name, rows=tuple(rows), words=summary(rows[0]) if len(rows) == 1 else words))
-    return sorted(found, key=lambda line: not any(report.red(r) for r in line.rows))
+    found.sort(key=lambda line: not any(report.red(r) for r in line.rows))
+    for (name, words), rows in shipped.items():
+        rows.sort(key=lambda r: order[r.gpu.key])
+        found.append(Look(cell=name, rows=tuple(rows), words=words, shipped=True))
+    return found
 
 
 def group_title(cell: CellRow) -> str:

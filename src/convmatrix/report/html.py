@@ -142,11 +142,14 @@ def look_section(report: Report, ids: dict[tuple[str, str], str]) -> list[str]:
     for line in lines:
         first = line.rows[0]
         gpus = ", ".join(f'<a href="#{ids[(r.cell, r.gpu.key)]}">{html_cell(r.gpu.key)}</a>' for r in line.rows)
-        word, _, rest = line.words.partition(": ")
+        word, _, rest = ("AS SHIPPED", "", line.words) if line.shipped else line.words.partition(": ")
         quiet = " quiet" if report_grid.quiet(first) else ""
-        out.append(f'<li class="{"red" if any(report.red(r) for r in line.rows) else "finding"}" '
+        # The image as shipped: a finding, never red, whatever the cell's verdict (its own line says that).
+        badge = "shipped" if line.shipped else f"v-{first.verdict}{quiet}"
+        red = not line.shipped and any(report.red(r) for r in line.rows)
+        out.append(f'<li class="{"red" if red else "finding"}" '
                    f'title="{html_cell(line.where)}: {html_cell(line.words)}">'
-                   f'<span class="badge v-{first.verdict}{quiet}">{html_cell(word)}</span> '
+                   f'<span class="badge {badge}">{html_cell(word)}</span> '
                    f'<code title="{html_cell(line.cell)}">{html_cell(abbreviate(line.cell))}</code> on {gpus}'
                    f'{": " if rest else ""}{html_cell(rest)}</li>')
     return [*out, "</ul>", "</section>"]

@@ -130,6 +130,7 @@ def cell_json(cell: CellRow, baseline: bool, red: bool = False, history: bool = 
                      for a in cell.attempts],
         "libraries": [row.record() for row in cell.libraries],
         "libraries_line": cell.libraries_line,
+        "shipped_line": cell.shipped_line,
     }
     if baseline:
         data["baseline_regressions"] = cell.baseline_regressions

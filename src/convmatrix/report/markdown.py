@@ -47,7 +47,8 @@ def render(report: Report) -> str:
     out += [f"## Failing or changed cases ({len(cases)})", ""]
     out += case_table(cases) if cases else ["none"]
     out += ["", *details(cases)]
-    notes = report_notes.notes(report)
+    # The markdown has no Cells to look at: an image as shipped that differs from its cell as run is a note.
+    notes = [*(f"{c.where}: {c.shipped_line}" for c in report.cells if c.shipped_line), *report_notes.notes(report)]
     if notes:
         lines = budgeted((f"- {markdown_cell(n)}" for n in notes), NOTES_BUDGET,
                          lambda left: f"- … {left} more notes (see the html or json report)")

@@ -114,6 +114,9 @@ class CellRow:
     unjudged: night.Unjudged | None = None  # why the night could not judge it (None: judged)
     libraries: tuple[Library, ...] = ()  # the library audit's table (results/libraries.py)
     libraries_line: str | None = None  # what was loaded from where, when it differs from what was installed
+    # The image as shipped (without the harness's LD_LIBRARY_PATH), when it loads other libraries
+    # than the cell as it ran: shown in Cells to look at, never judged (results/libraries.shipped_line).
+    shipped_line: str | None = None
 
     @property
     def where(self) -> str:
@@ -316,6 +319,7 @@ def cell_row(cell: night.JudgedCell, cases: list[CaseRow]) -> CellRow:
         unjudged=cell.unjudged,
         libraries=audited.libraries if audited else (),
         libraries_line=libraries.stack_line(audited.libraries) if audited else None,
+        shipped_line=libraries.shipped_line(audited.libraries, audited.shipped) if audited else None,
     )
 
 

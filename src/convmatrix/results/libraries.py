@@ -107,3 +107,53 @@ def kept(rows: tuple[Library, ...]) -> dict[str, Any] | None:
         found[stem] = {"name": stem, "version": row.version if row.version and VERSION.fullmatch(row.version) else None,
                        "origin": row.origin if row.origin in ORIGINS else None}
     return {"swapped": stack_line(rows) is not None, "cudnn": [found[k] for k in sorted(found)]}
+
+
+# --- the image as shipped ------------------------------------------------------------------------
+# A container cell's audit also records the image as a user's job would see it, without the
+# harness's addition to LD_LIBRARY_PATH (suites/test_audit.py: `audit.as_shipped`). Recorded and
+# shown, never judged: the cell's verdict is the audit of the cell as it ran.
+SHOWN_SHIPPED = 4  # libraries named in the line at most; the rest counted
+_CONTROL = re.compile(r"[\x00-\x1f\x7f\x85\u2028\u2029]")
+
+
+def shipped(audit: object) -> tuple[Library, ...]:
+    """The rows of an `audit` field's `as_shipped` table; () without one (as table())."""
+    return table(audit.get("as_shipped")) if isinstance(audit, dict) else ()
+
+
+def _flat(text: str) -> str:
+    return _CONTROL.sub(" ", text)
+
+
+def _by_stem(rows: tuple[Library, ...]) -> dict[str, Library]:
+    """Each library once, by the stem of its name: the file loaded before one the loader would pick."""
+    found: dict[str, Library] = {}
+    for row in sorted(rows, key=lambda r: not r.loaded):
+        found.setdefault(_stem(row.name), row)
+    return found
+
+
+def _said(row: Library | None) -> str:
+    if row is None:
+        return "none"
+    return f"{row.version or '(version unknown)'} from {row.origin or '?'} ({row.path or 'not found'})"
+
+
+def shipped_line(ran: tuple[Library, ...], as_shipped: tuple[Library, ...]) -> str | None:
+    """The one line of a cell whose image as shipped loads other libraries than the cell as it ran:
+    `as shipped (without the harness's LD_LIBRARY_PATH): libcudnn_cnn 9.2.1 from ld cache
+    (/usr/lib/…/libcudnn_cnn.so.9.2.1), as run 9.4.0 from wheel (/opt/cell/…/libcudnn_cnn.so.9)`,
+    each library that differs in version or file, at most SHOWN_SHIPPED named; None when they agree
+    or there is no table as shipped. Always one line, whatever the rows hold."""
+    if not as_shipped:
+        return None
+    run, ship = _by_stem(ran), _by_stem(as_shipped)
+    differ = [stem for stem in sorted(set(run) | set(ship))
+              if (run.get(stem) is None) != (ship.get(stem) is None)
+              or (run[stem].version, run[stem].path) != (ship[stem].version, ship[stem].path)]
+    if not differ:
+        return None
+    parts = [f"{stem} {_said(ship.get(stem))}, as run {_said(run.get(stem))}" for stem in differ[:SHOWN_SHIPPED]]
+    more = f"; and {len(differ) - SHOWN_SHIPPED} more" if len(differ) > SHOWN_SHIPPED else ""
+    return _flat(f"as shipped (without the harness's LD_LIBRARY_PATH): {'; '.join(parts)}{more}")

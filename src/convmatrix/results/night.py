@@ -136,6 +136,18 @@ class Night:
     audit_only: bool = False
 
 
+AUDIT_ONLY_RUN = "an audit-only run (convmatrix run --audit-only)"
+
+
+def refuse_audit_only(judged: Night, why: str, where: str = "") -> None:
+    """The one check that keeps a night of the library audit alone (`run --audit-only`: one case
+    of each cell ran) out of whatever reads a cell whole: the history (`record`, `report
+    --history`), the atlas (`export RUN`) and a fix proof (`prove`). BadInput (exit 2), one line:
+    `where` (the run, as `BEFORE <path>: `), then why it is refused."""
+    if judged.audit_only:
+        raise BadInput(f"{where}{AUDIT_ONLY_RUN} {why}")
+
+
 class Flagged(Protocol):
     """What `red` reads of a cell (a JudgedCell, a report's CellRow)."""
 

@@ -65,6 +65,7 @@ class Case:
     reference_ms: tuple[float, ...] = ()  # the reference workload's ms beside its runs (timing.reference_ms)
     kernels: tuple[str, ...] = ()  # the GPU kernels the profiler saw (timing.kernels)
     libraries: tuple[Library, ...] = ()  # the library audit's table (its own case's line only; results/libraries.py)
+    shipped: tuple[Library, ...] = ()  # its table of the image as shipped (audit.as_shipped; a container cell's)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -673,6 +674,7 @@ def check_line(record: Any) -> Case | str:
         _runs(timing, "reference_ms") if timing else (),
         _kernels(timing) if timing else (),
         libraries.table(record["audit"]) if "audit" in record else (),
+        libraries.shipped(record["audit"]) if "audit" in record else (),
     )
 
 

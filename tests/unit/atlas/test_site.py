@@ -232,3 +232,44 @@ def test_a_case_one_fleet_both_failed_and_passed_is_mixed_not_a_disagreement() -
     files = built(one)
     page = text(files, next(n for n in files if n.startswith("pages/")))
     assert '<span class="badge s-flaky">mixed</span>' in page and "badge s-disagree" not in page
+
+
+def swapped_cell(files: tuple[tuple[str, str | None, str | None], ...]) -> Any:
+    from convmatrix.atlas.model import Libraries, LoadedFile
+
+    found = Libraries(swapped=True, cudnn=tuple(LoadedFile(name=n, version=v, origin=o) for n, v, o in files))
+    return dataclasses.replace(atlaskit.cell(atlaskit.NEW, atlaskit.H200, atlaskit.failed("conv2d-fp16")),
+                               libraries=found)
+
+
+def test_a_cells_libraries_show_where_what_loaded_differs_from_what_was_installed() -> None:
+    """Issue 47: the bundle's Cell.libraries, as the report's stack line (results/libraries.stack_line)."""
+    swap = swapped_cell((("libcudnn", "9.4.0", "wheel"), ("libcudnn_graph", "9.4.0", "wheel"),
+                         ("libcudnn_cnn", "9.2.1", "LD_LIBRARY_PATH")))
+    clean = dataclasses.replace(swap, libraries=dataclasses.replace(swap.libraries, swapped=False))
+    one = Bundle(fleet="f", created="2026-12-05", tool="0.1.0", runs=(
+        atlaskit.run("r1", "2026-12-04", swap), atlaskit.run("r2", "2026-12-05", clean)))
+    files = built(one)
+    line = "libraries: cuDNN 9.4.0 (wheel) · libcudnn_cnn 9.2.1 from LD_LIBRARY_PATH"
+    index = text(files, "index.html")
+    assert index.count(f"<i class='lib'>{line}<") == 2  # the table (no JS) and the rows' data block
+    page = text(files, next(n for n in files if n.startswith("pages/")))
+    assert f"; {line} (1 run(s))" in page
+    fleet = json.loads(files["atlas.json"])["cells"][0]["fleets"][0]
+    assert fleet["libraries"] == {line.removeprefix("libraries: "): ["r1r1r1r1r1r1r1r1"]}
+    # A clean cell (what loaded is what was installed) says nothing.
+    assert "class='lib'" not in text(built(Bundle(fleet="f", created="2026-12-05", tool="0.1.0", runs=(
+        atlaskit.run("r2", "2026-12-05", clean),))), "index.html")
+
+
+def test_a_cells_libraries_are_escaped_whatever_the_bundle_holds() -> None:
+    """The reader keeps only stems, versions and origins of their patterns; the site, handed Bundle
+    objects too, escapes what it shows all the same."""
+    swap = swapped_cell((("libcudnn", HOSTILE, "wheel"), ("libcudnn_cnn", "9.2.1", HOSTILE)))
+    files = built(Bundle(fleet="f", created="2026-12-05", tool="0.1.0", runs=(atlaskit.run("r1", "2026-12-04", swap),)))
+    for name, data in files.items():
+        if name.endswith(".html"):
+            page = re.sub(r'<script type="application/json" id="rows">.*?</script>', "", data.decode(), flags=re.DOTALL)
+            assert HOSTILE not in page and "<img" not in page, name
+    rows = rows_of(text(files, "index.html"))
+    assert all("<img" not in str(row[5]) for row in rows) and any("&lt;img" in str(row[5]) for row in rows)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from convmatrix import results
 from convmatrix.cli.main import main
 from convmatrix.errors import BadInput
 from convmatrix.prove import proof as prove
@@ -196,7 +198,6 @@ def test_markdown_is_one_table_per_pair(tmp_path: Path) -> None:
     cell(run, CONTROL, {"x_y.z+1": None})
     cell(run, STACK, {"x_y.z+1": SIG})
     cell(run, f"{STACK}+pad8", {"x_y.z+1": None}, knobs="pad=8")
-    from convmatrix import results
 
     loaded = results.load([run])
     proof = prove.prove(loaded, loaded, before_paths=[str(run)], after_paths=[str(run)],
@@ -211,9 +212,32 @@ def test_a_case_id_that_could_break_a_table_or_a_path_is_a_bad_line(tmp_path: Pa
     """Issue 21, item 2: case ids are checked against the one pattern the suite makes."""
     run = tmp_path / "r"
     cell(run, CONTROL, {"x|y": None, "../../x": None, "ok": None})
-    from convmatrix import results
 
     loaded = results.load([run])
     assert len([e for e in loaded.errors if "field 'case': not a case id" in e]) == 2
     (result,) = loaded.results
     assert set(result.cases) == {"ok"}
+
+
+@pytest.mark.parametrize("side", ["BEFORE", "AFTER"])
+def test_an_audit_only_run_is_refused_naming_the_run(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                     side: str) -> None:
+    """Issue 47: `run --audit-only` ran each cell's library audit alone; its conv cases did not run,
+    so it proves nothing (as record, report --history and export refuse it): exit 2, one line."""
+    before, after = tmp_path / "before", tmp_path / "after"
+    audit = "audit-cuda-libraries"
+    for run in (before, after):
+        only = (run == before) == (side == "BEFORE")
+        cases: dict[str, str | None] = {audit: None} if only else {audit: None, "a": SIG if run == before else None}
+        for cell_id in (CONTROL, STACK):
+            path = cell(run, cell_id, cases if cell_id == STACK else {k: None for k in cases})
+            if only:
+                meta = json.loads((path / "cell.json").read_text())
+                (path / "cell.json").write_text(json.dumps({**meta, "audit_only": True}))
+    code, out, err = go(capsys, before, after, CPU)
+    assert code == BadInput.exit_code == 2 and out == ""
+    refused = before if side == "BEFORE" else after
+    assert err.count("\n") == 1 and f"{side} {refused}: an audit-only run (convmatrix run --audit-only)" in err
+    with pytest.raises(BadInput, match="is no fix proof's input"):
+        prove.prove(results.load([str(before)]), results.load([str(after)]), before_paths=[str(before)],
+                    after_paths=[str(after)], pairing=None, allow_cpu=True)

@@ -203,3 +203,69 @@ def test_the_audit_imports_no_convmatrix() -> None:
     for name in ("libaudit.py", "test_audit.py"):
         source = (Path(libaudit.__file__).parent / name).read_text()
         assert "import convmatrix" not in source and "from convmatrix" not in source, name
+
+
+# --- what the process mapped after the conv cases ran (pure: sample maps text) ----------------------
+
+WHEEL_LIB = "/v/lib/python3.11/site-packages/nvidia/cudnn/lib"
+MAPS = "\n".join([
+    "55d0c0a00000-55d0c0a01000 r--p 00000000 08:01 1 /usr/bin/python3.11",
+    f"7f00a0000000-7f00a1000000 r-xp 00000000 08:01 2 {WHEEL_LIB}/libcudnn.so.9",
+    f"7f00a1000000-7f00a1100000 r--p 01000000 08:01 2 {WHEEL_LIB}/libcudnn.so.9",
+    f"7f00a2000000-7f00a3000000 r-xp 00000000 08:01 3 {WHEEL_LIB}/libcudnn_graph.so.9",
+    "7f00a4000000-7f00a5000000 r-xp 00000000 08:01 4 /opt/cudnn92/lib/libcudnn_engines_precompiled.so.9.2.1",
+    "7f00a6000000-7f00a7000000 r-xp 00000000 08:01 5 /usr/lib/x86_64-linux-gnu/libcuda.so.550.54.15",
+    "7f00a8000000-7f00a8001000 rw-p 00000000 00:00 0 ",
+    "7f00a9000000-7f00a9001000 r-xp 00000000 08:01 6 /v/lib/python3.11/site-packages/torch/lib/libtorch_cuda.so",
+    "7f00aa000000-7f00aa001000 rw-p 00000000 00:00 0 [heap]",
+]) + "\n"
+
+
+def audited(name: str, path: str | None) -> dict[str, Any]:
+    return {"name": name, "family": "cudnn", "path": path, "loaded": path is not None, "version": "9.4.0",
+            "package": None, "origin": "wheel"}
+
+
+def test_mapped_in_names_each_cuda_library_once_and_nothing_else() -> None:
+    assert libaudit.mapped_in(MAPS) == [f"{WHEEL_LIB}/libcudnn.so.9", f"{WHEEL_LIB}/libcudnn_graph.so.9",
+                                        "/opt/cudnn92/lib/libcudnn_engines_precompiled.so.9.2.1",
+                                        "/usr/lib/x86_64-linux-gnu/libcuda.so.550.54.15"]
+    assert libaudit.mapped_in("") == [] and libaudit.mapped_in("garbage\n\0\n" * 3) == []
+
+
+def test_mapped_reads_at_most_its_bound(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    maps = tmp_path / "maps"
+    maps.write_text(MAPS + "x" * 100)
+    assert libaudit.mapped(str(maps)) == libaudit.mapped_in(MAPS)
+    monkeypatch.setattr(libaudit, "MAPS_LIMIT", MAPS.index("libcudnn_graph"))
+    assert libaudit.mapped(str(maps)) == [f"{WHEEL_LIB}/libcudnn.so.9"]  # the cut line is not a file
+    assert libaudit.mapped("/proc/self/maps") is not None  # this process's own, read for real
+
+
+def test_after_convs_finds_a_library_the_audit_did_not_name_or_named_elsewhere() -> None:
+    """The engines are opened by libcudnn_graph only when a plan is built, on a GPU: the audit says
+    which file would load; the mapping after the convs says which did."""
+    table = [audited("libcudnn.so.9", f"{WHEEL_LIB}/libcudnn.so.9"),
+             audited("libcudnn_graph.so.9", f"{WHEEL_LIB}/libcudnn_graph.so.9"),
+             audited("libcudnn_engines_precompiled.so.9", f"{WHEEL_LIB}/libcudnn_engines_precompiled.so.9")]
+    found = libaudit.after_convs(libaudit.mapped_in(MAPS), table)
+    assert found == [
+        f"CUDA library swap: libcudnn_engines_precompiled.so.9.2.1 mapped after the conv cases ran from "
+        f"/opt/cudnn92/lib/libcudnn_engines_precompiled.so.9.2.1, where the audit named "
+        f"{WHEEL_LIB}/libcudnn_engines_precompiled.so.9",
+        "CUDA library swap: libcuda.so.550.54.15 mapped after the conv cases ran "
+        "(/usr/lib/x86_64-linux-gnu/libcuda.so.550.54.15), which the audit did not name"]
+    # What the audit named, from the files it named: nothing to say.
+    same = [audited(os.path.basename(p), p) for p in libaudit.mapped_in(MAPS)]
+    assert libaudit.after_convs(libaudit.mapped_in(MAPS), same) == []
+
+
+@given(st.lists(st.sampled_from(AUDIT_SUBLIBRARIES), unique=True), st.data())
+def test_after_convs_says_exactly_the_files_the_table_does_not_hold(names: list[str], data: st.DataObject) -> None:
+    paths = [f"{WHEEL_LIB}/{name}" for name in names]
+    rows = [audited(os.path.basename(p), p) for p in data.draw(st.lists(st.sampled_from(paths), unique=True))
+            if paths] if paths else []
+    held = {r["path"] for r in rows}
+    found = libaudit.after_convs(paths, rows)
+    assert len(found) == len([p for p in paths if p not in held])
+    assert all(f.startswith(libaudit.SWAP) and "\n" not in f for f in found)

@@ -21,8 +21,9 @@ from pathlib import Path
 
 from convmatrix import popen
 from convmatrix.errors import BadInput, InfrastructureError
+from convmatrix.matrix import stacks
 from convmatrix.matrix.cells import Cell
-from convmatrix.matrix.values import slug
+from convmatrix.matrix.values import IMAGE, slug
 from convmatrix.run.lanes import install
 from convmatrix.shipped import shipped
 
@@ -60,6 +61,18 @@ class Plan:
         return f"{REPOSITORY}:{self.digest[:20]}"
 
 
+def cudnn_library_path(cell: Cell, flavour: str, parts: install.Plan) -> str:
+    """The folder images/Dockerfile puts first on LD_LIBRARY_PATH (the cell's wheel's cuDNN, so that
+    its sub-libraries are not taken from a base's own cuDNN: docs/container-lane.md), only where
+    the image will have it: the cell venv's nvidia/cudnn/lib when a wheel installs a cuDNN there (a
+    wheel-flavour CUDA torch, or a cuDNN override with the cell's Python known); "" otherwise (a
+    system base's own torch and cuDNN, a CPU torch), which leaves the base's LD_LIBRARY_PATH as it is."""
+    cuda_torch = flavour == "wheel" and not cell.from_image() and stacks.cuda_version(cell.cuda) is not None
+    if not (cuda_torch or parts.cudnn) or cell.python == IMAGE:
+        return ""
+    return f"/opt/cell/lib/python{cell.python}/site-packages/nvidia/cudnn/lib"
+
+
 def build_args(cell: Cell, flavour: str, wheelhouse: Path | None) -> dict[str, str]:
     """The Dockerfile's arguments for a cell: the named parts of its install plan (install.py), the
     ones the baremetal lane installs; a stack taken from the image (values.IMAGE) installs nothing
@@ -73,6 +86,7 @@ def build_args(cell: Cell, flavour: str, wheelhouse: Path | None) -> dict[str, s
         "TORCH_ARGS": " ".join(parts.torch),
         "SUITE_REQUIREMENTS": " ".join(parts.suite),
         "CUDNN_SPEC": parts.cudnn,
+        "CUDNN_LIBRARY_PATH": cudnn_library_path(cell, flavour, parts),
         # One pip cache per torch install: not shared across every stack's builds.
         "CACHE_ID": slug(f"py{cell.python}-torch{cell.torch}-{cell.cuda}-{flavour}"
                          + (f"-{cell.base}" if cell.from_image() else "")),

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -96,3 +98,36 @@ def test_podman_builds_the_same_dockerfile_with_the_same_secrets(tmp_path: Path)
     assert "--progress=plain" in docker and "--progress=plain" not in podman
     assert podman[0] == "podman" and docker[1:] == [docker[1], "--progress=plain", *podman[2:]]
     assert podman[podman.index("--secret") + 1] == f"id=ca,src={ca}"
+
+
+def shipped_env(dockerfile: str, cudnn_library_path: str, base: str | None) -> str:
+    """The LD_LIBRARY_PATH images/Dockerfile's ENV line gives, its ${...} forms evaluated by sh (they
+    mean there what BuildKit's shell lexer makes of them: ${X:+word}, ${X:-})."""
+    line = next(x for x in dockerfile.splitlines() if x.startswith("ENV LD_LIBRARY_PATH="))
+    value = line.removeprefix("ENV LD_LIBRARY_PATH=")
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "CUDNN_LIBRARY_PATH": cudnn_library_path}
+    if base is not None:
+        env["LD_LIBRARY_PATH"] = base
+    done = subprocess.run(["sh", "-c", f'printf %s "{value}"'], env=env, capture_output=True, text=True, check=True)
+    return done.stdout
+
+
+@pytest.mark.parametrize("base", [None, "", "/usr/local/cuda/lib64:/usr/local/nvidia/lib64"])
+def test_only_a_folder_the_image_has_goes_on_ld_library_path(base: str | None) -> None:
+    """Issue 47: the system flavour put /opt/cell/lib/python<X>/site-packages/nvidia/cudnn/lib on
+    LD_LIBRARY_PATH, a folder its image does not have (its cuDNN is the base's; with python "image",
+    not even a Python's name). Only the wheel flavour's CUDA torch, or a cuDNN override, names one."""
+    dockerfile = (images.IMAGES_DIR / "Dockerfile").read_text()
+    assert "ARG CUDNN_LIBRARY_PATH" in dockerfile
+    wheel = images.build_args(cell(), "wheel", None)["CUDNN_LIBRARY_PATH"]
+    assert wheel == "/opt/cell/lib/python3.11/site-packages/nvidia/cudnn/lib"
+    system = Cell(lane="container", torch="image", cuda="image", cudnn="image", python="image",
+                  base="nvcr.io/nvidia/pytorch:24.10-py3", flavour="system")
+    assert images.build_args(system, "system", None)["CUDNN_LIBRARY_PATH"] == ""
+    assert images.build_args(cell(cuda="cpu", torch="2.13.0"), "wheel", None)["CUDNN_LIBRARY_PATH"] == ""
+    overridden = Cell(lane="container", torch="image", cuda="cu124", cudnn="9.5.1.17", python="3.11",
+                      base="nvcr.io/nvidia/pytorch:24.10-py3", flavour="system")
+    assert images.build_args(overridden, "system", None)["CUDNN_LIBRARY_PATH"] == wheel
+    # The ENV line: the named folder first, then the base's own value; nothing named, the base's alone.
+    assert shipped_env(dockerfile, "", base) == (base or "")
+    assert shipped_env(dockerfile, wheel, base) == wheel + (f":{base}" if base else "")
