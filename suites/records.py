@@ -147,13 +147,15 @@ def type_problems(record: dict[str, Any], fields: dict[str, tuple[type, ...]],
     return problems
 
 
-# (field names, their types) of the lines found sound so far: one writer makes few shapes.
-_SOUND_SHAPES: set[tuple[tuple[str, ...], tuple[type, ...]]] = set()
+# The field names, then their types, of the lines found sound so far: one writer makes few
+# shapes. One flat tuple (names are strings, types are not: the halves cannot be confused): a
+# report reads 200,000 lines, and a pair of tuples cost a third more to make and hash.
+_SOUND_SHAPES: set[tuple[Any, ...]] = set()
 
 
 def result_problems(record: dict[str, Any]) -> list[str]:
     """What is wrong with one results.jsonl line (types, required fields, status); [] if sound."""
-    shape = (tuple(record), tuple(map(type, record.values())))
+    shape = (*record, *map(type, record.values()))
     if shape in _SOUND_SHAPES:
         problems = []
     else:
@@ -164,9 +166,17 @@ def result_problems(record: dict[str, Any]) -> list[str]:
     if isinstance(status, str) and status not in STATUSES:
         problems.append("field 'status': {!r} is not one of {}".format(status, ", ".join(STATUSES)))
     case = record.get("case")
-    if isinstance(case, str) and not CASE_ID.fullmatch(case):
-        problems.append(f"field 'case': not a case id (letters, digits, '_.+-', at most 160): {_short(case)}")
+    if isinstance(case, str) and case not in _SOUND_IDS:
+        if not CASE_ID.fullmatch(case):
+            problems.append(f"field 'case': not a case id (letters, digits, '_.+-', at most 160): {_short(case)}")
+        elif len(_SOUND_IDS) < 16384:
+            _SOUND_IDS.add(case)
     return problems
+
+
+# The case ids found sound so far: a fleet's report reads each of a few hundred ids once per cell
+# (200,000 lines), and a set look-up costs a sixth of the regular expression's full match.
+_SOUND_IDS: set[str] = set()
 
 
 def env_problems(env: dict[str, Any]) -> list[str]:

@@ -16,7 +16,7 @@ from convmatrix.results import known, libraries, night
 from convmatrix.results.first_diff import Difference
 from convmatrix.results.infra import Attempt, RootCause
 from convmatrix.results.libraries import Library
-from convmatrix.results.outcomes import Delta, Outcome, Verdict
+from convmatrix.results.outcomes import FAILING, Delta, Outcome, Verdict
 from convmatrix.results.read import Case, CellResult, Explanation, FirstCause, Loaded
 from convmatrix.results.verdicts import COSTS, ORDER, OUTSIDE, Cost
 
@@ -194,7 +194,7 @@ def of_night(judged: night.Night, notes: Sequence[str] = ()) -> Report:
 def annotate_known(result: CellResult, rows: list[CaseRow]) -> None:
     """Each failing case that matches a known upstream issue (its params on the stack the cell
     observed) gets that issue's one-line annotation, the same file triage reads."""
-    failing = [row for row in rows if row.outcome.failing and row.case in result.cases]
+    failing = [row for row in rows if row.outcome in FAILING and row.case in result.cases]
     if not failing:
         return
     observed = result.observed
@@ -232,7 +232,9 @@ def case_rows(cell: night.JudgedCell) -> list[CaseRow]:
     result, control = cell.result, cell.against
     compared = control is not None and cell.unjudged != night.Unjudged.CONTROL and cell.fact not in OUTSIDE
     timed = verdicts.timing_comparable(result, control, cell.fact)
-    gpu, blocking = cell.place, result.blocking
+    gpu, blocking, explained = cell.place, result.blocking, result.explained
+    # Looked up once per cell, not per row (a fleet's report makes 200,000 rows here).
+    delta, fingerprint_changed = verdicts.delta, verdicts.fingerprint_changed
     rows = []
     for judged in cell.cases:
         case, base = judged.record, judged.control
@@ -247,17 +249,17 @@ def case_rows(cell: night.JudgedCell) -> list[CaseRow]:
         rows.append(CaseRow(  # in field order: see CaseRow
             result.cell, gpu, judged.case, case.knobs, case.outcome, case.family, message, case.warnings,
             base.outcome if base else None,  # control_outcome
-            verdicts.delta(base, case) if compared else None,
+            delta(base, case) if compared else None,
             case.evidence,
             rerun(blocking.get(judged.case)) if blocking else None,
             case.forward_ms,
             verdicts.slowdown(base, case) if timed else None,
-            verdicts.fingerprint_changed(base, case),
+            fingerprint_changed(base, case),
             None,  # baseline_outcome
             None,  # baseline_delta
             verdicts.timed_ratio(base, case) if timed else None,
             case.sources,
-            result.explained.get(judged.case),
+            explained.get(judged.case) if explained else None,
             judged.first_diff,
             (),  # known: annotate_known fills it
             case.params,
@@ -287,7 +289,7 @@ def cell_row(cell: night.JudgedCell, cases: list[CaseRow]) -> CellRow:
     result = cell.result
     audited = result.cases.get(libraries.CASE)
     deltas = [c.delta for c in cases if c.delta]
-    said = Counter(c.verdict for c in cases)
+    said = Counter([c.verdict for c in cases])
     return CellRow(
         cell=result.cell,
         gpu=GpuInfo(key=cell.place, name=str(result.gpu.get("name")),
@@ -304,7 +306,7 @@ def cell_row(cell: night.JudgedCell, cases: list[CaseRow]) -> CellRow:
         warning_signature=any(classify.SIGNATURE in c.warnings for c in cases),
         # Stored by the harness when the cell finished (or worked out by the cli for an older
         # directory): the report reads it and never scans a log itself.
-        first_cause=result.first_cause if any(c.outcome.failing for c in cases) else None,
+        first_cause=result.first_cause if any(c.outcome in FAILING for c in cases) else None,
         regressions=deltas.count(Delta.REGRESSION),
         fixed=deltas.count(Delta.FIXED),
         slowdown=verdicts.typical_slowdown([c.timed for c in cases]),

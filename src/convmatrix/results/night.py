@@ -23,7 +23,7 @@ from convmatrix.gpus import CPU_KEY
 from convmatrix.matrix import stacks
 from convmatrix.results import families, libraries
 from convmatrix.results.first_diff import Difference
-from convmatrix.results.outcomes import Outcome, Verdict
+from convmatrix.results.outcomes import FAILING, Outcome, Verdict
 from convmatrix.results.read import EPOCH, Case, CellResult, Loaded
 from convmatrix.results.verdicts import DRIVER, OUTSIDE, RED, Cost, case_verdict, cell_verdict, cost_of, declared, fails
 
@@ -51,7 +51,8 @@ class Health:
 SICK = Health(healthy=False, reason=None)  # no health known: nothing to compare with
 
 
-# A fleet's night holds 200,000 of these: slots, as results.Case.
+# A fleet's night holds 200,000 of these: slots, as results.Case; judge_cell makes them
+# positionally, in field order.
 @dataclass(slots=True)
 class JudgedCase:
     case: str
@@ -244,18 +245,22 @@ def judge_cell(result: CellResult, against: CellResult | None, control: str | No
     skips = result.expected_skips
     timed = compared and timing_comparable(result, against, fact)
     cases = []
+    # Read once per cell, not per case (a fleet's night judges 200,000 cases here).
+    controls = against.cases if against is not None else {}
+    passed, ok = Outcome.PASS, Verdict.OK
+    not_compared = fact or Verdict.NO_CONTROL
     for name, case in sorted(result.cases.items()):
-        base = against.cases.get(name) if against is not None else None
+        base = controls.get(name)
         reason = declared(name, skips) if skips and case.outcome == Outcome.SKIP else None
-        own = case_verdict(base, case, declared=reason is not None) if compared else (fact or Verdict.NO_CONTROL)
+        own = case_verdict(base, case, declared=reason is not None) if compared else not_compared
         cost = None
-        if compared and base is not None and case.outcome == Outcome.PASS and base.outcome == Outcome.PASS:
+        if compared and base is not None and case.outcome == passed and base.outcome == passed:
             # Passed on both: what it cost. The worst of fallback, memory and slower is its verdict.
             cost = cost_of(base, case, timed=timed)
-            if own == Verdict.OK:
+            if own == ok:
                 own = cost.verdict
-        cases.append(JudgedCase(name, case, base, own, why, reason if own == Verdict.DECLARED_SKIP else None,
-                                cost=cost))
+        cases.append(JudgedCase(name, case, base, own, why,  # in field order: see JudgedCase
+                                reason if own == Verdict.DECLARED_SKIP else None, None, cost))
     if against is not None and not is_control and ran:
         # What the control ran and this cell did not: never a pass by omission (not-run). A set
         # difference first: most cells ran every case.
@@ -263,7 +268,7 @@ def judge_cell(result: CellResult, against: CellResult | None, control: str | No
             cases.append(JudgedCase(name, None, against.cases[name],
                                     Verdict.NOT_RUN if compared else (fact or Verdict.NOT_RUN), why))
     if differ is not None and against is not None and not is_control:
-        failing = [c.case for c in cases if c.record is not None and c.outcome.failing]
+        failing = [c.case for c in cases if c.record is not None and c.record.outcome in FAILING]
         found = differ(result, against, failing) if failing else {}
         for judged in cases:
             judged.first_diff = found.get(judged.case)

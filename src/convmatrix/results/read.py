@@ -650,9 +650,12 @@ def check_line(record: Any) -> Case | str:
         return str(problems[0])
     status = record["status"]
     message = record.get("message")
-    warned = record.get("warnings")  # most lines have none: no calls for them
+    # Most lines have none of these: no call is made for what is absent (200,000 lines a report).
+    warned = record.get("warnings")
     timing = record.get("timing")
     printed = record.get("fingerprint")
+    sources = record.get("sources")
+    backend = record.get("backend")
     family = None if status in classify.QUIET else classify.classify(message, status=status,
                                                                      exc_type=record.get("exc_type"))
     return Case(  # in field order: see Case
@@ -667,9 +670,9 @@ def check_line(record: Any) -> Case | str:
         None,  # evidence: with_evidence() adds it
         record.get("params") or {},
         _runs(timing) if timing else (),
-        _sources(record.get("sources")),
+        _sources(sources) if sources else (),
         _seconds(record.get("duration_s")),
-        _backend(record.get("backend")),
+        None if backend is None else _backend(backend),
         _bytes(timing) if timing else None,
         _runs(timing, "reference_ms") if timing else (),
         _kernels(timing) if timing else (),
@@ -769,18 +772,16 @@ def with_evidence(cases: dict[str, Case], directory: Path, meta: dict[str, Any],
     `evidence/<case>.txt` inside the cell directory, as the harness names it; any other entry (an
     absolute path, `../secret`, not a string) is named in errors and points nowhere."""
     saved = meta.get("evidence")
-    if not isinstance(saved, dict):
+    if not isinstance(saved, dict) or not saved:
         return cases
-    found = {}
-    for name, case in cases.items():
-        entry = saved.get(name)
-        if entry is None:
-            found[name] = case
-        elif entry == f"{rundir.EVIDENCE}/{name}.txt":
-            found[name] = replace(case, evidence=str(directory / entry))
-        else:
-            if errors is not None:
-                errors.append(f"{directory / rundir.CELL_JSON}: field 'evidence' [{name}]: {str(entry)[:80]!r} is not "
-                              f"{rundir.EVIDENCE}/{name}.txt; not read")
-            found[name] = case
+    found = dict(cases)
+    # Only the cases it names, in the cases' order (the errors' order): the harness saves evidence
+    # for a cell's few failing cases, and a fleet's cells hold 200,000 cases in all.
+    for name in [name for name in cases if saved.get(name) is not None]:
+        entry = saved[name]
+        if entry == f"{rundir.EVIDENCE}/{name}.txt":
+            found[name] = replace(cases[name], evidence=str(directory / entry))
+        elif errors is not None:
+            errors.append(f"{directory / rundir.CELL_JSON}: field 'evidence' [{name}]: {str(entry)[:80]!r} is not "
+                          f"{rundir.EVIDENCE}/{name}.txt; not read")
     return found

@@ -82,7 +82,11 @@ MIN_RUNS = 3  # repeated timings each side needs before its time is judged
 LOAD_BOUND = 1.25  # the reference workload this many times slower (or faster) than on the control: a loaded runner
 
 
-@dataclass(frozen=True, slots=True)
+# A fleet's night holds one per case that passed on both sides (200,000 of them): slots, not
+# frozen and made positionally, for the reasons results.Case gives (a frozen __init__ sets each
+# field through object.__setattr__: a fifth of judging a fleet went into making these). cost_of,
+# the one place that makes them, passes the fields in order; nothing changes a Cost once made.
+@dataclass(slots=True)
 class Cost:
     """What a case that passed on both sides cost against the control's same case (cost_of)."""
 
@@ -170,8 +174,7 @@ def cost_of(control: Costed, case: Costed, *, timed: bool = True) -> Cost:
         if time_low >= SLOWER_BOUND:
             unsure = bracketed(control, "the control's") or bracketed(case, "its") \
                 or load_unsure(control.reference_ms, case.reference_ms)
-    return Cost(backend=case.backend, control_backend=control.backend, memory_ratio=memory_ratio,
-                time_ratio=time_ratio, time_low=time_low, unsure=unsure, extra_bytes=extra, load=load)
+    return Cost(case.backend, control.backend, memory_ratio, time_ratio, time_low, unsure, extra, load)  # field order
 
 
 def bracketed(record: Costed, whose: str) -> str | None:

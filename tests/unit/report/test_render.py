@@ -29,6 +29,7 @@ from convmatrix.report.verdicts import Health
 from convmatrix.results import rundir
 from convmatrix.results.outcomes import Delta, Outcome, Verdict
 from convmatrix.results.read import FirstCause
+from convmatrix.results.verdicts import Cost
 from convmatrix.run import explain
 from testkit import REPO, env_json, record, write_result
 
@@ -332,10 +333,29 @@ def test_a_case_line_is_its_case_json_as_json_dumps_writes_it(tmp_path: Path) ->
         [(marks.Run(run="n\u2028\"1", at=datetime.datetime(2026, 11, 1)), False),
          (marks.Run(run="n2", at=datetime.datetime(2026, 11, 2)), True)])))
     assert rows[-1].history is not None
+    # Passed on both sides at a cost: every kind of value each of its fields can hold (cost_text).
+    rows += [replace(rows[0], cost=cost) for cost in COSTS]
     for row in rows:
         for baseline, history in itertools.product((False, True), (False, True)):
             assert (report_json.case_line(row, baseline, history)
                     == json.dumps(report_json.case_json(row, baseline, history)))
+
+
+COSTS = [
+    Cost(),
+    Cost(backend="Cudnn", control_backend="Cudnn", memory_ratio=1.0, time_ratio=0.97, time_low=0.8, load=1.3),
+    Cost(backend="Slow3d", control_backend="Mkldnn", memory_ratio=13.8, time_ratio=3.1, time_low=2.6,
+         extra_bytes=1 << 30),
+    Cost(backend=HOSTILE, control_backend="\u2028\ufeff", memory_ratio=float("nan"), time_ratio=float("inf"),
+         time_low=-float("inf"), unsure=HOSTILE),
+    Cost(backend="", control_backend=None, memory_ratio=1e-320, time_ratio=-0.0, time_low=12345678901234567890.0,
+         unsure="the reference workload ran \u00d71.60 the control's (a loaded runner)"),
+]
+
+
+@pytest.mark.parametrize("cost", COSTS)
+def test_a_cost_is_written_as_json_dumps_writes_its_object(cost: Cost) -> None:
+    assert report_json.cost_text(cost) == json.dumps(report_json.cost_json(cost))
 
 
 @pytest.mark.parametrize("value", [

@@ -331,3 +331,22 @@ def test_numbered_reads_every_line_as_alone_whatever_the_batch(batch: int, monke
     expected = [(n, said(read._loads(line))) for n, line in enumerate(lines, 1) if line.strip()]
     assert [(n, said(v)) for n, v in read.numbered(text)] == expected
     assert [n for n, v in expected if v == "bad"] == [3, 4, 9] and (7, "TooBig") in expected
+
+
+def test_evidence_points_only_the_cases_it_names_in_their_order() -> None:
+    """with_evidence visits only the cases cell.json names (issue 49: not every case of a fleet);
+    the cases keep their order, and each wrong entry is one error, in the cases' order."""
+    cases: dict[str, read.Case] = {}
+    for name in ("a", "b", "c", "d"):
+        case = read.check_line(record(name))
+        assert isinstance(case, read.Case)
+        cases[name] = case
+    directory = Path("/runs/cell@cpu")
+    errors: list[str] = []
+    saved = {"d": "/etc/passwd", "b": None, "a": "evidence/a.txt", "c": "../c.txt", "z": "evidence/z.txt"}
+    found = read.with_evidence(cases, directory, {"evidence": saved}, errors)
+    assert list(found) == ["a", "b", "c", "d"]
+    assert [c.evidence for c in found.values()] == [str(directory / "evidence/a.txt"), None, None, None]
+    assert [e.split("[")[1].split("]")[0] for e in errors] == ["c", "d"]
+    assert read.with_evidence(cases, directory, {"evidence": {}}, errors) == cases
+    assert read.with_evidence(cases, directory, {}, errors) == cases
