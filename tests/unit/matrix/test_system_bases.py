@@ -104,7 +104,8 @@ def test_build_args_install_nothing_of_the_stack_and_check_no_python(tmp_path: P
     args = images.build_args(system_cell(), "system", None)
     assert args == {"BASE": "nvcr.io/nvidia/pytorch:24.10-py3", "FLAVOUR": "system", "PYTHON_VERSION": IMAGE,
                     "SOURCE_ARGS": "", "TORCH_ARGS": "", "SUITE_REQUIREMENTS": "pytest>=8 pytest-xdist>=3",
-                    "CUDNN_SPEC": "", "CACHE_ID": "pyimage-torchimage-image-system-nvcr.io-nvidia-pytorch-24.10-py3"}
+                    "CUDNN_SPEC": "", "CACHE_ID": "pyimage-torchimage-image-system-nvcr.io-nvidia-pytorch-24.10-py3",
+                    "CUDNN_LIBRARY_PATH": ""}  # the base's own cuDNN: no folder of the cell's first (issue 47)
     assert images.build_args(system_cell(), "system", tmp_path)["SOURCE_ARGS"] == "--no-index --find-links /wheelhouse"
     assert images.build_args(system_cell(python="3.12"), "system", None)["PYTHON_VERSION"] == "3.12"
 
