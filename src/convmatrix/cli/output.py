@@ -38,8 +38,8 @@ _SYSTEM_STREAMS = re.compile(r"/dev|/proc/(?:self|thread-self|[0-9]+)(?:/task/[0
 
 
 def _is_a_stream(output: Path) -> bool:
-    """-o names one of the system's streams: /dev/null, /dev/stdout, /dev/fd/1 and the like. Seen:
-    `-o /dev/null` as root renamed the whole report over /dev/null, leaving a regular file that broke
+    """-o names one of the system's streams: /dev/null, /dev/stdout, /dev/fd/1 and the like. write_whole
+    renames a new file over its name: as root, over /dev/null itself, leaving a regular file that breaks
     every other program's `>/dev/null`. Decided by the folder, never by where a link points: a link
     planted in a run directory is replaced as any file there (write_whole), not followed."""
     return _SYSTEM_STREAMS.fullmatch(os.path.realpath(output.parent)) is not None
