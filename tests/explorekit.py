@@ -34,4 +34,5 @@ PLANTED: dict[str, Callable[[Mapping[str, Any]], bool]] = {
     "strided-3d": lambda f: f["rank"] == 3 and f["stride"] >= 2,
     "wide-out": lambda f: f["out_channels"] >= 48,
     "dilated-backward": lambda f: f["dilation"] >= 2 and f["direction"] in ("backward", "backward_input"),
+    "bf16-autocast-grouped": lambda f: f["autocast"] == "bfloat16" and f["groups"] >= 2,
 }

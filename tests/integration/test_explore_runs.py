@@ -48,7 +48,7 @@ def test_a_planted_predicate_is_found_shrunk_written_and_reproduced(tmp_path: Pa
     assert {k: case[k] for k in ("op", "input", "out_channels", "kernel", "groups", "dtype", "direction")} == {
         "op": "conv1d", "input": [1, 2, 1], "out_channels": 2, "kernel": [1], "groups": 2, "dtype": "bfloat16",
         "direction": "forward"}
-    assert not {"benchmark", "deterministic", "allow_tf32", "output_padding"} & set(case)
+    assert not {"benchmark", "deterministic", "allow_tf32", "output_padding", "autocast", "layout"} & set(case)
     provenance = data["provenance"]
     assert provenance["recorded_by"] == "convmatrix explore" and provenance["config"]["seed"] == 1
     assert provenance["config"]["cell"] == CELL and provenance["config"]["family"] == "cudnn_not_supported"

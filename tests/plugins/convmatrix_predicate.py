@@ -5,7 +5,7 @@ Load it with ``-p convmatrix_predicate`` (with tests/plugins on PYTHONPATH), set
 CONVMATRIX_PREDICATE_CELL to a cell id (fnmatch globs allowed) and CONVMATRIX_PREDICATE to a Python
 expression over the call's fields (the names of explore's facts that a call shows: op, rank,
 transposed, batch, in_channels, out_channels, groups, depthwise, kernel, stride, dilation, padding,
-size, dtype, memory_format), e.g. ``dtype == "bfloat16" and groups >= 2``. In that cell every
+size, dtype, autocast, memory_format), e.g. ``dtype == "bfloat16" and groups >= 2``. In that cell every
 torch.nn.functional conv whose call meets it raises cuDNN's NOT_SUPPORTED signature; every other
 call, and every other cell (the control), runs the real conv. Explore is not told the predicate:
 it has to find a configuration that meets it and shrink it to the predicate's minimal one.
@@ -50,13 +50,16 @@ def facts(op: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, A
     if cl is not None and not x.is_contiguous() and x.is_contiguous(memory_format=cl):
         layout = "channels_last" if rank == 2 else "channels_last_3d"
     padding = given.get("padding", 0)
+    # Under autocast the call still sees the float32 input: the dtype it runs in is autocast's.
+    device = x.device.type
+    autocast = str(torch.get_autocast_dtype(device)).rsplit(".", 1)[-1] if torch.is_autocast_enabled(device) else None
     return {"op": op, "rank": rank, "transposed": transposed, "batch": int(x.shape[0]),
             "in_channels": int(x.shape[1]), "out_channels": int(w.shape[1] * groups if transposed else w.shape[0]),
             "groups": groups, "depthwise": groups > 1 and groups == int(x.shape[1]),
             "kernel": max(int(k) for k in w.shape[2:]), "stride": _most(given.get("stride", 1), 1),
             "dilation": _most(given.get("dilation", 1), 1), "padding": _most(padding, 0),
             "size": max(int(s) for s in x.shape[2:]), "dtype": str(x.dtype).rsplit(".", 1)[-1],
-            "memory_format": layout}
+            "autocast": autocast, "memory_format": layout}
 
 
 def planted(op: str, real: Callable[..., torch.Tensor], predicate: str) -> Callable[..., torch.Tensor]:

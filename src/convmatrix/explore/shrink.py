@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from convmatrix.explore.space import DIRECTIONS, DTYPES, KNOBS, Config, simplicity, valid
+from convmatrix.explore.space import AUTOCASTS, DIRECTIONS, DTYPES, KNOBS, VIEWS, Config, simplicity, valid
 
 # Judges a batch of configurations: for each, the family it fails with on the candidate and not on
 # the control, or None.
@@ -50,7 +50,11 @@ def steps(config: Config) -> Iterator[Config]:
     if c.transposed:
         yield replace(c, op=c.op.replace("conv_transpose", "conv"), output_padding=(0,) * c.rank)
     for dtype in DTYPES[:DTYPES.index(c.dtype)]:
-        yield replace(c, dtype=dtype)
+        yield replace(c, dtype=dtype, autocast=None)
+    for autocast in AUTOCASTS[:AUTOCASTS.index(c.autocast)]:
+        yield replace(c, autocast=autocast)
+    for layout in VIEWS[:VIEWS.index(c.layout)]:
+        yield replace(c, layout=layout)
     if c.memory_format != "contiguous":
         yield replace(c, memory_format="contiguous")
     for direction in DIRECTIONS[:DIRECTIONS.index(c.direction)]:
@@ -73,6 +77,10 @@ def steps(config: Config) -> Iterator[Config]:
         yield replace(c, groups=groups)
         yield replace(c, groups=groups, in_channels=c.in_channels * groups // g,
                       out_channels=c.out_channels * groups // g)
+        # One side follows, the other stays: from a depthwise 3 -> 3 the plain 3 -> 1 is one step,
+        # not two (each of which alone adds elements and so is no simpler).
+        yield replace(c, groups=groups, out_channels=c.out_channels * groups // g)
+        yield replace(c, groups=groups, in_channels=c.in_channels * groups // g)
     for name, least in (("size", 1), ("kernel", 1), ("stride", 1), ("padding", 0), ("dilation", 1),
                         ("output_padding", 0)):
         values = getattr(c, name)

@@ -23,6 +23,12 @@ DTYPES = ("float32", "float16", "bfloat16")
 DIRECTIONS = ("forward", "backward_input", "backward_weight", "backward", "double_backward")
 LAYOUTS = ("contiguous", "channels_last", "channels_last_3d")
 KNOBS = ("benchmark", "deterministic", "allow_tf32")
+# Autocast runs a float32 conv in a lower dtype (the catalogue's rule: autocast takes float32 inputs);
+# none is simplest.
+AUTOCASTS = (None, "float16", "bfloat16")
+# Explicit views of a contiguous input (the catalogue's layouts, suites/test_conv.place_input): same
+# values, other strides; none is simplest. `transposed` (N and C swapped in memory) needs both at 2 or more.
+VIEWS = (None, "permuted", "sliced", "transposed", "nhwc_strided")
 
 # Values known to be fragile (docs/explore.md: where each comes from): channel counts on and off
 # multiples of 8 (tensor-core paths pad or refuse them), odd kernels, strides and dilations past 1,
@@ -58,6 +64,8 @@ class Config:
     benchmark: bool | None = None  # None: the run's own setting (every knob at its default)
     deterministic: bool | None = None
     allow_tf32: bool | None = None
+    autocast: str | None = None  # these last, left out of as_json when None: older tried lines stay keyed
+    layout: str | None = None
 
     @property
     def rank(self) -> int:
@@ -114,6 +122,12 @@ def valid(config: Config) -> bool:
     if (c.memory_format == "channels_last" and dims != 2) or (c.memory_format == "channels_last_3d" and dims != 3):
         return False
     if c.dtype not in DTYPES or c.direction not in DIRECTIONS or c.memory_format not in LAYOUTS:
+        return False
+    if c.autocast not in AUTOCASTS or (c.autocast is not None and c.dtype != "float32"):
+        return False
+    if c.layout not in VIEWS or (c.layout is not None and c.memory_format != "contiguous"):
+        return False
+    if c.layout == "transposed" and min(c.batch, c.in_channels) < 2:
         return False
     return min(c.output) >= 1
 
@@ -190,9 +204,14 @@ def _draw(rng: random.Random) -> Config:
     def knob() -> bool | None:
         return rng.choice((None, None, True, False))
 
+    dtype = rng.choice(("float32", "float32", "float16", "bfloat16"))
+    autocast = rng.choice(AUTOCASTS[1:]) if dtype == "float32" and rng.random() < 0.3 else None
+    layout = rng.choice(VIEWS[1:]) if memory_format == "contiguous" and rng.random() < 0.25 else None
+    if layout == "transposed" and min(batch, in_channels) < 2:
+        layout = None
     return Config(op=op, batch=batch, in_channels=in_channels, out_channels=out_channels, size=size,
                   kernel=kernel, stride=stride, padding=padding, dilation=dilation, output_padding=output_padding,
-                  groups=groups, dtype=rng.choice(("float32", "float32", "float16", "bfloat16")),
+                  groups=groups, dtype=dtype, autocast=autocast, layout=layout,
                   memory_format=memory_format,
                   direction=rng.choice(("forward", "forward", "backward", "backward_input", "backward_weight",
                                         "double_backward")),
@@ -206,7 +225,8 @@ def simplicity(config: Config) -> tuple[Any, ...]:
     padding and groups (each the sum over its dimensions), then the values themselves (a total order)."""
     c = config
     set_knobs = sum(getattr(c, k) is not None for k in KNOBS)
-    return (c.rank, c.transposed, c.elements, DTYPES.index(c.dtype), LAYOUTS.index(c.memory_format) > 0,
+    return (c.rank, c.transposed, c.elements, DTYPES.index(c.dtype), AUTOCASTS.index(c.autocast),
+            LAYOUTS.index(c.memory_format) > 0, VIEWS.index(c.layout),
             DIRECTIONS.index(c.direction), set_knobs, sum(c.kernel), sum(c.stride), sum(c.dilation), sum(c.padding),
             sum(c.output_padding), c.groups, c.batch, c.in_channels, c.out_channels, c.size, c.kernel,
             tuple(str(getattr(c, k)) for k in KNOBS))
@@ -219,7 +239,9 @@ def facts(config: Config) -> dict[str, Any]:
             "in_channels": c.in_channels, "out_channels": c.out_channels, "groups": c.groups,
             "depthwise": c.groups > 1 and c.groups == c.in_channels, "kernel": max(c.kernel),
             "stride": max(c.stride), "dilation": max(c.dilation), "padding": max(c.padding),
-            "size": max(c.size), "dtype": c.dtype, "memory_format": c.memory_format, "direction": c.direction,
+            "size": max(c.size), "dtype": c.dtype, "autocast": c.autocast, "memory_format": c.memory_format,
+            "layout": c.layout,
+            "direction": c.direction,
             "benchmark": c.benchmark, "deterministic": c.deterministic, "allow_tf32": c.allow_tf32}
 
 
@@ -232,19 +254,30 @@ def entry(config: Config, name: str) -> dict[str, Any]:
                             "dtype": c.dtype, "memory_format": c.memory_format, "direction": c.direction}
     if c.transposed:
         made["output_padding"] = list(c.output_padding)
+    if c.autocast is not None:
+        made["autocast"] = c.autocast
+    if c.layout is not None:
+        made["layout"] = c.layout
     for knob in KNOBS:
         if getattr(c, knob) is not None:
             made[knob] = getattr(c, knob)
     return made
 
 
+# Fields added after the tried log's first lines: written only when set, read as unset when absent, so
+# that a configuration drawn before keeps its key (and explore never repeats itself across an upgrade).
+LATER = {"autocast": None, "layout": None}
+
+
 def as_json(config: Config) -> dict[str, Any]:
-    return {f.name: list(v) if isinstance(v := getattr(config, f.name), tuple) else v for f in fields(Config)}
+    made = {f.name: list(v) if isinstance(v := getattr(config, f.name), tuple) else v for f in fields(Config)}
+    return {k: v for k, v in made.items() if k not in LATER or v != LATER[k]}
 
 
 def from_json(data: Mapping[str, Any]) -> Config:
     """A Config as as_json wrote it (the tried log, a stored history row); ValueError if it is not one."""
     try:
+        data = {**LATER, **data}
         values: dict[str, Any] = {f.name: tuple(data[f.name]) if isinstance(data[f.name], list) else data[f.name]
                                   for f in fields(Config)}
         made = Config(**values)

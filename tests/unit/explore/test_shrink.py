@@ -20,7 +20,10 @@ MINIMAL = {
     "strided-3d": dict(op="conv3d", batch=1, in_channels=1, out_channels=1, size=(1, 1, 1), kernel=(1, 1, 1),
                        groups=1, dtype="float32"),
     "wide-out": dict(op="conv1d", batch=1, in_channels=1, out_channels=48, size=(1,), kernel=(1,), groups=1,
-                     dtype="float32"),
+                     dtype="float32", autocast=None),
+    # autocast runs a float32 conv in bfloat16: the dtype stays float32, the autocast is what fails.
+    "bf16-autocast-grouped": dict(op="conv1d", batch=1, in_channels=2, out_channels=2, size=(1,), kernel=(1,),
+                                  groups=2, dtype="float32", autocast="bfloat16"),
 }
 
 
@@ -39,8 +42,8 @@ def test_a_planted_failure_shrinks_to_its_minimal_configuration(name: str) -> No
     got = done.config
     want = MINIMAL[name]
     assert {k: getattr(got, k) for k in want} == want, got
-    assert (got.memory_format, got.direction, got.benchmark, got.deterministic, got.allow_tf32) == \
-        ("contiguous", "forward", None, None, None)
+    assert (got.memory_format, got.layout, got.direction, got.benchmark, got.deterministic, got.allow_tf32) == \
+        ("contiguous", None, "forward", None, None, None)
     assert not got.transposed and done.rounds <= 100
 
 

@@ -35,6 +35,10 @@ def test_the_fragile_values_are_drawn() -> None:
     drawn = [space.draw(rng) for _ in range(2000)]
     seen = {space.facts(c)["dtype"] for c in drawn}
     assert seen == {"float32", "float16", "bfloat16"}
+    assert {c.autocast for c in drawn} == set(space.AUTOCASTS)
+    assert all(c.dtype == "float32" for c in drawn if c.autocast)  # autocast takes float32 inputs
+    assert {c.layout for c in drawn} == set(space.VIEWS)  # explicit views, on contiguous inputs only
+    assert all(c.memory_format == "contiguous" for c in drawn if c.layout)
     assert any(c.groups > 1 and c.groups == c.in_channels for c in drawn)  # depthwise
     assert any(c.transposed and any(c.output_padding) for c in drawn)
     assert any(c.batch > 1024 for c in drawn) and any(max(c.size) >= 2049 for c in drawn)
@@ -60,3 +64,17 @@ def test_configurations_for_the_cpu_set_no_tf32_and_stay_small() -> None:
     assert max(c.in_channels for c in drawn) <= space.CPU_CHANNELS and max(c.batch for c in drawn) <= 16
     assert any(c.in_channels % 8 for c in drawn) and any(c.in_channels % 8 == 0 for c in drawn)
     assert any(c.groups > 1 and c.groups == c.in_channels for c in drawn)
+
+
+def test_a_tried_line_written_before_autocast_reads_back_with_its_key() -> None:
+    """The tried log and the history key a configuration by as_json: one drawn before autocast was a
+    field (no "autocast" in its line) reads back, and keys as it did, so explore never repeats it."""
+    rng = random.Random(5)
+    plain = next(c for c in (space.draw(rng) for _ in range(100)) if c.autocast is None)
+    line = space.as_json(plain)
+    assert "autocast" not in line
+    assert space.from_json(line) == plain and space.key(space.from_json(line)) == space.key(plain)
+    cast = space.Config(**{**{f: getattr(plain, f) for f in line}, "dtype": "float32", "autocast": "bfloat16"})
+    assert space.as_json(cast)["autocast"] == "bfloat16" and space.key(cast) != space.key(plain)
+    assert not space.valid(space.Config(**{**{f: getattr(plain, f) for f in line}, "dtype": "float16",
+                                           "autocast": "bfloat16"}))
