@@ -10,6 +10,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from convmatrix.escape import one_line
+
 CASE = "audit-cuda-libraries"  # suites/test_audit.py CASE_ID
 MAX_ROWS = 200
 MAX_TEXT = 500
@@ -114,16 +116,11 @@ def kept(rows: tuple[Library, ...]) -> dict[str, Any] | None:
 # harness's addition to LD_LIBRARY_PATH (suites/test_audit.py: `audit.as_shipped`). Recorded and
 # shown, never judged: the cell's verdict is the audit of the cell as it ran.
 SHOWN_SHIPPED = 4  # libraries named in the line at most; the rest counted
-_CONTROL = re.compile(r"[\x00-\x1f\x7f\x85\u2028\u2029]")
 
 
 def shipped(audit: object) -> tuple[Library, ...]:
     """The rows of an `audit` field's `as_shipped` table; () without one (as table())."""
     return table(audit.get("as_shipped")) if isinstance(audit, dict) else ()
-
-
-def _flat(text: str) -> str:
-    return _CONTROL.sub(" ", text)
 
 
 def _by_stem(rows: tuple[Library, ...]) -> dict[str, Library]:
@@ -156,4 +153,4 @@ def shipped_line(ran: tuple[Library, ...], as_shipped: tuple[Library, ...]) -> s
         return None
     parts = [f"{stem} {_said(ship.get(stem))}, as run {_said(run.get(stem))}" for stem in differ[:SHOWN_SHIPPED]]
     more = f"; and {len(differ) - SHOWN_SHIPPED} more" if len(differ) > SHOWN_SHIPPED else ""
-    return _flat(f"as shipped (without the harness's LD_LIBRARY_PATH): {'; '.join(parts)}{more}")
+    return one_line(f"as shipped (without the harness's LD_LIBRARY_PATH): {'; '.join(parts)}{more}")
