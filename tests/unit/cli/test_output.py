@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from convmatrix.cli import output
 from convmatrix.errors import BadInput
@@ -65,3 +67,20 @@ def test_a_file_is_written_whole(tmp_path: Path) -> None:
     output.write_output(iter(["# a\n", "b\n"]), target)
     assert target.read_text() == "# a\nb\n"
     assert sorted(p.name for p in target.parent.iterdir()) == ["report.md"]
+
+
+@settings(max_examples=25)
+@given(name=st.text(st.characters(min_codepoint=33, max_codepoint=0x2FF, blacklist_characters="/"), min_size=1,
+                    max_size=20).filter(lambda n: n not in (".", "..")),
+       target=st.sampled_from(("/dev/null", "/dev/stdout", "/dev/zero", "/proc/self/fd/1")))
+def test_no_name_outside_the_system_folders_writes_through_a_link(tmp_path_factory: pytest.TempPathFactory,
+                                                                   name: str, target: str) -> None:
+    """Whatever a run directory's file is called and wherever its link points, -o replaces the link
+    there (never writes through it); only the system's own folders are written through."""
+    folder = tmp_path_factory.mktemp("run")
+    link = folder / name
+    link.symlink_to(target)
+    before = os.stat("/dev/null")
+    output.write_output("report\n", link)
+    assert not link.is_symlink() and link.read_text() == "report\n"
+    assert stat.S_ISCHR(os.stat("/dev/null").st_mode) and os.stat("/dev/null").st_ino == before.st_ino
