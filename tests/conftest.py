@@ -13,6 +13,9 @@ from hypothesis import HealthCheck, settings
 
 from testkit import HOST, docker_answers, stub_nvidia_smi
 
+# How low the session brought the disk, and after which test (CI's disk has a size of its own).
+pytest_plugins = ["diskwatch"]
+
 # The property tests' profiles (tests/strategies.py): the default tests run a small, derandomized
 # set (the same examples on every machine, so a red CI is reproducible); `nox -s properties` runs
 # the long one (`--hypothesis-profile long`), random, many times more examples. No example

@@ -22,21 +22,23 @@ from wheelkit import build_wheel, sh
 
 pytestmark = pytest.mark.slow
 
-# A matched pair from the package index: torchvision 0.29 is the release for torch 2.14 (the
-# compatibility table of https://github.com/pytorch/vision#installation; 0.29.1's wheel requires
-# torch>=2.14.0). PyPI's builds of both are CUDA builds, which import and run on a CPU. Not the
+# A matched pair from the package index: torchvision 0.20 is the release for torch 2.5 (the
+# compatibility table of https://github.com/pytorch/vision#installation; 0.20.1's wheel requires
+# torch==2.5.1). PyPI's builds of both are CUDA builds (cu124), which import and run on a CPU. Not the
 # tests' own torch 2.13.0+cpu: PyPI's torchvision is built for PyPI's torch and fails to import
 # beside a CPU-only build ("operator torchvision::nms does not exist"), which the product tells
-# in one line (tests/unit/triage/test_from_model.py).
-MODEL_PACKAGES = ("torch==2.14.1", "torchvision==0.29.1", "pytest>=8,<9.2")
+# in one line (tests/unit/triage/test_from_model.py). torch 2.5.1 cu124 because the baremetal
+# tests' cells already hold it in uv's cache: uv links the same files into this venv instead of
+# a second copy of about 5 GB (pip, with its own cache, ran CI's disk out; tests/diskwatch.py).
+MODEL_PACKAGES = ("torch==2.5.1", "torchvision==0.20.1", "pytest>=8,<9.2")
 COMMAND = ("cases", "--from-model", "torchvision.models:resnet50", "--input", "8x3x224x224", "--dtype", "float16",
            "--channels-last", "--backward", "-o", "rn50.toml")
 
 
 @pytest.fixture
 def venv(tmp_path: Path) -> Iterator[Path]:
-    """A fresh venv's folder, removed after the test: it holds about 5.5 GB (CUDA builds), which
-    pytest's kept temporary folders would otherwise keep for three sessions."""
+    """A fresh venv's folder, removed after the test even when it fails: it holds about 5 GB (CUDA
+    builds, linked from uv's cache where the filesystem allows, copied where it does not)."""
     folder = tmp_path / "venv"
     yield folder
     shutil.rmtree(folder, ignore_errors=True)
@@ -44,10 +46,12 @@ def venv(tmp_path: Path) -> Iterator[Path]:
 
 def test_from_model_in_a_fresh_environment_writes_lists_and_runs_resnet50s_cases(tmp_path: Path, venv: Path) -> None:
     wheel = build_wheel(tmp_path)
-    sh(sys.executable, "-m", "venv", venv, cwd=tmp_path)
-    python = venv / "bin" / "python"
-    sh(python, "-m", "pip", "install", "-q", "--disable-pip-version-check", *MODEL_PACKAGES, wheel,
-       cwd=tmp_path, timeout=1200)
+    uv = shutil.which("uv")
+    assert uv, "no uv on PATH (.ci/run installs it; python3 -m pip install uv)"
+    # The system store's CA roots, as the product's baremetal lane gives uv (a TLS proxy's CA is there).
+    uv_env = {**os.environ, "UV_NATIVE_TLS": os.environ.get("UV_NATIVE_TLS", "1"), "VIRTUAL_ENV": str(venv)}
+    sh(uv, "venv", "-q", "--python", sys.executable, venv, cwd=tmp_path, env=uv_env)
+    sh(uv, "pip", "install", "-q", *MODEL_PACKAGES, wheel, cwd=tmp_path, env=uv_env, timeout=1200)
 
     work, home = tmp_path / "work", tmp_path / "home"
     work.mkdir()
