@@ -49,6 +49,7 @@ def _load_beside(stem: str) -> Any:
 # records.py is the one definition of the lines and env.json written here (the harness reads
 # them with it); isolation.py holds the case isolation; options.py the suite's options.
 records = _load_beside("records")
+libaudit = _load_beside("libaudit")
 isolation = _load_beside("isolation")
 options = _load_beside("options")
 casefile = _load_beside("casefile")
@@ -139,9 +140,15 @@ def pytest_configure(config: pytest.Config) -> None:
         return
     prepare_results_dir(settings.results_dir)  # the controller's check comes before any worker
     config.pluginmanager.register(CaseRecorder(settings, watchdog), "convmatrix_recorder")
+    counter = None
+    if settings.knobs["device"] == "cuda":  # on a GPU, what the processes mapped after the convs
+        counter = CasesRan()
+        config.pluginmanager.register(counter, "convmatrix_cases_ran")
     if not in_worker:  # xdist workers leave env.json to the controller
         env_writer = EnvWriter(settings)
         config.pluginmanager.register(env_writer, "convmatrix_env")
+        if counter is not None:
+            config.pluginmanager.register(AfterConvs(settings, counter), "convmatrix_after_convs")
         if settings.continue_run:
             config.pluginmanager.register(Continuation(settings.results_dir), "convmatrix_continuation")
         if settings.isolation.gpu_per_worker and has_xdist:
@@ -605,6 +612,65 @@ class EnvWriter:
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         self.env["ended"] = records.now()
         write_json_atomic(self.path, self.env)
+
+
+AFTER_CONVS_KEY = "convmatrix_after_convs"  # what an xdist worker hands its controller as it ends
+
+
+class CasesRan:
+    """On a GPU run, in every process that runs cases: counts the cases other than the audit, and
+    in an xdist worker hands that count and the CUDA-family files it mapped to the controller."""
+
+    def __init__(self) -> None:
+        self.ran = 0
+
+    # pytest_runtest_call runs only where the case runs (xdist forwards the log hooks to its
+    # controller, which runs none).
+    def pytest_runtest_call(self, item: pytest.Item) -> None:
+        if libaudit.AUDIT_CASE not in item.nodeid:
+            self.ran += 1
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        output = getattr(session.config, "workeroutput", None)
+        if output is not None:
+            output[AFTER_CONVS_KEY] = libaudit.seen(self.ran)
+
+
+class AfterConvs:
+    """On a GPU run, in the main process or xdist's controller: once every process has ended, the
+    `audit-after-convs` line (libaudit.judged): what they mapped against the audit's table."""
+
+    def __init__(self, settings: Settings, own: CasesRan) -> None:
+        assert settings.results_dir is not None
+        self.settings, self.own = settings, own
+        self.results_path = os.path.join(settings.results_dir, "results.jsonl")
+        self.handed: list[dict[str, Any]] = []
+        self.lost = 0
+        self.started = records.now()
+
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        given = getattr(node, "workeroutput", {}).get(AFTER_CONVS_KEY)
+        if isinstance(given, dict):
+            self.handed.append(given)
+        else:
+            self.lost += 1  # a worker that died (a crash, a timeout's exit) hands nothing over
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        if self.own.ran:  # this process ran cases itself (no xdist, or --in-process)
+            self.handed.append(libaudit.seen(self.own.ran))
+        if not any(one.get("ran") for one in self.handed):
+            return  # no conv case ran (an audit-only run, -k audit): nothing ran after the audit
+        table, written = libaudit.recorded(self.results_path)
+        if table is None or written:
+            return  # no audit to judge against (deselected), or a continued run already has its line
+        fields = libaudit.judged(self.handed, self.lost, table)
+        # A crash line's fields (no params, no numeric, no duration), with this case's own outcome.
+        record = records.crash_record(cell_id=self.settings.cell_id, case=libaudit.AFTER_CASE,
+                                      nodeid=libaudit.AFTER_NODEID, status=fields["status"], message="",
+                                      worker=self.settings.worker, started=self.started, knobs=self.settings.knobs)
+        record.update(fields)
+        append_line(self.results_path, encode_record(record))
 
 
 class Continuation:

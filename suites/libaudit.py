@@ -32,7 +32,7 @@ import re
 import struct
 import subprocess
 import sys
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 SCHEMA = 1
 # The four version checks of cuDNN 9's libcudnn.so.9: each opens one sub-library (and what it needs).
@@ -110,25 +110,103 @@ def mapped(maps: str = "/proc/self/maps") -> list[str]:
         return mapped_in(handle.read(MAPS_LIMIT))
 
 
-def after_convs(paths: Iterable[str], rows: Iterable[dict[str, Any]]) -> list[str]:
+def after_convs(paths: Iterable[str], rows: Iterable[dict[str, Any]],
+                resolve: Callable[[str], str] = lambda path: path) -> list[str]:
     """What the process mapped after the conv cases ran (`paths`, mapped()) against the audit's table
-    (`rows`, audit()["libraries"]): a CUDA-family file whose library the audit did not name, or
-    named from another file, is a finding (`CUDA library swap:`, one a file). Pure: no file is read."""
+    (`rows`, audit()["libraries"]): a file of a library the audit named, mapped from another file
+    than the one the audit named, is a finding (`CUDA library swap:`, one a file). `resolve` makes
+    the table's paths real ones (os.path.realpath where the files are: /proc/self/maps names real
+    paths, the audit may name a symlink); pure with the default. A file of a library the audit did
+    not name is not a finding: on a GPU, cuDNN and NVRTC open more than the CPU-side audit can make
+    them open (the driver's JIT, nvrtc-builtins), which is no swap; the line lists those files."""
     named: dict[str, list[str]] = {}
     for row in rows:
         if isinstance(row, dict) and isinstance(row.get("name"), str):
-            named.setdefault(stem(row["name"]), []).append(row.get("path") or "")
+            path = row.get("path")
+            named.setdefault(stem(row["name"]), []).append(resolve(path) if isinstance(path, str) and path else "")
     findings: list[str] = []
     for path in paths:
         name = os.path.basename(path)
         where = named.get(stem(name))
-        if where is None:
-            findings.append(f"{SWAP} {name} mapped after the conv cases ran ({path}), which the audit did not name")
-        elif path not in where:
+        if where is not None and path not in where:
             audited = ", ".join(p or "none found" for p in where)
             findings.append(f"{SWAP} {name} mapped after the conv cases ran from {path}, where the audit named "
                             f"{audited}")
     return findings
+
+
+# What a GPU cell's processes mapped after the conv cases ran (conftest.py AfterConvs): each process
+# that ran cases reads its own maps as it ends; the one that sees them all end writes one more
+# results line, case AFTER_CASE, judged by after_convs against the audit's table, which it reads
+# back from the audit's own line (a run continued after a crash skips the audit already recorded).
+AFTER_CASE = "audit-after-convs"
+AFTER_NODEID = "suites/test_audit.py::" + AFTER_CASE
+AUDIT_CASE = "audit-cuda-libraries"  # test_audit.CASE_ID
+MAPPED_LIMIT = 512  # files kept on the line (a CUDA process maps a few dozen of these)
+RESULTS_LIMIT = 256 << 20  # bytes of results.jsonl read back for the audit's line
+
+
+def seen(ran: int, maps: str = "/proc/self/maps") -> dict[str, Any]:
+    """What one process hands over when it ends: how many cases it ran and what it mapped."""
+    try:
+        files = mapped(maps)[:MAPPED_LIMIT]
+    except OSError as exc:
+        return {"ran": ran, "mapped": [], "error": f"{maps}: {exc.strerror or exc}"}
+    return {"ran": ran, "mapped": files}
+
+
+def recorded(results_path: str, limit: int = RESULTS_LIMIT) -> tuple[dict[str, Any] | None, bool]:
+    """The audit's table from its results line (None without one) and whether an after line is
+    already there (a continued run writes it once). At most `limit` bytes are read."""
+    table: dict[str, Any] | None = None
+    written = False
+    try:
+        with open(results_path, "rb") as handle:
+            data = handle.read(limit)
+    except OSError:
+        return None, False
+    for raw in data.splitlines():
+        if AUDIT_CASE.encode() not in raw and AFTER_CASE.encode() not in raw:
+            continue
+        try:
+            line = json.loads(raw)
+        except ValueError:
+            continue
+        if not isinstance(line, dict):
+            continue
+        if line.get("case") == AUDIT_CASE and isinstance(line.get("audit"), dict):
+            table = line["audit"]
+        elif line.get("case") == AFTER_CASE:
+            written = True
+    return table, written
+
+
+def judged(handed: list[dict[str, Any]], lost: int, table: dict[str, Any],
+           resolve: Callable[[str], str] = os.path.realpath) -> dict[str, Any]:
+    """The `audit-after-convs` line's own fields (status, message, exc_type, after_convs) from what
+    each process handed over (`lost`: workers that died without handing anything) and the audit's
+    table; the recorder adds the fields every line has."""
+    paths: list[str] = []
+    for one in handed:
+        for path in one.get("mapped") or []:
+            if isinstance(path, str) and path not in paths and len(paths) < MAPPED_LIMIT:
+                paths.append(path)
+    rows = [row for row in table.get("libraries") or [] if isinstance(row, dict)]
+    findings = after_convs(paths, rows, resolve)
+    named = {stem(str(row.get("name"))) for row in rows}
+    return {
+        "status": "failed" if findings else "passed",
+        "message": "\n".join(findings) or None,
+        "exc_type": "LibraryAuditFailure" if findings else None,
+        "after_convs": {
+            "mapped": paths,
+            # Files of libraries the audit did not name (the driver's JIT, nvrtc-builtins): shown, not judged.
+            "unnamed": [p for p in paths if stem(os.path.basename(p)) not in named],
+            "processes": len(handed),
+            "lost": lost,
+            "errors": [one["error"] for one in handed if isinstance(one.get("error"), str)],
+        },
+    }
 
 
 def _emit(stage: str, **fields: Any) -> None:

@@ -54,6 +54,7 @@ RESULT_FIELDS: dict[str, tuple[type, ...]] = {
     "trigger": TEXT + NONE,
     "sources": (list, *NONE),
     "audit": (dict, *NONE),  # the CUDA library audit's table (test_audit.py), on its own case's line
+    "after_convs": (dict, *NONE),  # what a GPU run mapped after its conv cases (afterconvs.py), on its line
 }
 RESULT_REQUIRED = ("schema", "case", "status")
 

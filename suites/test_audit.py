@@ -18,7 +18,7 @@ import pytest
 
 import libaudit
 
-CASE_ID = "audit-cuda-libraries"
+CASE_ID = libaudit.AUDIT_CASE  # "audit-cuda-libraries"
 
 
 class LibraryAuditFailure(Exception):

@@ -4,6 +4,7 @@ tested for real in tests/integration/test_audit_runs.py."""
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -242,9 +243,10 @@ def test_mapped_reads_at_most_its_bound(tmp_path: Path, monkeypatch: pytest.Monk
     assert libaudit.mapped("/proc/self/maps") is not None  # this process's own, read for real
 
 
-def test_after_convs_finds_a_library_the_audit_did_not_name_or_named_elsewhere() -> None:
+def test_after_convs_finds_a_library_the_audit_named_elsewhere_and_not_one_it_did_not_name() -> None:
     """The engines are opened by libcudnn_graph only when a plan is built, on a GPU: the audit says
-    which file would load; the mapping after the convs says which did."""
+    which file would load; the mapping after the convs says which did. The driver's libcuda, which
+    the CPU-side audit did not name, is not a swap (a GPU opens more than the audit can see)."""
     table = [audited("libcudnn.so.9", f"{WHEEL_LIB}/libcudnn.so.9"),
              audited("libcudnn_graph.so.9", f"{WHEEL_LIB}/libcudnn_graph.so.9"),
              audited("libcudnn_engines_precompiled.so.9", f"{WHEEL_LIB}/libcudnn_engines_precompiled.so.9")]
@@ -252,20 +254,89 @@ def test_after_convs_finds_a_library_the_audit_did_not_name_or_named_elsewhere()
     assert found == [
         f"CUDA library swap: libcudnn_engines_precompiled.so.9.2.1 mapped after the conv cases ran from "
         f"/opt/cudnn92/lib/libcudnn_engines_precompiled.so.9.2.1, where the audit named "
-        f"{WHEEL_LIB}/libcudnn_engines_precompiled.so.9",
-        "CUDA library swap: libcuda.so.550.54.15 mapped after the conv cases ran "
-        "(/usr/lib/x86_64-linux-gnu/libcuda.so.550.54.15), which the audit did not name"]
+        f"{WHEEL_LIB}/libcudnn_engines_precompiled.so.9"]
     # What the audit named, from the files it named: nothing to say.
     same = [audited(os.path.basename(p), p) for p in libaudit.mapped_in(MAPS)]
     assert libaudit.after_convs(libaudit.mapped_in(MAPS), same) == []
 
 
+def test_after_convs_compares_real_paths_when_the_audit_named_a_link(tmp_path: Path) -> None:
+    """A system cuDNN is a link (libcudnn.so.9 -> libcudnn.so.9.2.1); /proc/self/maps names the file."""
+    real = tmp_path / "libcudnn.so.9.2.1"
+    real.write_bytes(b"")
+    (tmp_path / "libcudnn.so.9").symlink_to(real.name)
+    table = [audited("libcudnn.so.9", str(tmp_path / "libcudnn.so.9"))]
+    assert libaudit.after_convs([str(real)], table, os.path.realpath) == []
+    assert len(libaudit.after_convs([str(real)], table)) == 1  # without resolving: the link is another name
+
+
 @given(st.lists(st.sampled_from(AUDIT_SUBLIBRARIES), unique=True), st.data())
-def test_after_convs_says_exactly_the_files_the_table_does_not_hold(names: list[str], data: st.DataObject) -> None:
+def test_after_convs_says_exactly_the_named_files_mapped_from_elsewhere(names: list[str], data: st.DataObject) -> None:
+    """Each file is named by the table (at its path or elsewhere) or not at all: a finding is exactly
+    a file named elsewhere, one line each."""
     paths = [f"{WHEEL_LIB}/{name}" for name in names]
-    rows = [audited(os.path.basename(p), p) for p in data.draw(st.lists(st.sampled_from(paths), unique=True))
-            if paths] if paths else []
-    held = {r["path"] for r in rows}
+    where = {p: data.draw(st.sampled_from(["here", "elsewhere", "unnamed"])) for p in paths}
+    rows = [audited(os.path.basename(p), p if where[p] == "here" else f"/opt/other/{os.path.basename(p)}")
+            for p in paths if where[p] != "unnamed"]
     found = libaudit.after_convs(paths, rows)
-    assert len(found) == len([p for p in paths if p not in held])
+    assert len(found) == sum(w == "elsewhere" for w in where.values())
     assert all(f.startswith(libaudit.SWAP) and "\n" not in f for f in found)
+
+
+# --- after the conv cases: what each process hands over, and the line -------------------------------
+
+def test_seen_reads_this_process_maps_and_says_why_it_could_not(tmp_path: Path) -> None:
+    mine = libaudit.seen(3)
+    assert mine["ran"] == 3 and mine["mapped"] == libaudit.mapped("/proc/self/maps")[:libaudit.MAPPED_LIMIT]
+    missing = libaudit.seen(2, str(tmp_path / "absent"))
+    assert missing["mapped"] == [] and "absent" in missing["error"]
+
+
+def results_with(tmp_path: Path, *lines: object) -> str:
+    path = tmp_path / "results.jsonl"
+    path.write_text("".join((line if isinstance(line, str) else json.dumps(line)) + "\n" for line in lines))
+    return str(path)
+
+
+def test_recorded_finds_the_audit_table_and_an_after_line_already_written(tmp_path: Path) -> None:
+    table = {"libraries": [audited("libcudnn.so.9", f"{WHEEL_LIB}/libcudnn.so.9")]}
+    path = results_with(tmp_path, {"case": "conv2d-x", "status": "passed"}, "not json audit-cuda-libraries",
+                        ["audit-cuda-libraries"], {"case": "audit-cuda-libraries", "audit": table})
+    assert libaudit.recorded(path) == (table, False)
+    path = results_with(tmp_path, {"case": "audit-cuda-libraries", "audit": table},
+                        {"case": "audit-after-convs", "status": "passed"})
+    assert libaudit.recorded(path) == (table, True)
+    assert libaudit.recorded(str(tmp_path / "absent.jsonl")) == (None, False)
+    # No audit line (deselected), or one whose table is not an object: nothing to judge against.
+    assert libaudit.recorded(results_with(tmp_path, {"case": "audit-cuda-libraries", "audit": None})) == (None, False)
+
+
+def test_recorded_reads_at_most_its_bound(tmp_path: Path) -> None:
+    table: dict[str, Any] = {"libraries": []}
+    path = results_with(tmp_path, {"case": "x", "message": "y" * 5000}, {"case": "audit-cuda-libraries", "audit": table})
+    assert libaudit.recorded(path)[0] == table
+    assert libaudit.recorded(path, limit=4000) == (None, False)  # the audit's line lies past the bound
+
+
+def test_judged_joins_what_every_process_mapped_and_names_the_lost_ones() -> None:
+    table = {"libraries": [audited("libcudnn.so.9", f"{WHEEL_LIB}/libcudnn.so.9"),
+                           audited("libcudnn_cnn.so.9", f"{WHEEL_LIB}/libcudnn_cnn.so.9")]}
+    one = {"ran": 5, "mapped": [f"{WHEEL_LIB}/libcudnn.so.9", "/usr/lib/libcuda.so.1"]}
+    two = {"ran": 4, "mapped": [f"{WHEEL_LIB}/libcudnn.so.9", "/opt/cudnn92/lib/libcudnn_cnn.so.9"]}
+    broken = {"ran": 1, "mapped": [], "error": "/proc/self/maps: Permission denied"}
+    fields = libaudit.judged([one, two, broken], 1, table, resolve=lambda p: p)
+    assert fields["status"] == "failed" and fields["exc_type"] == "LibraryAuditFailure"
+    assert fields["message"] == (f"CUDA library swap: libcudnn_cnn.so.9 mapped after the conv cases ran from "
+                                 f"/opt/cudnn92/lib/libcudnn_cnn.so.9, where the audit named {WHEEL_LIB}/libcudnn_cnn.so.9")
+    facts = fields["after_convs"]
+    assert facts["mapped"] == [f"{WHEEL_LIB}/libcudnn.so.9", "/usr/lib/libcuda.so.1", "/opt/cudnn92/lib/libcudnn_cnn.so.9"]
+    assert facts["unnamed"] == ["/usr/lib/libcuda.so.1"]
+    assert (facts["processes"], facts["lost"], facts["errors"]) == (3, 1, ["/proc/self/maps: Permission denied"])
+    clean = libaudit.judged([one], 0, table, resolve=lambda p: p)
+    assert (clean["status"], clean["message"], clean["exc_type"]) == ("passed", None, None)
+
+
+def test_judged_keeps_at_most_its_bound_of_files() -> None:
+    many = [{"ran": 1, "mapped": [f"/x/{i}/libcudnn_ops.so.9" for i in range(libaudit.MAPPED_LIMIT * 2)]}]
+    fields = libaudit.judged(many, 0, {"libraries": "not a list of rows"}, resolve=lambda p: p)
+    assert len(fields["after_convs"]["mapped"]) == libaudit.MAPPED_LIMIT and fields["status"] == "passed"
