@@ -4,6 +4,10 @@ interpreter, as the suite case does (a child that imports torch and calls cuDNN'
 then the ELF reads and the table), once to warm the page cache, then --repeat times; printed beside
 the plain alternative, a child of the same interpreter that imports torch and asks
 torch.backends.cudnn.version() (what the stack check reads: the part of the audit no check avoids).
+Then the audit's cost to a cell: the audit case's own duration (its results line's `duration_s`)
+in a real suite run of that venv (`pytest suites --in-process -k audit-cuda-libraries`, collection
+and all), where its child starts with the session (suites/conftest.py EarlyAudit) and runs beside
+the session's own torch import and the collection.
 
     python bench/audit.py                                    # the cached torch 2.5.1 cu124 venvs
     python bench/audit.py --venv ~/.cache/convmatrix/venvs/baremetal-torch2.5.1-cu124-cudnn9.4.0.58-py3.11
@@ -17,6 +21,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -62,11 +67,31 @@ def main() -> int:
             started = time.perf_counter()
             subprocess.run([str(venv / "bin" / "python"), "-c", PLAIN], capture_output=True, env=env, check=False)
             plain.append(time.perf_counter() - started)
+        in_run, whole = in_a_run(venv, env, args.repeat)
         print(f"{venv.name}: audit {statistics.median(warm):.2f} s warm (median of {len(warm)}; "
               f"first {data['times'][0]:.2f} s), {data['named']} libraries named ({data['loaded']} loaded), "
               f"{data['findings']} finding(s); plain `import torch; cudnn.version()` child "
-              f"{statistics.median(plain):.2f} s (median of {len(plain)})")
+              f"{statistics.median(plain):.2f} s (median of {len(plain)}); the audit case in a suite run "
+              f"{statistics.median(in_run):.2f} s (median of {len(in_run)}; the whole run "
+              f"{statistics.median(whole):.2f} s), {statistics.median(in_run) / statistics.median(warm):.2f}x "
+              f"the audit alone")
     return 0
+
+
+def in_a_run(venv: Path, env: dict[str, str], repeat: int) -> tuple[list[float], list[float]]:
+    """The audit case's duration_s in `repeat` real suite runs of the venv, and each run's wall time."""
+    cases, walls = [], []
+    for _ in range(repeat):
+        with tempfile.TemporaryDirectory(prefix="bench-audit-") as tmp:
+            started = time.perf_counter()
+            subprocess.run([str(venv / "bin" / "python"), "-m", "pytest", str(REPO / "suites"), "-q",
+                            "--in-process", "--device", "cpu", "--results-dir", f"{tmp}/r", "--cell-id", "bench",
+                            "-k", "audit-cuda-libraries"], capture_output=True, env=env, cwd=tmp, check=False)
+            walls.append(time.perf_counter() - started)
+            results = Path(tmp, "r", "results.jsonl")
+            lines = [json.loads(x) for x in results.read_text().splitlines()] if results.exists() else []
+            cases += [x["duration_s"] for x in lines if x.get("case") == "audit-cuda-libraries"]
+    return cases or [float("nan")], walls
 
 
 if __name__ == "__main__":

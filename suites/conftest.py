@@ -27,7 +27,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-import torch
 
 SUITE_DIR = os.path.dirname(os.path.abspath(__file__))
 
@@ -115,10 +114,16 @@ class UserCases:
 
 def pytest_configure(config: pytest.Config) -> None:
     _adopt_suite_ini(config)
+    # Before torch is first imported here (_settings asks it for a device): the audit's child
+    # imports torch beside this process's own import and the collection.
+    if EarlyAudit.wanted(config):
+        config.pluginmanager.register(EarlyAudit(), "convmatrix_early_audit")
     # Before anything is written: a bad case file is a usage error, like a bad option.
     config.pluginmanager.register(UserCases(config.getoption("cases") or []), "convmatrix_cases")
     settings = _settings(config)
     config.stash[SETTINGS] = settings
+    import torch  # here, not at the top: after the audit's child has started (EarlyAudit)
+
     torch.backends.cudnn.benchmark = settings.knobs["cudnn_benchmark"]
     if settings.knobs.get("cudnn_enabled") is False:
         torch.backends.cudnn.enabled = False
@@ -161,6 +166,95 @@ def pytest_configure(config: pytest.Config) -> None:
                 isolation.CrashHandler(settings.results_dir, settings.isolation.case_timeout,
                                        CrashLines(settings).write, records.outran),
                 "convmatrix_crashes")
+
+
+# What -k and -m see of the audit case (pytest's KeywordMatcher: the names of its nodes, its markers).
+AUDIT_KEYWORDS = ("suites", "test_audit.py", "test_audit[audit-cuda-libraries]", "audit-cuda-libraries",
+                  "parametrize")
+AUDIT_MARKS = ("parametrize",)
+
+
+class EarlyAudit:
+    """The library audit's children, started as the session starts, in the process that will run
+    the audit case (no xdist worker runs here: the main process, --in-process among them): each
+    child imports torch beside this process's own import and the collection, so the audit case
+    finds its table nearly ready (the audit's cost to a cell, issue 47; docs/performance.md). One
+    child for this environment, and one for the image as shipped where that differs
+    (libaudit.shipped_env). The case takes the child started in its own environment
+    (the `audit_child` fixture); a changed environment gets a fresh child from the case."""
+
+    def __init__(self) -> None:
+        here = dict(os.environ)
+        shipped = libaudit.shipped_env(here)
+        self.children = [libaudit.Child(here), *([libaudit.Child(shipped)] if shipped is not None else [])]
+
+    @staticmethod
+    def wanted(config: pytest.Config) -> bool:
+        """Where the audit case will likely run here: not in an xdist worker nor a controller (which
+        runs no case), not to list the cases, and neither the paths nor -k nor -m leave it out. A
+        wrong guess costs time only: a child nobody takes is killed after the collection, and a
+        case with no child starts its own."""
+        if isolation.is_worker(config) or getattr(config.option, "numprocesses", None) or config.option.collectonly:
+            return False
+        return (EarlyAudit.named(config.args, str(config.invocation_params.dir))
+                and EarlyAudit.selects(config.option.keyword, AUDIT_KEYWORDS)
+                and EarlyAudit.selects(config.option.markexpr, AUDIT_MARKS, exact=True))
+
+    @staticmethod
+    def named(args: list[str], cwd: str) -> bool:
+        """Whether the command-line paths reach test_audit.py: the suite's folder or one above it,
+        or the file itself (with or without a node id)."""
+        audit = os.path.join(SUITE_DIR, "test_audit.py")
+        for arg in args or ["."]:
+            path = os.path.realpath(os.path.join(cwd, arg.split("::", 1)[0]))
+            if path == audit or os.path.commonpath([path, audit]) == path:
+                return True
+        return False
+
+    @staticmethod
+    def selects(expression: str, names: tuple[str, ...], exact: bool = False) -> bool:
+        """Whether a -k (names matched as substrings, as pytest does) or -m (exact) expression
+        keeps a case of these names, by pytest's own expression parser; True when it cannot tell."""
+        if not expression:
+            return True
+        try:
+            from _pytest.mark.expression import Expression  # pytest's own -k/-m grammar (private)
+
+            def match(name: str, /, **kwargs: str | int | bool | None) -> bool:
+                low = name.lower()
+                return any((low == n.lower()) if exact else (low in n.lower()) for n in names)
+
+            return bool(Expression.compile(expression).evaluate(match))
+        except Exception:
+            return True
+
+    def take(self, env: dict[str, str]) -> dict[str, Any] | None:
+        for child in self.children:
+            if child.env == env:
+                self.children.remove(child)
+                ran: dict[str, Any] = child.result()
+                return ran
+        return None
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        if not any(libaudit.AUDIT_CASE in item.nodeid for item in items):
+            self.stop()  # the audit is deselected (-k, --continue-run): nobody will read them
+
+    def pytest_unconfigure(self) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        for child in self.children:
+            child.stop()
+        self.children = []
+
+
+@pytest.fixture
+def audit_child(pytestconfig: pytest.Config) -> Callable[[dict[str, str]], dict[str, Any] | None]:
+    """What the child EarlyAudit started in this environment gave, or None (no such child)."""
+    early = pytestconfig.pluginmanager.get_plugin("convmatrix_early_audit")
+    return early.take if isinstance(early, EarlyAudit) else (lambda env: None)
 
 
 def prepare_results_dir(path: str) -> None:
@@ -224,6 +318,8 @@ def _settings(config: pytest.Config) -> Settings:
 def _resolve_device(requested: str) -> str:
     if requested != "auto":
         return requested
+    import torch  # (not at the top: see pytest_configure)
+
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
@@ -234,6 +330,8 @@ def _worker(config: pytest.Config) -> str:
 
 
 def pytest_report_header(config: pytest.Config) -> str:
+    import torch
+
     settings = config.stash[SETTINGS]
     cudnn, cudnn_error = cudnn_version()
     return (f"convmatrix: cell={settings.cell_id} torch={torch.__version__} "
@@ -269,6 +367,8 @@ def record_facts(request: pytest.FixtureRequest) -> Callable[..., None]:
 
 def cudnn_version() -> tuple[int | None, str | None]:
     """cuDNN's version, or the error that asking for it raised (a version mismatch, say)."""
+    import torch
+
     try:
         version = torch.backends.cudnn.version()  # type: ignore[no-untyped-call]  # untyped in torch
     except Exception as exc:
@@ -304,6 +404,8 @@ def _driver_from_smi() -> str | None:
 
 def visible_gpus() -> list[dict[str, Any]]:
     """Every GPU torch sees; empty when CUDA is unusable (the cases then say why)."""
+    import torch
+
     try:
         if not torch.cuda.is_available():
             return []
@@ -322,6 +424,8 @@ def visible_gpus() -> list[dict[str, Any]]:
 
 
 def observe_env(settings: Settings) -> dict[str, Any]:
+    import torch
+
     cudnn, cudnn_error = cudnn_version()
     return {
         "schema": records.SCHEMA,

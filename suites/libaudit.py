@@ -32,6 +32,7 @@ import re
 import struct
 import subprocess
 import sys
+import time
 from typing import Any, Callable, Iterable
 
 SCHEMA = 1
@@ -433,23 +434,62 @@ def stem(name: str) -> str:
 
 # --- the audit -----------------------------------------------------------------------------------
 
-def run_child(env: dict[str, str], timeout: float = CHILD_TIMEOUT) -> dict[str, Any]:
-    """The child's stages, its exit status and the tail of its stderr (cuDNN's own lines)."""
-    command = [sys.executable, os.path.abspath(__file__), "--child"]
-    try:
-        done = subprocess.run(command, env=env, capture_output=True, timeout=timeout, check=False)
-        stdout, stderr, code = done.stdout, done.stderr, done.returncode
-    except subprocess.TimeoutExpired as exc:
-        stdout, stderr, code = exc.stdout or b"", exc.stderr or b"", None
-    stages = []
-    for line in stdout[:STDOUT_LIMIT].decode("utf-8", "replace").splitlines():
+class Child:
+    """The audit's child (`python libaudit.py --child`), started now and read when it is wanted:
+    the suite starts it as the session starts, so that its torch import overlaps the session's own
+    and the collection (conftest.py EarlyAudit: the audit's cost to a cell, issue 47). Pipes, not
+    files: its output is a few stages of a few kB, and a full pipe only pauses it until read."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self.env = dict(env)
+        self.started = time.monotonic()
+        self.proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--child"], env=self.env,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+    def result(self, timeout: float = CHILD_TIMEOUT) -> dict[str, Any]:
+        """The child's stages, its exit status and the tail of its stderr (cuDNN's own lines), once
+        it has ended or `timeout` seconds after it started (then killed: exit None)."""
+        left = max(0.0, timeout - (time.monotonic() - self.started))
         try:
-            stage = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(stage, dict):
-            stages.append(stage)
-    return {"stages": stages, "exit": code, "stderr": stderr[-STDERR_LIMIT:].decode("utf-8", "replace")}
+            stdout, stderr = self.proc.communicate(timeout=left)
+            code: int | None = self.proc.returncode
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            stdout, stderr = self.proc.communicate()
+            code = None
+        stages = []
+        for line in stdout[:STDOUT_LIMIT].decode("utf-8", "replace").splitlines():
+            try:
+                stage = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(stage, dict):
+                stages.append(stage)
+        return {"stages": stages, "exit": code, "stderr": stderr[-STDERR_LIMIT:].decode("utf-8", "replace")}
+
+    def stop(self) -> None:
+        """Killed and reaped, unread (its case was deselected, or the session ended first)."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.communicate()
+
+
+def run_child(env: dict[str, str], timeout: float = CHILD_TIMEOUT) -> dict[str, Any]:
+    """The child's stages, its exit status and the tail of its stderr, started and read now."""
+    return Child(env).result(timeout)
+
+
+def shipped_env(env: dict[str, str]) -> dict[str, str] | None:
+    """A container cell's image as a user's job sees it (suites/test_audit.py, as_shipped): `env`
+    with $CONVMATRIX_SHIPPED_LD_LIBRARY_PATH (images/Dockerfile: the image's LD_LIBRARY_PATH
+    without the harness's addition) as its LD_LIBRARY_PATH; None where that is no other environment."""
+    shipped = env.get("CONVMATRIX_SHIPPED_LD_LIBRARY_PATH")
+    if shipped is None or shipped == env.get("LD_LIBRARY_PATH", ""):
+        return None
+    other = dict(env, LD_LIBRARY_PATH=shipped)
+    if not shipped:
+        other.pop("LD_LIBRARY_PATH")
+    return other
 
 
 def installed_here() -> dict[str, tuple[str, str, str]]:

@@ -26,15 +26,16 @@ class LibraryAuditFailure(Exception):
 
 
 @pytest.mark.parametrize("audit_case", [pytest.param(CASE_ID, id=CASE_ID)])
-def test_audit(audit_case: str, record_facts: Callable[..., None]) -> None:
+def test_audit(audit_case: str, record_facts: Callable[..., None],
+               audit_child: Callable[[dict[str, str]], dict[str, Any] | None]) -> None:
     record_facts(audit=None)
-    table: dict[str, Any] = libaudit.audit()
-    shipped = os.environ.get("CONVMATRIX_SHIPPED_LD_LIBRARY_PATH")
-    if shipped is not None and shipped != os.environ.get("LD_LIBRARY_PATH", ""):
-        env = dict(os.environ, LD_LIBRARY_PATH=shipped)
-        if not shipped:
-            env.pop("LD_LIBRARY_PATH")
-        as_shipped = libaudit.audit(env)
+    here = dict(os.environ)
+    # audit_child: what the child started with the session in this environment gave (conftest.py
+    # EarlyAudit), or None, and then the audit starts its own.
+    table: dict[str, Any] = libaudit.audit(here, audit_child(here))
+    shipped = libaudit.shipped_env(here)
+    if shipped is not None:
+        as_shipped = libaudit.audit(shipped, audit_child(shipped))
         table["as_shipped"] = {key: as_shipped[key] for key in ("libraries", "findings", "cudnn_version",
                                                                "ld_library_path", "cudnn_lines")}
     record_facts(audit=table)
