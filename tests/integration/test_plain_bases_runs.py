@@ -11,15 +11,17 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+import containerkit
 import torchbases
 from convmatrix.run.lanes.images import docker_cli
 from testkit import ran
 
-pytestmark = pytest.mark.usefixtures("docker_engine")
+pytestmark = pytest.mark.usefixtures("docker_engine", "its_images_removed")
 CASES = ("-k", "conv2d-fp32-k3-p1 and not bwd and not 2g")  # a few CPU cases: the build is what is under test
 MATRIX = """
 name = "plain-bases"
@@ -46,6 +48,15 @@ def matrix(path: Path, wheelhouse: Path, bases: list[str], python: str = "3.11")
 
 def cell_id(base: str, python: str = "3.11") -> str:
     return f"container-torch2.13.0-cpu-cudnnbundled-py{python}-{base.replace('/', '-').replace(':', '-')}"
+
+
+@pytest.fixture(scope="module")
+def its_images_removed() -> Iterator[None]:
+    """The cell images this module makes are its own (the plain bases' cells, and a CUDA wheel
+    cell of 5.4 GB): removed after it, with BuildKit's cache of them."""
+    before = containerkit.cell_images()
+    yield
+    containerkit.remove_images_since(before)
 
 
 @pytest.fixture(scope="module")
