@@ -32,7 +32,9 @@ def test_audit(audit_case: str, record_facts: Callable[..., None],
     here = dict(os.environ)
     # audit_child: what the child started with the session in this environment gave (conftest.py
     # EarlyAudit), or None, and then the audit starts its own.
-    table: dict[str, Any] = libaudit.audit(here, audit_child(here))
+    early = audit_child(here)
+    table: dict[str, Any] = libaudit.audit(here, early)
+    table["early"] = early is not None  # its child started with the session (the audit's cost)
     shipped = libaudit.shipped_env(here)
     if shipped is not None:
         as_shipped = libaudit.audit(shipped, audit_child(shipped))

@@ -88,7 +88,8 @@ def test_early_audit_gives_a_child_only_to_the_environment_it_started_in(
     taken.pytest_collection_modifyitems([SimpleNamespace(nodeid="suites/test_audit.py::test_audit[audit-cuda-libraries]")])
     assert len(taken.children) == 1  # the audit is selected: kept for it
     assert taken.take({**os.environ, "LD_LIBRARY_PATH": "/elsewhere"}) is None  # another environment
-    ran = taken.take(dict(os.environ))
+    # What pytest sets while a case runs is no other environment.
+    ran = taken.take({**os.environ, "PYTEST_CURRENT_TEST": "suites/test_audit.py::test_audit (call)"})
     assert ran is not None and ran["exit"] == 0 and ran["stages"][-1]["stage"] == "done", ran
     assert taken.children == []  # taken once
     taken.pytest_unconfigure()
@@ -147,6 +148,7 @@ def test_a_suite_run_takes_both_early_children_and_records_both_tables(tmp_path:
     assert run.returncode == 0, run.output
     (line,) = [json.loads(x) for x in (tmp_path / "R" / "results.jsonl").read_text().splitlines()]
     assert line["status"] == "passed" and line["audit"]["exit"] == 0
+    assert line["audit"]["early"] is True  # the child started with the session was the one read
     assert line["audit"]["as_shipped"]["ld_library_path"] is None
     assert line["audit"]["ld_library_path"] == str(tmp_path / "no-such-lib")
     assert line["audit"]["libraries"] == libaudit.audit(dict(os.environ))["libraries"] == []  # CPU torch: none
