@@ -6,12 +6,15 @@ and the line is read back the way the harness reads every line (suites/records.p
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 from convmatrix.results import families
-from testkit import load_suite_module
+from testkit import REPO, load_suite_module
 
 conftest = load_suite_module("conftest")
 libaudit = conftest.libaudit
@@ -97,3 +100,32 @@ def test_a_worker_hands_its_count_and_maps_to_the_controller() -> None:
     handed = config.workeroutput[conftest.AFTER_CONVS_KEY]
     assert handed["ran"] == 2 and handed["mapped"] == libaudit.mapped()
     counter.pytest_sessionfinish(SimpleNamespace(config=SimpleNamespace()))  # not a worker: nothing to hand
+
+
+def suite(results: Path, *args: str, device: str = "cuda",
+          keyword: str = "audit or conv2d-fp32-k3-p1-nobias-below2g") -> list[dict[str, Any]]:
+    """A real suite session's lines. With --device cuda on this GPU-less machine the conv cases fail
+    (no CUDA), which is all this needs: they ran, so the line is due (the CPU build of torch maps
+    no CUDA library, so it passes)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+    subprocess.run([sys.executable, "-m", "pytest", str(REPO / "suites"), "-q", "--device", device, "--results-dir",
+                    str(results), "--cell-id", "c", "-k", keyword, *args],
+                   env=env, capture_output=True, text=True, timeout=600, check=False)
+    return lines(results)
+
+
+def test_a_gpu_session_writes_the_line_in_process_and_under_xdist(tmp_path: Path) -> None:
+    for args, processes in ((("--in-process",), 1), (("-n", "2"), 2)):
+        written = suite(tmp_path / str(processes), *args)
+        after = [line for line in written if line["case"] == "audit-after-convs"]
+        assert len(after) == 1, [line["case"] for line in written]
+        assert after[0]["status"] == "passed" and records.result_problems(after[0]) == []
+        assert after[0]["after_convs"]["processes"] == processes and after[0]["after_convs"]["lost"] == 0
+        assert written[-1]["case"] == "audit-after-convs"  # written once every process has ended
+
+
+def test_no_line_in_a_cpu_session_or_an_audit_only_one(tmp_path: Path) -> None:
+    for name, device, keyword in (("cpu", "cpu", "audit or conv2d-fp32-k3-p1-nobias-below2g"),
+                                  ("audit-only", "cuda", "audit-cuda-libraries")):
+        cases = [line["case"] for line in suite(tmp_path / name, "--in-process", device=device, keyword=keyword)]
+        assert "audit-cuda-libraries" in cases and "audit-after-convs" not in cases, cases
