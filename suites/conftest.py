@@ -191,11 +191,14 @@ class EarlyAudit:
     @staticmethod
     def wanted(config: pytest.Config) -> bool:
         """Where the audit case will likely run here: not in an xdist worker nor a controller (which
-        runs no case), not to list the cases, and neither the paths nor -k nor -m leave it out. A
+        runs no case), not to list the cases, not to continue a run, and neither the paths nor -k
+        nor -m leave it out. A
         wrong guess costs time only: a child nobody takes is killed after the collection, and a
         case with no child starts its own."""
         if isolation.is_worker(config) or getattr(config.option, "numprocesses", None) or config.option.collectonly:
             return False
+        if config.getoption("continue_run", False):
+            return False  # a run continued after a crash: its audit is nearly always recorded already
         return (EarlyAudit.named(config.args, str(config.invocation_params.dir))
                 and EarlyAudit.selects(config.option.keyword, AUDIT_KEYWORDS)
                 and EarlyAudit.selects(config.option.markexpr, AUDIT_MARKS, exact=True))

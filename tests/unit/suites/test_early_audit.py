@@ -100,13 +100,16 @@ SUITES = str(REPO / "suites")
 
 def test_wanted_only_where_the_cases_run_and_not_to_list_them() -> None:
     def config(args: tuple[str, ...] = (SUITES,), **option: Any) -> Any:
+        options = {"collectonly": False, "keyword": "", "markexpr": "", "continue_run": False, **option}
         return SimpleNamespace(args=list(args), invocation_params=SimpleNamespace(dir=REPO),
-                               option=SimpleNamespace(**{"collectonly": False, "keyword": "", "markexpr": "", **option}))
+                               option=SimpleNamespace(**options),
+                               getoption=lambda name, default=None: options.get(name, default))
 
     assert conftest.EarlyAudit.wanted(config())
     assert conftest.EarlyAudit.wanted(config(numprocesses=0))
     assert not conftest.EarlyAudit.wanted(config(numprocesses=2))  # xdist's controller: no case here
     assert not conftest.EarlyAudit.wanted(config(collectonly=True))
+    assert not conftest.EarlyAudit.wanted(config(continue_run=True))  # a continued run: its audit is recorded
     worker = config()
     worker.workerinput = {"workerid": "gw0"}
     assert not conftest.EarlyAudit.wanted(worker)
