@@ -192,9 +192,8 @@ class EarlyAudit:
     def wanted(config: pytest.Config) -> bool:
         """Where the audit case will likely run here: not in an xdist worker nor a controller (which
         runs no case), not to list the cases, not to continue a run, and neither the paths nor -k
-        nor -m leave it out. A
-        wrong guess costs time only: a child nobody takes is killed after the collection, and a
-        case with no child starts its own."""
+        nor -m leave it out. A wrong guess costs time only: a child nobody takes is killed after
+        the collection, and a case with no child starts its own."""
         if isolation.is_worker(config) or getattr(config.option, "numprocesses", None) or config.option.collectonly:
             return False
         if config.getoption("continue_run", False):

@@ -142,7 +142,7 @@ def after_convs(paths: Iterable[str], rows: Iterable[dict[str, Any]],
 # back from the audit's own line (a run continued after a crash skips the audit already recorded).
 AFTER_CASE = "audit-after-convs"
 AFTER_NODEID = "suites/test_audit.py::" + AFTER_CASE
-AUDIT_CASE = "audit-cuda-libraries"  # test_audit.CASE_ID
+AUDIT_CASE = "audit-cuda-libraries"  # the audit case's id (test_audit.py CASE_ID is this)
 MAPPED_LIMIT = 512  # files kept on the line (a CUDA process maps a few dozen of these)
 RESULTS_LIMIT = 256 << 20  # bytes of results.jsonl read back for the audit's line
 

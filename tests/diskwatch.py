@@ -51,9 +51,12 @@ class Watch:
     def lines(self) -> list[str]:
         out = []
         for dev, path in self.paths.items():
+            try:
+                now = shutil.disk_usage(path).free
+            except OSError:
+                continue
             if dev not in self.least:
                 continue
-            now = shutil.disk_usage(path).free
             least, after = self.least[dev]
             out.append(f"disk of {path}: {self.start[dev] / GB:.1f} GB free at start, {now / GB:.1f} GB at the end, "
                        f"least {least / GB:.1f} GB after {after}")
