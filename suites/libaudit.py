@@ -111,6 +111,9 @@ def mapped(maps: str = "/proc/self/maps") -> list[str]:
         return mapped_in(handle.read(MAPS_LIMIT))
 
 
+_CONTROL = re.compile(r"[\x00-\x1f\x7f\x85\u2028\u2029]")
+
+
 def after_convs(paths: Iterable[str], rows: Iterable[dict[str, Any]],
                 resolve: Callable[[str], str] = lambda path: path) -> list[str]:
     """What the process mapped after the conv cases ran (`paths`, mapped()) against the audit's table
@@ -131,9 +134,15 @@ def after_convs(paths: Iterable[str], rows: Iterable[dict[str, Any]],
         where = named.get(stem(name))
         if where is not None and path not in where:
             audited = ", ".join(p or "none found" for p in where)
-            findings.append(f"{SWAP} {name} mapped after the conv cases ran from {path}, where the audit named "
-                            f"{audited}")
+            # The table is read back from a results line a cell wrote: control characters are shown
+            # escaped, so that each finding stays one line.
+            findings.append(_CONTROL.sub(_escaped, f"{SWAP} {name} mapped after the conv cases ran from {path}, "
+                                                   f"where the audit named {audited}"))
     return findings
+
+
+def _escaped(match: re.Match[str]) -> str:
+    return f"\\x{ord(match.group()):02x}" if ord(match.group()) < 0x100 else f"\\u{ord(match.group()):04x}"
 
 
 # What a GPU cell's processes mapped after the conv cases ran (conftest.py AfterConvs): each process
@@ -192,7 +201,8 @@ def judged(handed: list[dict[str, Any]], lost: int, table: dict[str, Any],
         for path in one.get("mapped") or []:
             if isinstance(path, str) and path not in paths and len(paths) < MAPPED_LIMIT:
                 paths.append(path)
-    rows = [row for row in table.get("libraries") or [] if isinstance(row, dict)]
+    listed = table.get("libraries")
+    rows = [row for row in listed if isinstance(row, dict)] if isinstance(listed, list) else []
     findings = after_convs(paths, rows, resolve)
     named = {stem(str(row.get("name"))) for row in rows}
     return {

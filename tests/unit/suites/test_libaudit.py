@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
-from strategies import AUDIT_SUBLIBRARIES, AUDIT_VERSIONS, audit_rows
+from strategies import AUDIT_SUBLIBRARIES, AUDIT_VERSIONS, audit_rows, json_values
 from testkit import load_suite_module
 
 libaudit = load_suite_module("libaudit")
@@ -340,3 +340,26 @@ def test_judged_keeps_at_most_its_bound_of_files() -> None:
     many = [{"ran": 1, "mapped": [f"/x/{i}/libcudnn_ops.so.9" for i in range(libaudit.MAPPED_LIMIT * 2)]}]
     fields = libaudit.judged(many, 0, {"libraries": "not a list of rows"}, resolve=lambda p: p)
     assert len(fields["after_convs"]["mapped"]) == libaudit.MAPPED_LIMIT and fields["status"] == "passed"
+
+
+def audit_rows_hostile() -> st.SearchStrategy[dict[str, Any]]:
+    """Rows shaped like the audit's, with hostile names and paths (control characters, newlines)."""
+    return st.fixed_dictionaries({"name": st.sampled_from(["libcudnn_cnn.so.9", "libcudnn.so.9"]) | st.text(max_size=12),
+                                  "path": st.text(max_size=30) | st.none() | st.integers()})
+
+
+@given(st.one_of(json_values(), st.fixed_dictionaries({"libraries": st.lists(json_values() | audit_rows_hostile())})),
+       st.lists(st.fixed_dictionaries({"ran": st.integers(0, 3), "mapped": st.lists(
+           st.sampled_from([f"{WHEEL_LIB}/libcudnn.so.9", "/opt/x/libcudnn_cnn.so.9", "/usr/lib/libcuda.so.1"])
+           | st.text(max_size=20) | st.integers())}), max_size=3))
+@example(table={"libraries": 1}, handed=[])  # not a list: it once raised TypeError in the controller
+@example(table={"libraries": [{"name": "libcudnn_cnn.so.9", "path": "/a\nCUDA library swap: forged"}]},
+         handed=[{"ran": 1, "mapped": ["/opt/x/libcudnn_cnn.so.9"]}])  # a newline once made two findings
+def test_judged_of_a_hostile_table_never_raises_and_says_one_finding_a_line(table: Any, handed: list[Any]) -> None:
+    """The audit's table is read back from results.jsonl, which a cell writes: anything may be there."""
+    fields = libaudit.judged(handed, 0, table if isinstance(table, dict) else {"libraries": table},
+                             resolve=lambda p: p)
+    assert fields["status"] in ("passed", "failed") and (fields["message"] is None) == (fields["status"] == "passed")
+    for line in (fields["message"] or "").split("\n") if fields["message"] else []:
+        assert line.startswith(libaudit.SWAP), line
+    assert all(isinstance(p, str) for p in fields["after_convs"]["mapped"])
