@@ -65,7 +65,7 @@ MESSAGE_LIMIT = 4000
 WARNING_MESSAGE_LIMIT = 1000
 WARNINGS_LIMIT = 20
 # The order in which a phase outcome wins over another for the case's one status.
-SEVERITY = {"passed": 0, "skipped": 1, "failed": 2, "error": 3}
+SEVERITY = {"passed": 0, "skipped": 1, "failed": 2, "error": 3, "timeout": 4}
 
 
 @dataclass(frozen=True)
@@ -117,7 +117,7 @@ def pytest_configure(config: pytest.Config) -> None:
     # Before torch is first imported here (_settings asks it for a device): the audit's child
     # imports torch beside this process's own import and the collection.
     if EarlyAudit.wanted(config):
-        config.pluginmanager.register(EarlyAudit(), "convmatrix_early_audit")
+        config.pluginmanager.register(EarlyAudit(config), "convmatrix_early_audit")
     # Before anything is written: a bad case file is a usage error, like a bad option.
     config.pluginmanager.register(UserCases(config.getoption("cases") or []), "convmatrix_cases")
     settings = _settings(config)
@@ -183,10 +183,12 @@ class EarlyAudit:
     (libaudit.shipped_env). The case takes the child started in its own environment
     (the `audit_child` fixture); a changed environment gets a fresh child from the case."""
 
-    def __init__(self) -> None:
+    def __init__(self, config: pytest.Config) -> None:
         here = dict(os.environ)
         shipped = libaudit.shipped_env(here)
-        self.children = [libaudit.Child(here), *([libaudit.Child(shipped)] if shipped is not None else [])]
+        timeout = libaudit.child_timeout(config.getoption("case_timeout", 0))  # the case's own limit
+        self.children = [libaudit.Child(here, timeout),
+                         *([libaudit.Child(shipped, timeout)] if shipped is not None else [])]
 
     @staticmethod
     def wanted(config: pytest.Config) -> bool:
@@ -534,6 +536,8 @@ def phase_of(report: pytest.TestReport, call: pytest.CallInfo[None]) -> Phase:
     if report.skipped:
         return Phase("skipped", None, message)
     status = "failed" if report.when == "call" else "error"
+    if getattr(exc, "case_status", None) == isolation.RanPastItsTime.case_status:
+        status = "timeout"  # a case's own bounded wait ran out (isolation.RanPastItsTime)
     return Phase(status, type(exc).__name__ if exc is not None else None, message)
 
 

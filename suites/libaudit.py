@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import platform
 import re
@@ -75,7 +76,10 @@ READ_LIMIT = 64 << 20  # bytes of a cuDNN file scanned for those names (graph: 4
 DLOPENER_LIMIT = 512 << 20
 DLOPENERS = ("libcudnn", "libcudnn_graph")
 CHUNK = 16 << 20
-CHILD_TIMEOUT = 300.0  # a cold page cache and a loaded runner: torch's import took 350 s once here
+# The child's time where the session has no --case-timeout. Where it has one (the harness gives
+# 900 s), the child gets that: the case's own limit, one deadline for the audit as for any case. A
+# cold page cache and a loaded runner: torch's import took 350 s once here.
+CHILD_TIMEOUT = 300.0
 STDERR_LIMIT = 64 << 10
 STDOUT_LIMIT = 4 << 20
 DEFAULT_DIRS_TAIL = ("lib64", "usr/lib64", "lib", "usr/lib")
@@ -450,16 +454,17 @@ class Child:
     and the collection (conftest.py EarlyAudit: the audit's cost to a cell, issue 47). Pipes, not
     files: its output is a few stages of a few kB, and a full pipe only pauses it until read."""
 
-    def __init__(self, env: dict[str, str]) -> None:
+    def __init__(self, env: dict[str, str], timeout: float = CHILD_TIMEOUT) -> None:
         self.env = dict(env)
+        self.timeout = timeout
         self.started = time.monotonic()
         self.proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--child"], env=self.env,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
-    def result(self, timeout: float = CHILD_TIMEOUT) -> dict[str, Any]:
+    def result(self) -> dict[str, Any]:
         """The child's stages, its exit status and the tail of its stderr (cuDNN's own lines), once
-        it has ended or `timeout` seconds after it started (then killed: exit None)."""
-        left = max(0.0, timeout - (time.monotonic() - self.started))
+        it has ended or its timeout after it started (then killed: exit None)."""
+        left = max(0.0, self.timeout - (time.monotonic() - self.started))
         try:
             stdout, stderr = self.proc.communicate(timeout=left)
             code: int | None = self.proc.returncode
@@ -486,7 +491,20 @@ class Child:
 
 def run_child(env: dict[str, str], timeout: float = CHILD_TIMEOUT) -> dict[str, Any]:
     """The child's stages, its exit status and the tail of its stderr, started and read now."""
-    return Child(env).result(timeout)
+    return Child(env, timeout).result()
+
+
+def child_timeout(case_timeout: Any) -> float:
+    """The child's time: the session's --case-timeout where it has one, else CHILD_TIMEOUT."""
+    if isinstance(case_timeout, (int, float)) and math.isfinite(case_timeout) and case_timeout > 0:
+        return float(case_timeout)
+    return CHILD_TIMEOUT
+
+
+def ran_past(table: dict[str, Any]) -> bool:
+    """Whether the child was killed for time and cuDNN said nothing of a library it could not
+    load: no finding about the libraries (a slow import is not a missing file), the case's timeout."""
+    return table.get("exit", 0) is None and not table.get("findings")
 
 
 def shipped_env(env: dict[str, str]) -> dict[str, str] | None:
@@ -529,11 +547,12 @@ def origin_of(path: str, found: tuple[str, str, str] | None, env: dict[str, str]
     return "system path"
 
 
-def audit(env: dict[str, str] | None = None, ran: dict[str, Any] | None = None) -> dict[str, Any]:
+def audit(env: dict[str, str] | None = None, ran: dict[str, Any] | None = None,
+          timeout: float = CHILD_TIMEOUT) -> dict[str, Any]:
     """The table of one environment (this process's by default): every CUDA-family file the child
     mapped, every cuDNN sub-library asked for by soname, and the findings."""
     env = dict(os.environ if env is None else env)
-    ran = run_child(env) if ran is None else ran
+    ran = run_child(env, timeout) if ran is None else ran
     stages = ran["stages"]
     last = stages[-1] if stages else {"stage": None, "mapped": []}
     cache = ld_cache()
@@ -622,7 +641,9 @@ def judge(rows: list[dict[str, Any]], top: dict[str, Any] | None, installed: dic
     a library loaded from another installation than the package that installed it."""
     findings: list[str] = []
     lines = cudnn_lines(ran["stderr"])
-    if ran["exit"] != 0 or any("Unable to load" in line or "Cannot load symbol" in line for line in lines):
+    unloadable = any("Unable to load" in line or "Cannot load symbol" in line for line in lines)
+    # Killed for time with nothing from cuDNN: no finding (ran_past: the case's timeout instead).
+    if unloadable or ran["exit"] not in (0, None):
         died = ("the loading process ran past its time" if ran["exit"] is None
                 else "the loading process exited {}".format(ran["exit"]))
         where = " at {}".format(last.get("check")) if last.get("stage") == "check" else ""

@@ -38,7 +38,10 @@ def run(tmp_path: Path, ld_library_path: str | None) -> dict[str, Any]:
     data = json.loads(report.stdout)
     cells = {c["cell"]: c for c in data["cells"]}
     cases = {(c["cell"], c["case"]): c for c in data["cases"]}
-    return {"code": report.returncode, "cells": cells, "cases": cases, "out": out}
+    # What a failed assertion shows: the report's own last lines (a sick control's reason) and each case.
+    said = report.stderr[-2000:] + "".join(f"\n{c['cell']} {c['case']}: {c['outcome']} {c.get('family')} "
+                                           f"{str(c.get('message'))[:300]}" for c in data["cases"])
+    return {"code": report.returncode, "cells": cells, "cases": cases, "out": out, "said": said}
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +55,7 @@ def test_a_the_controls_cudnn_on_the_path_swaps_the_candidates_whole_cudnn(tmp_p
     said = run(tmp_path, str(cudnn_lib(CONTROL)))
     control, candidate = said["cells"][CONTROL], said["cells"][CANDIDATE]
     assert control["verdict"] == "control" and control["libraries_line"] is None
-    assert candidate["fails"] and said["code"] == 1
+    assert candidate["fails"] and said["code"] == 1, said["said"]
     audit = said["cases"][(CANDIDATE, "audit-cuda-libraries")]
     assert audit["family"] == "cuda_library_swapped" and audit["verdict"] == "regression"
     assert "9.2.1" in audit["message"] and "9.4.0.58" in audit["message"] and str(cudnn_lib(CONTROL)) in audit["message"]
@@ -80,7 +83,7 @@ def test_b_only_the_controls_cnn_on_the_path_is_red_with_cudnns_own_line(tmp_pat
 @pytest.mark.usefixtures("venvs")
 def test_d_without_planted_libraries_every_cell_is_clean_and_names_its_wheels_files(tmp_path: Path) -> None:
     said = run(tmp_path, None)
-    assert said["code"] == 0
+    assert said["code"] == 0, said["said"]
     for cell in (CONTROL, CANDIDATE):
         assert said["cells"][cell]["libraries_line"] is None
         rows = said["cells"][cell]["libraries"]

@@ -31,10 +31,10 @@ def test_a_child_started_now_is_read_later_with_its_stages_and_exit() -> None:
 def test_a_child_past_its_time_is_killed_and_says_so(tmp_path: Path) -> None:
     """The timeout counts from the child's start, not from when it is read."""
     (tmp_path / "sitecustomize.py").write_text("import time\ntime.sleep(60)\n")
-    child = libaudit.Child({**os.environ, "PYTHONPATH": str(tmp_path)})
+    child = libaudit.Child({**os.environ, "PYTHONPATH": str(tmp_path)}, timeout=1.0)
     time.sleep(1.0)
     started = time.monotonic()
-    ran = child.result(timeout=1.0)
+    ran = child.result()
     assert time.monotonic() - started < 5 and ran["exit"] is None and ran["stages"] == []
     assert child.proc.returncode is not None  # reaped
 
@@ -55,7 +55,13 @@ def test_shipped_env_is_the_image_without_the_harness_addition_or_none() -> None
     assert libaudit.shipped_env({"LD_LIBRARY_PATH": "/x"}) is None  # not a container cell
 
 
-def early(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, shipped: str | None = None, asleep: bool = True) -> Any:
+def options(case_timeout: Any = 0.0) -> Any:
+    """A pytest config as EarlyAudit reads it: the session's --case-timeout."""
+    return SimpleNamespace(getoption=lambda name, default=None: case_timeout if name == "case_timeout" else default)
+
+
+def early(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, shipped: str | None = None, asleep: bool = True,
+          case_timeout: Any = 0.0) -> Any:
     """An EarlyAudit in a planted environment; asleep: its children sleep first (a sitecustomize of
     their own), so that only a kill ends them soon."""
     if asleep:
@@ -66,7 +72,7 @@ def early(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, shipped: str | None =
         monkeypatch.setenv("CONVMATRIX_SHIPPED_LD_LIBRARY_PATH", shipped)
     else:
         monkeypatch.delenv("CONVMATRIX_SHIPPED_LD_LIBRARY_PATH", raising=False)
-    return conftest.EarlyAudit()
+    return conftest.EarlyAudit(options(case_timeout))
 
 
 def test_early_audit_starts_one_child_a_environment_and_stops_them_when_the_audit_is_deselected(
@@ -171,3 +177,55 @@ def test_the_guess_agrees_with_pytests_own_collection(keyword: str, marks: str) 
     guess = (conftest.EarlyAudit.selects(keyword, conftest.AUDIT_KEYWORDS)
              and conftest.EarlyAudit.selects(marks, conftest.AUDIT_MARKS, exact=True))
     assert guess is kept, listed.stdout[-2000:] + listed.stderr[-2000:]
+
+
+@pytest.mark.parametrize(("case_timeout", "child"), [
+    (900.0, 900.0), (2, 2.0), (0.0, libaudit.CHILD_TIMEOUT), (-1.0, libaudit.CHILD_TIMEOUT), (None, libaudit.CHILD_TIMEOUT),
+    (float("inf"), libaudit.CHILD_TIMEOUT), (float("nan"), libaudit.CHILD_TIMEOUT), ("900", libaudit.CHILD_TIMEOUT),
+])
+def test_the_childs_time_is_the_cases_own_limit_else_the_default(case_timeout: Any, child: float) -> None:
+    assert libaudit.child_timeout(case_timeout) == child
+
+
+def test_early_children_get_the_sessions_case_timeout(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The harness gives every case 900 s: the audit's child waits as long, not a shorter limit of its own."""
+    both = early(monkeypatch, tmp_path, shipped="", case_timeout=900.0)
+    assert [c.timeout for c in both.children] == [900.0, 900.0]
+    both.stop()
+    plain = early(monkeypatch, tmp_path, case_timeout=0.0)
+    assert [c.timeout for c in plain.children] == [libaudit.CHILD_TIMEOUT]
+    plain.stop()
+
+
+def test_a_child_past_its_time_is_the_cases_timeout_not_a_missing_library(tmp_path: Path) -> None:
+    """Before, a child killed for time made the audit say `cuDNN library missing`, an
+    infrastructure family, so a control on a loaded runner (a cold torch import) went unhealthy
+    (exit 3): the likeliest cause of CI's exit 3 in test_audit_runs (a), whose control had no
+    libraries line. A slow child is the case's `timeout`; the conv cases are judged as ever."""
+    slow = tmp_path / "slow"
+    slow.mkdir()
+    # Only the audit's child sleeps (`libaudit.py --child`): the session itself starts at once.
+    (slow / "sitecustomize.py").write_text("import sys, time\nif '--child' in sys.argv:\n    time.sleep(60)\n")
+    run = run_suite(tmp_path / "R", "--in-process", "--case-timeout", "3", "-k", "audit or conv1d-fp32-k3-p1 and not zoo",
+                    env_extra={"PYTHONPATH": str(slow)})
+    lines = {json.loads(x)["case"]: json.loads(x) for x in (tmp_path / "R" / "results.jsonl").read_text().splitlines()}
+    audit = lines[libaudit.AUDIT_CASE]
+    assert audit["status"] == "timeout", run.output
+    assert audit["message"].startswith("the library audit's loading process ran past its 3 s timeout"), audit["message"]
+    assert audit["audit"]["exit"] is None and audit["audit"]["findings"] == []
+    assert lines["conv1d-fp32-k3-p1"]["status"] == "passed"
+    from convmatrix.results import families
+    assert families.classify(audit["message"], status=audit["status"]) == "timeout"
+
+
+@pytest.mark.parametrize(("code", "stderr", "missing"), [
+    (None, "", False),  # killed for time, cuDNN said nothing: no finding, the case's timeout
+    (None, "Unable to load any of {libcudnn_cnn.so.9.4.0, libcudnn_cnn.so.9}", True),  # cuDNN said it first
+    (-6, "", True),  # it died by itself (cuDNN aborts)
+    (-9, "", True),
+    (1, "", True),
+])
+def test_only_a_child_killed_for_time_in_silence_is_no_finding(code: int | None, stderr: str, missing: bool) -> None:
+    table = libaudit.audit({}, {"stages": [], "exit": code, "stderr": stderr})
+    assert any(f.startswith(libaudit.MISSING) for f in table["findings"]) is missing
+    assert libaudit.ran_past(table) is (not missing)
