@@ -19,6 +19,7 @@ from convmatrix.results.infra import Attempt, RootCause
 from convmatrix.results.libraries import Library
 from convmatrix.results.outcomes import OF_STATUS, Outcome
 from convmatrix.results.rundir import records
+from convmatrix.tree import Tree
 
 SCHEMA = records.SCHEMA
 # cell.json, the harness's own record: field -> JSON types (rundir writes it).
@@ -302,11 +303,12 @@ def is_result_dir(path: Path) -> bool:
     return any((path / name).exists() for name in (rundir.ENV_JSON, rundir.RESULTS, rundir.CELL_JSON))
 
 
-def read_record(path: Path, errors: list[str], check: Callable[[dict[str, Any]], list[str]]) -> dict[str, Any] | None:
+def read_record(path: Path, errors: list[str], check: Callable[[dict[str, Any]], list[str]],
+                at: Tree | None = None) -> dict[str, Any] | None:
     """cell.json or env.json checked field by field: {} when absent, None (with one line per
-    problem in errors) when unusable."""
+    problem in errors) when unusable. at: path's folder, open already (rundir.open_plain)."""
     before = len(errors)
-    data = rundir.load_object(path, errors)
+    data = rundir.load_object(path, errors, at=at)
     if data is None:
         return {}
     if len(errors) > before:
@@ -347,8 +349,24 @@ def skips_problem(skips: list[Any]) -> str | None:
 
 
 def load_dir(directory: Path, errors: list[str]) -> CellResult | None:
-    meta = read_record(directory / rundir.CELL_JSON, errors, cell_problems)
-    env = read_record(directory / rundir.ENV_JSON, errors, records.env_problems)
+    """One cell directory's result (None: its cell.json or env.json is unusable, said in errors).
+    Its own files are read through one descriptor of the folder, opened once, not once a file (a
+    fleet's report reads 1,000 cells: bench/run.py report_merge_s); where it cannot be opened (a
+    link, gone), each read says why, as it would alone."""
+    try:
+        folder: Tree | None = Tree.open(directory)
+    except OSError:
+        folder = None
+    try:
+        return _load_dir(directory, errors, folder)
+    finally:
+        if folder is not None:
+            folder.close()
+
+
+def _load_dir(directory: Path, errors: list[str], folder: Tree | None) -> CellResult | None:
+    meta = read_record(directory / rundir.CELL_JSON, errors, cell_problems, at=folder)
+    env = read_record(directory / rundir.ENV_JSON, errors, records.env_problems, at=folder)
     if meta is None or env is None:
         return None
     name = rundir.final_dir(directory).name
@@ -356,11 +374,11 @@ def load_dir(directory: Path, errors: list[str]) -> CellResult | None:
     before = len(errors)
     conflicts: list[str] = []
     bounded: list[str] = []  # lines past a bound: the cell's fault, INVALID, not bad input (contracts.md)
-    cases = with_evidence(read_cases(directory / rundir.RESULTS, errors, conflicts, bounded=bounded),
+    cases = with_evidence(read_cases(directory / rundir.RESULTS, errors, conflicts, bounded=bounded, at=folder),
                           directory, meta, errors)
     blocking = read_cases(directory / rundir.BLOCKING / rundir.RESULTS, errors, base=directory, bounded=bounded)
     explained = read_explained(directory, [name for name, case in cases.items() if case.outcome.failing], errors)
-    cause = read_record(directory / rundir.FIRST_CAUSE, errors, cause_problems)
+    cause = read_record(directory / rundir.FIRST_CAUSE, errors, cause_problems, at=folder)
     not_run = meta.get("not_run") or meta.get("unsupported")
     root = root_cause(directory / rundir.CELL_JSON, meta, errors)
     # A cell recorded as not run here never meant to complete: its reason is its verdict's.
@@ -524,19 +542,19 @@ def completion_problems(meta: dict[str, Any], env: dict[str, Any]) -> list[str]:
 
 
 def read_cases(path: Path, errors: list[str], conflicts: list[str] | None = None,
-               base: Path | None = None, bounded: list[str] | None = None) -> dict[str, Case]:
+               base: Path | None = None, bounded: list[str] | None = None, at: Tree | None = None) -> dict[str, Case]:
     """Each case's line. A case recorded again is one case when its lines agree (the same outcome
     and family: the later line, with the warnings of both); when they disagree (another outcome
     or family), the later line is named in conflicts (the cell cannot be taken as it reads: which
     line is true?) and the worse line is kept (see again()), never the greener one in silence. A
     file of more than rundir.MAX_LINES lines or rundir.MAX_RESULTS bytes, or a line nested past
     jsonread.MAX_DEPTH, is named in bounded (its cell INVALID; errors when no list is given) and
-    not read."""
+    not read. at: path's folder, open already (rundir.open_plain)."""
     cases: dict[str, Case] = {}
     bounded = errors if bounded is None else bounded
     try:
         # Counted as it is read, and past the line bound never held whole (bounded memory).
-        data, lines = rundir.read_lines(path, base)
+        data, lines = rundir.read_lines(path, base, at)
     except FileNotFoundError:
         return cases
     except rundir.TooLarge as exc:

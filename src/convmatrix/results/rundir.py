@@ -226,20 +226,26 @@ def inside(path: Path, base: Path) -> None:
     under(base, path)
 
 
-def open_plain(path: Path, base: Path | None = None) -> BinaryIO:
+def open_plain(path: Path, base: Path | None = None, at: Tree | None = None) -> BinaryIO:
     """path for reading: a regular file (under base, when given: every folder on the way opened
-    without following a link), never a symlink, a FIFO or a device."""
+    without following a link), never a symlink, a FIFO or a device. at: path's own folder, open
+    already (the caller's: a cell's files read through one descriptor)."""
+    if at is not None:
+        return at.open_read(path.name)
     with parent_of(path, base) as (folder, name):
         return folder.open_read(name)
 
 
-def read_plain(path: Path, limit: int, base: Path | None = None) -> bytes:
-    """A regular file's bytes, at most limit of them (NotPlain past it: nothing of it is used)."""
+def read_plain(path: Path, limit: int, base: Path | None = None, at: Tree | None = None) -> bytes:
+    """A regular file's bytes, at most limit of them (NotPlain past it: nothing of it is used);
+    at as for open_plain."""
+    if at is not None:
+        return at.read(path.name, limit)
     with parent_of(path, base) as (folder, name):
         return folder.read(name, limit)
 
 
-def read_lines(path: Path, base: Path | None = None) -> tuple[bytes | None, int]:
+def read_lines(path: Path, base: Path | None = None, at: Tree | None = None) -> tuple[bytes | None, int]:
     """A results.jsonl's bytes and its number of lines (as str.count would give them, a last line
     without its line break counted), read 1 MiB at a time: past max_lines its bytes are dropped
     (None) and it is only counted, so a 10^6-line file is counted in 1 MiB, never held whole.
@@ -248,7 +254,7 @@ def read_lines(path: Path, base: Path | None = None) -> tuple[bytes | None, int]
     chunks: list[bytes] | None = []
     newlines = size = 0
     last = b""
-    with open_plain(path, base) as handle:
+    with open_plain(path, base, at) as handle:
         while chunk := handle.read(1 << 20):
             size += len(chunk)
             if size > limit:
@@ -382,11 +388,12 @@ def read_json(path: Path, base: Path | None = None) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def load_object(path: Path, errors: list[str], limit: int | None = None) -> dict[str, Any] | None:
+def load_object(path: Path, errors: list[str], limit: int | None = None,
+                at: Tree | None = None) -> dict[str, Any] | None:
     """A JSON object from path (a regular file, at most limit bytes), None when there is no such
-    file; what is wrong is added to errors as one line (and {} given)."""
+    file; what is wrong is added to errors as one line (and {} given). at as for open_plain."""
     try:
-        data = jsonread.loads(read_plain(path, limit or MAX_RECORD))
+        data = jsonread.loads(read_plain(path, limit or MAX_RECORD, at=at))
     except FileNotFoundError:
         return None
     except NotPlain as exc:

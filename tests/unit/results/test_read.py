@@ -350,3 +350,36 @@ def test_evidence_points_only_the_cases_it_names_in_their_order() -> None:
     assert [e.split("[")[1].split("]")[0] for e in errors] == ["c", "d"]
     assert read.with_evidence(cases, directory, {"evidence": {}}, errors) == cases
     assert read.with_evidence(cases, directory, {}, errors) == cases
+
+
+def test_a_cells_own_files_are_read_through_one_descriptor_of_its_folder(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """cell.json, env.json, results.jsonl and first_cause.json through one open folder: before, each
+    opened the folder again (five opens a cell, a sixth of a fleet report's time in bench/run.py)."""
+    cell = write_result(tmp_path, "a", [record("c1"), record("c2", "failed", NOT_SUPPORTED)],
+                        cell={"lane": "baremetal"})
+    (cell / rundir.FIRST_CAUSE).write_text(json.dumps({"schema": 1}))
+    opened: list[Path] = []
+    real = read.Tree.open.__func__  # type: ignore[attr-defined]
+
+    def counted(cls: type, path: Path | str, **kwargs: Any) -> Any:
+        opened.append(Path(path))
+        return real(cls, path, **kwargs)
+
+    monkeypatch.setattr(read.Tree, "open", classmethod(counted))
+    errors: list[str] = []
+    result = read.load_dir(cell, errors)
+    assert result is not None and set(result.cases) == {"c1", "c2"}, errors
+    # Once for its own four files, once more to look below it for blocking/ (absent here); before, five.
+    assert opened.count(cell) == 2, opened
+
+
+def test_a_cell_folder_that_cannot_be_opened_is_read_file_by_file_saying_why(tmp_path: Path) -> None:
+    """A link in a cell folder's place: nothing read through it, each file refused by name."""
+    real = write_result(tmp_path / "elsewhere", "a", [record("c1")])
+    linked = tmp_path / "run" / real.name
+    linked.parent.mkdir()
+    linked.symlink_to(real)
+    errors: list[str] = []
+    assert read.load_dir(linked, errors) is None
+    assert errors and all("symlink" in e and str(linked) in e for e in errors), errors
