@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 
 import strategies as gen
-from convmatrix import results
+from convmatrix import results, tree
 from convmatrix.cli.main import main
 from convmatrix.results import read, rundir
 from convmatrix.results.outcomes import Outcome
@@ -360,13 +360,13 @@ def test_a_cells_own_files_are_read_through_one_descriptor_of_its_folder(tmp_pat
                         cell={"lane": "baremetal"})
     (cell / rundir.FIRST_CAUSE).write_text(json.dumps({"schema": 1}))
     opened: list[Path] = []
-    real = read.Tree.open.__func__  # type: ignore[attr-defined]
+    real = tree.Tree.open
 
-    def counted(cls: type, path: Path | str, **kwargs: Any) -> Any:
+    def counted(path: Path | str, **kwargs: Any) -> tree.Tree:
         opened.append(Path(path))
-        return real(cls, path, **kwargs)
+        return real(path, **kwargs)
 
-    monkeypatch.setattr(read.Tree, "open", classmethod(counted))
+    monkeypatch.setattr(tree.Tree, "open", counted)
     errors: list[str] = []
     result = read.load_dir(cell, errors)
     assert result is not None and set(result.cases) == {"c1", "c2"}, errors
