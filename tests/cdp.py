@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import argparse
 import base64
+import contextlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -196,13 +198,15 @@ class Page:
 @contextmanager
 def browser(executable: str, *, width: int = 1400, height: int = 1000) -> Iterator[Page]:
     """A headless chromium on a throwaway profile, and its first page; both closed after."""
-    with tempfile.TemporaryDirectory(prefix="convmatrix-chromium-") as scratch:
+    scratch = tempfile.mkdtemp(prefix="convmatrix-chromium-")
+    try:
         profile, log = Path(scratch) / "profile", Path(scratch) / "chromium.log"
         args = [executable, "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run",
                 "--no-default-browser-check", "--disable-extensions", "--remote-debugging-port=0",
                 f"--user-data-dir={profile}", f"--window-size={width},{height}", "about:blank"]
         with log.open("wb") as sink:  # what chromium says, for the error when it never listens
-            proc = subprocess.Popen(args, stdout=sink, stderr=subprocess.STDOUT)
+            # A process group of its own: its renderer, utility and crash handler processes go with it.
+            proc = subprocess.Popen(args, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
         page = None
         try:
             page = Page.connect(page_socket(profile, proc, log))
@@ -210,12 +214,41 @@ def browser(executable: str, *, width: int = 1400, height: int = 1000) -> Iterat
         finally:
             if page is not None:
                 page.close()
-            proc.terminate()
+            stop_group(proc)
+    finally:
+        # Seen on CI: removing the profile while a child of chromium still wrote into it failed with
+        # "Directory not empty: 'Default'". The group is gone now; a last straggler gets a retry.
+        for attempt in range(5):
             try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+                shutil.rmtree(scratch)
+                break
+            except FileNotFoundError:
+                break
+            except OSError:
+                if attempt == 4:
+                    raise
+                time.sleep(0.2)
+
+
+def stop_group(proc: subprocess.Popen[bytes], timeout: float = 10.0) -> None:
+    """chromium and every process of its group ended: TERM, then KILL after timeout, then waited
+    for until none is left (bounded), so nothing writes into its profile after."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, sig)
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            continue
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                os.killpg(proc.pid, 0)  # anyone left in the group?
+            except ProcessLookupError:
+                return
+            time.sleep(0.05)
+    proc.kill()
+    proc.wait()
 
 
 def said(log: Path) -> str:

@@ -100,3 +100,20 @@ def test_follow_refuses_a_load_of_another_document() -> None:
     page = page_with([], Scripted([], split=0, lands_on="file:///site/elsewhere.html"))
     with pytest.raises(RuntimeError, match="followed to file:///site/elsewhere.html, not " + TARGET):
         page.follow("td a")
+
+
+def test_stop_group_ends_every_process_of_the_browsers_group() -> None:
+    """Seen on CI: chromium's main process ended, one of its children still wrote into the profile,
+    and removing it failed ("Directory not empty: 'Default'"). A child that outlives its parent's
+    TERM (as a renderer can) is ended too, and stop_group returns only when none is left."""
+    import os
+    import subprocess
+    import time
+
+    proc = subprocess.Popen(["sh", "-c", "sh -c 'trap \"\" TERM; sleep 60' & sleep 60"], start_new_session=True)
+    time.sleep(0.3)  # both started
+    started = time.monotonic()
+    cdp.stop_group(proc, timeout=2.0)
+    with pytest.raises(ProcessLookupError):
+        os.killpg(proc.pid, 0)
+    assert proc.returncode is not None and time.monotonic() - started < 10
