@@ -77,8 +77,8 @@ DLOPENER_LIMIT = 512 << 20
 DLOPENERS = ("libcudnn", "libcudnn_graph")
 CHUNK = 16 << 20
 # The child's time where the session has no --case-timeout. Where it has one (the harness gives
-# 900 s), the child gets that: the case's own limit, one deadline for the audit as for any case. A
-# cold page cache and a loaded runner: torch's import took 350 s once here.
+# 900 s), the child gets nearly that (child_timeout): the case's own limit bounds the audit as any
+# case. A cold page cache and a loaded runner: torch's import took 350 s once here.
 CHILD_TIMEOUT = 300.0
 STDERR_LIMIT = 64 << 10
 STDOUT_LIMIT = 4 << 20
