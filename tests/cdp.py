@@ -216,8 +216,9 @@ def browser(executable: str, *, width: int = 1400, height: int = 1000) -> Iterat
                 page.close()
             stop_group(proc)
     finally:
-        # Seen on CI: removing the profile while a child of chromium still wrote into it failed with
-        # "Directory not empty: 'Default'". The group is gone now; a last straggler gets a retry.
+        # Seen in a fresh clone's .ci/run: removing the profile while a child of chromium still wrote
+        # into it failed with "Directory not empty: 'Default'". The group is gone now; a process
+        # that left it (a crash handler that made a session of its own) gets a bounded retry.
         for attempt in range(5):
             try:
                 shutil.rmtree(scratch)

@@ -1003,6 +1003,22 @@ def audit_rows(draw: st.DrawFn, version: str | None = None) -> list[dict[str, An
     return rows
 
 
+# How the audit's child ended: its exit (None: killed for time, negative: a signal) and its stderr,
+# noise among cuDNN's own lines, those that say a sub-library could not load among them.
+AUDIT_UNLOADABLE = ("Unable to load any of {libcudnn_cnn.so.9.4.0, libcudnn_cnn.so.9.4, libcudnn_cnn.so.9}",
+                    "Invalid handle. Cannot load symbol cudnnCnnVersionCheck")
+AUDIT_OTHER_LINES = ("Could not load library libcudnn_ops.so.9", "CUDNN_STATUS_NOT_INITIALIZED",
+                     "UserWarning: Failed to initialize NumPy", "Segmentation fault")
+
+
+@st.composite
+def audit_child_ends(draw: st.DrawFn) -> dict[str, Any]:
+    """What libaudit.Child.result gives: no stages, an exit and a stderr of drawn lines."""
+    code = draw(st.one_of(st.none(), st.just(0), st.integers(-15, -1), st.integers(1, 255)))
+    lines = draw(st.lists(st.sampled_from((*AUDIT_UNLOADABLE, *AUDIT_OTHER_LINES)) | _printable_line, max_size=6))
+    return {"stages": [], "exit": code, "stderr": "\n".join(lines)}
+
+
 # --- i48 fallbacks ---
 # Timings of one stack against itself on a runner whose load is the same for the conv and the
 # reference workload beside it: `noise` multiplies each run by at most 1.2 (noise only adds time).

@@ -424,10 +424,11 @@ def parent_of(path: Path, base: Path | None = None, *, create: bool = False) -> 
     """The directory holding path, opened from base (trusted; default: path's own parent) one
     component at a time, never through a symlink; and path's name in it. With create, missing
     directories on the way (and a link or file a cell left in their place) are made real ones."""
+    parts: tuple[str, ...]
     if base is None:
         # path's own name below its parent, as under() would give it, without its pathlib
         # arithmetic: a fleet's report reads 5,000 files this way (bench/run.py report_merge_s).
-        base, parts = path.parent, tuple(check_name(path.name) for _ in range(1 if path.name else 0))
+        base, parts = path.parent, ((check_name(path.name),) if path.name else ())
     else:
         parts = under(base, path)
     if not parts:

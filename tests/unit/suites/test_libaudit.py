@@ -14,7 +14,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from strategies import AUDIT_SUBLIBRARIES, AUDIT_VERSIONS, audit_rows, json_values
+from strategies import AUDIT_SUBLIBRARIES, AUDIT_UNLOADABLE, AUDIT_VERSIONS, audit_child_ends, audit_rows, json_values
 from testkit import load_suite_module
 
 libaudit = load_suite_module("libaudit")
@@ -121,6 +121,23 @@ def test_an_abort_is_a_missing_library_with_cudnns_line() -> None:
     line = "Unable to load any of {libcudnn_cnn.so.9.4.0, libcudnn_cnn.so.9.4, libcudnn_cnn.so.9, libcudnn_cnn.so}"
     findings = libaudit.judge([], None, {}, ran(line + "\n", -6), {"stage": "check", "check": "cudnnCnnVersionCheck"})
     assert findings == [f"{libaudit.MISSING} the loading process exited -6 at cudnnCnnVersionCheck; cuDNN said: {line}"]
+
+
+@given(audit_rows(), audit_child_ends())
+@example(rows=[], child=ran("", None))  # the CI defect: killed for time, cuDNN silent, said "missing"
+def test_only_a_child_that_died_or_a_cudnn_that_could_not_load_is_a_missing_library(
+        rows: list[dict[str, Any]], child: dict[str, Any]) -> None:
+    """Over every way the child can end: `cuDNN library missing` exactly when it died on its own (a
+    non-zero exit, a signal) or cuDNN said a sub-library could not load; a child killed for time in
+    silence is no finding, and then (ran_past) the case's timeout, never a pass."""
+    installed = {r["name"]: ("nvidia-cudnn-cu12", r["version"] + ".1", "/v/" + r["name"]) for r in rows}
+    findings = libaudit.judge(rows, rows[0] if rows else None, installed, child, {"stage": "torch"})
+    said = any(line in child["stderr"] for line in AUDIT_UNLOADABLE)
+    died = child["exit"] not in (0, None)
+    assert any(f.startswith(libaudit.MISSING) for f in findings) is (said or died)
+    timed_out = libaudit.ran_past({"exit": child["exit"], "findings": findings})
+    assert timed_out is (child["exit"] is None and not findings)
+    assert timed_out or findings or child["exit"] == 0  # nothing else is clean
 
 
 @given(audit_rows())
