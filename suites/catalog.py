@@ -24,33 +24,36 @@ from typing import Any, Tuple, Union
 
 Size = Union[int, Tuple[int, ...]]
 
-SPATIAL_DIMS = {
-    "conv1d": 1,
-    "conv2d": 2,
-    "conv3d": 3,
-    "conv_transpose1d": 1,
-    "conv_transpose2d": 2,
-    "conv_transpose3d": 3,
-}
-# float64: cuDNN has double convolutions (CUDNN_DATA_DOUBLE), which real reports hit (scientific
-# and physics codes); the reference is float64 too, so tolerance.py counts its rounding twice.
-DTYPES = ("float32", "float16", "bfloat16", "float64")
+
+def _sibling(stem: str) -> ModuleType:
+    """suites/<stem>.py beside this file, loaded by its path: the harness loads this module by
+    path too (rundir.suite_module), with no suites/ on sys.path to import a sibling by name."""
+    name = f"{__name__}_{stem}"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                                                         f"{stem}.py"))
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+_VOCABULARY = _sibling("vocabulary")
+SPATIAL_DIMS: dict[str, int] = _VOCABULARY.SPATIAL_DIMS
+DTYPES: tuple[str, ...] = _VOCABULARY.DTYPES
+MEMORY_FORMATS: dict[str, int | None] = _VOCABULARY.MEMORY_FORMATS
+LAYOUTS: tuple[str | None, ...] = _VOCABULARY.LAYOUTS
+DIRECTIONS: tuple[str, ...] = _VOCABULARY.DIRECTIONS
+INT32_MAX: int = _VOCABULARY.INT32_MAX
+
 AUTOCAST_DTYPES = (None, "float16", "bfloat16")
-# The memory format a case asks for, and the spatial rank it needs (None: any).
-MEMORY_FORMATS = {"contiguous": None, "channels_last": 2, "channels_last_3d": 3}
-# Non-contiguous input layouts: same values, other strides. nhwc_strided: the input a model makes
-# with x.permute(0, 3, 1, 2) of a channels-last (N, H, W, C) tensor, its weight left NCHW (a
-# channels_last memory format would put the weight in channels_last too).
-LAYOUTS = (None, "permuted", "sliced", "transposed", "nhwc_strided")
 # The sides of the 2^31 boundary a case may stand on (boundary.int32_pair): the largest step
 # whose tensors all fit in 32-bit indexing, and the next, which does not.
 EDGES = (None, "below", "above")
 # Elements the strided checks enumerate at most to tell a view that interleaves its dimensions
 # from one that overlaps itself (beyond it, only a view ordered by its strides is taken).
 VIEW_ENUMERATE = 1 << 16
-# What a case differentiates: nothing, input and weight (`backward`), one of them (the dgrad and
-# wgrad paths alone), or the gradient of grad_input again (a gradient penalty: WGAN-GP, R1).
-DIRECTIONS = ("forward", "backward", "backward_input", "backward_weight", "double_backward")
 # The gradients each direction checks against the reference.
 DIRECTION_GRADS = {
     "forward": (),
@@ -99,8 +102,6 @@ WORKLOADS = {
     "patch_embed": "ViT / CLIP patch embedding (kernel = stride = 14, 16, 32)",
     "stylegan_transposed": "StyleGAN2 modulated upsampling: transposed conv grouped by batch",
 }
-# More elements than this in one tensor: past 32-bit indexing (PyTorch's canUse32BitIndexMath).
-INT32_MAX = 2**31 - 1
 _ON_OFF = {True: "on", False: "off"}
 _SHORT_DTYPE = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16", "float64": "fp64"}
 
@@ -987,18 +988,6 @@ WORKLOAD_CASES: tuple[Case, ...] = _variants(_WORKLOAD_SHAPES)
 
 
 
-def _sibling(stem: str) -> ModuleType:
-    """suites/<stem>.py beside this file, loaded by its path: the harness loads this module by
-    path too (rundir.suite_module), with no suites/ on sys.path to import a sibling by name."""
-    name = f"{__name__}_{stem}"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                                                                         f"{stem}.py"))
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
 
 
 def _with_pairs(cases: tuple[Case, ...]) -> tuple[Case, ...]:

@@ -21,7 +21,8 @@ PACKAGE = SRC / "convmatrix"
 # shared basics of the first stage are single modules and may use one another (popen, interrupts).
 STAGES: tuple[tuple[str, ...], ...] = (
     ("convmatrix", "convmatrix.errors", "convmatrix.escape", "convmatrix.home", "convmatrix.interrupts",
-     "convmatrix.popen", "convmatrix.shipped", "convmatrix.tree", "convmatrix.jsonread", "convmatrix.tomlwrite"),
+     "convmatrix.popen", "convmatrix.shipped", "convmatrix.tree", "convmatrix.jsonread", "convmatrix.tomlwrite",
+     "convmatrix.forkmap"),
     ("convmatrix.matrix",),
     ("convmatrix.gpus",),
     ("convmatrix.results",),

@@ -30,15 +30,16 @@ from convmatrix.results import rundir
 from convmatrix.results.families import FAMILIES
 
 FILE = "known_issues.toml"
-# The vocabulary of a case is the catalog's own (suites/catalog.py, loaded by its path), so that a
-# facts entry can name nothing the suite does not run.
-_CATALOG = rundir.suite_module("catalog")
-INT32_MAX: int = _CATALOG.INT32_MAX
-SPATIAL_DIMS: dict[str, int] = dict(_CATALOG.SPATIAL_DIMS)
-DTYPES: tuple[str, ...] = tuple(_CATALOG.DTYPES)
-MEMORY_FORMATS: tuple[str, ...] = tuple(_CATALOG.MEMORY_FORMATS)
-LAYOUTS: tuple[str, ...] = tuple("none" if layout is None else layout for layout in _CATALOG.LAYOUTS)  # "none": null
-DIRECTIONS: tuple[str, ...] = tuple(_CATALOG.DIRECTIONS)
+# The vocabulary of a case is the catalog's own (suites/vocabulary.py, which suites/catalog.py
+# takes its names from, loaded by its path), so that a facts entry can name nothing the suite does
+# not run. The vocabulary alone: the catalog builds every case, a tenth of a second of each report.
+_VOCABULARY = rundir.suite_module("vocabulary")
+INT32_MAX: int = _VOCABULARY.INT32_MAX
+SPATIAL_DIMS: dict[str, int] = dict(_VOCABULARY.SPATIAL_DIMS)
+DTYPES: tuple[str, ...] = tuple(_VOCABULARY.DTYPES)
+MEMORY_FORMATS: tuple[str, ...] = tuple(_VOCABULARY.MEMORY_FORMATS)
+LAYOUTS: tuple[str, ...] = tuple("none" if layout is None else layout for layout in _VOCABULARY.LAYOUTS)  # "none": null
+DIRECTIONS: tuple[str, ...] = tuple(_VOCABULARY.DIRECTIONS)
 _GRAD_INPUT = frozenset({"backward", "backward_input", "double_backward"})
 # [issue.when] predicates and the TOML type each takes.
 PREDICATES: dict[str, type] = {

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import operator
 import os
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -10,7 +11,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from convmatrix import jsonread
+from convmatrix import forkmap, jsonread
 from convmatrix.gpus import CPU_KEY, gpu_key, key_parts
 from convmatrix.matrix import stacks
 from convmatrix.results import families as classify
@@ -67,6 +68,14 @@ class Case:
     kernels: tuple[str, ...] = ()  # the GPU kernels the profiler saw (timing.kernels)
     libraries: tuple[Library, ...] = ()  # the library audit's table (its own case's line only; results/libraries.py)
     shipped: tuple[Library, ...] = ()  # its table of the image as shipped (audit.as_shipped; a container cell's)
+
+    def __reduce__(self) -> tuple[type[Case], tuple[Any, ...]]:
+        # Pickled as its fields in order (forkmap brings a fleet's share of cases back from a
+        # child): a slotted dataclass's default goes through copyreg in Python, several times slower.
+        return Case, _FIELDS(self)
+
+
+_FIELDS = operator.attrgetter(*Case.__slots__)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -184,8 +193,9 @@ def load(paths: Iterable[str | Path], expect_gpus: Sequence[str] = ()) -> Loaded
             loaded.fleet_gpus = list(dict.fromkeys([*loaded.fleet_gpus, *fleet]))
         if not dirs and not (path.is_dir() and (path / plans.PLANS).is_dir()):
             loaded.errors.append(f"{path}: no results here (expected a run directory or a cell results directory)")
-        for directory in dirs:
-            result = load_dir(directory, loaded.errors)
+        # Each cell read alone (with the lines it adds to errors): a fleet's share on a second CPU.
+        for result, errors in forkmap.mapped(load_alone, dirs):
+            loaded.errors += errors
             if result is not None:
                 found.append(result)
     loaded.results = newest_per_cell(found, loaded.notes)
@@ -346,6 +356,12 @@ def skips_problem(skips: list[Any]) -> str | None:
         if not isinstance(reason, str) or not reason:
             return f"entry {n}: reason: expected a non-empty string"
     return None
+
+
+def load_alone(directory: Path) -> tuple[CellResult | None, list[str]]:
+    """load_dir, with the lines it says of bad input."""
+    errors: list[str] = []
+    return load_dir(directory, errors), errors
 
 
 def load_dir(directory: Path, errors: list[str]) -> CellResult | None:

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import pickle
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -9,7 +10,7 @@ import pytest
 from hypothesis import given
 
 import strategies as gen
-from convmatrix import results, tree
+from convmatrix import forkmap, results, tree
 from convmatrix.cli.main import main
 from convmatrix.results import read, rundir
 from convmatrix.results.outcomes import Outcome
@@ -383,3 +384,30 @@ def test_a_cell_folder_that_cannot_be_opened_is_read_file_by_file_saying_why(tmp
     errors: list[str] = []
     assert read.load_dir(linked, errors) is None
     assert errors and all("symlink" in e and str(linked) in e for e in errors), errors
+
+
+def test_a_fleet_read_with_a_child_reads_as_one_read_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """results.load hands a share of a fleet's cells to a forked child (forkmap): the same results,
+    errors and notes, in the same order, as one process reads them, bad lines and all."""
+    for n in range(forkmap.MIN_ITEMS + 6):
+        lines = [json.dumps(record(f"c{k}", "failed" if (n + k) % 7 == 0 else "passed",
+                                   NOT_SUPPORTED if (n + k) % 7 == 0 else None)) for k in range(5)]
+        if n % 9 == 0:
+            lines.insert(2, '{"schema": 1, "case": "torn')  # a corrupt line: an error naming it
+        if n % 11 == 0:
+            lines.append(json.dumps(record("c0", "failed", "other")))  # a conflict: a problem of its cell
+        write_result(tmp_path, f"cell{n:03d}", [], cell={"lane": "baremetal"})
+        (tmp_path / f"cell{n:03d}@cpu" / rundir.RESULTS).write_text("\n".join(lines) + "\n")
+    forked = results.load([tmp_path])
+    monkeypatch.setattr(forkmap, "cpus", lambda: 1)
+    alone = results.load([tmp_path])
+    assert forked.errors and any(r.problems for r in forked.results)
+    assert (forked.results, forked.errors, forked.notes) == (alone.results, alone.errors, alone.notes)
+
+
+@given(gen.case_sets())
+def test_a_case_pickles_as_itself(cases: dict[str, read.Case]) -> None:
+    full = read.Case("c", Outcome.FAIL, "other", "m", {"device": "cpu"}, ("w",), 1.5, "ab", "e", {"op": "conv2d"},
+                     (1.0, 2.0), ("https://x",), 0.5, "Mkldnn", 7, (0.1,), ("k",), (), ())
+    for case in (*cases.values(), full):
+        assert pickle.loads(pickle.dumps(case)) == case
