@@ -67,7 +67,7 @@ def fields(report: Report) -> list[tuple[str, Any]]:
         ("settings", settings),
         ("cells", (_encode(cell_json(cell, report.baseline, report.red(cell), report.history))
                    for cell in report.cells)),
-        ("cases", (case_line(case, report.baseline, report.history) for case in report.cases)),
+        ("cases", case_lines(report)),
         ("notes", list(report.notes)),
     ]
 
@@ -187,12 +187,30 @@ def rerun_json(rerun: Rerun) -> dict[str, Any]:
     return {**asdict(rerun), "outcome": str(rerun.outcome)}
 
 
-def case_line(case: CaseRow, baseline: bool, history: bool = False) -> str:
+def case_lines(report: Report) -> Iterator[str]:
+    """Each case row's line, in order. A cell's rows come together: its cell and GPU are written
+    once for them all (where_text), not again for each of its 200 rows."""
+    baseline, history = report.baseline, report.history
+    cell = gpu = where = None
+    for case in report.cases:
+        if case.cell is not cell or case.gpu is not gpu:
+            cell, gpu = case.cell, case.gpu
+            where = where_text(cell, gpu)
+        yield case_line(case, baseline, history, where)
+
+
+def where_text(cell: str, gpu: str) -> str:
+    """A case line's start: its cell and GPU."""
+    return f'{{"cell": {_string(cell)}, "gpu": {_string(gpu)}, '
+
+
+def case_line(case: CaseRow, baseline: bool, history: bool = False, where: str | None = None) -> str:
     """_encode(case_json(case, baseline, history)), the same text, written without the dict:
     each value by the cheapest exact means, the keys written once in one f-string (compiled to
     a single join; a %-format of a 23-field template took as long as every value in it, issue
     49), which together more than halve the cost of a fleet's 200,000 rows. test_render holds
-    the two equal, field by field, for every kind of value each field can hold."""
+    the two equal, field by field, for every kind of value each field can hold. where: its
+    where_text, made once for its cell's rows (case_lines)."""
     family, message, evidence, declared = case.family, case.message, case.evidence, case.declared
     forward_ms, slowdown, cost = case.forward_ms, case.slowdown, case.cost
     knobs = _encode(dict(case.knobs)) if case.knobs else _EMPTY_OBJECT
@@ -204,7 +222,7 @@ def case_line(case: CaseRow, baseline: bool, history: bool = False) -> str:
     known = _encode(list(case.known)) if case.known else _EMPTY_ARRAY
     params = _encode(dict(case.params)) if case.params else _EMPTY_OBJECT
     line = (
-        f'{{"cell": {_string(case.cell)}, "gpu": {_string(case.gpu)}, "case": {_string(case.case)}, '
+        f'{where_text(case.cell, case.gpu) if where is None else where}"case": {_string(case.case)}, '
         f'"knobs": {knobs}, "outcome": {_CONSTANT[case.outcome]}, '
         f'"family": {_NULL if family is None else _string(family)}, '
         f'"message": {_NULL if message is None else _string(message)}, "warnings": {warnings}, '

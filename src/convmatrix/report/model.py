@@ -235,6 +235,7 @@ def case_rows(cell: night.JudgedCell) -> list[CaseRow]:
     gpu, blocking, explained = cell.place, result.blocking, result.explained
     # Looked up once per cell, not per row (a fleet's report makes 200,000 rows here).
     delta, fingerprint_changed = verdicts.delta, verdicts.fingerprint_changed
+    slowdown, timed_ratio = verdicts.slowdown, verdicts.timed_ratio
     rows = []
     for judged in cell.cases:
         case, base = judged.record, judged.control
@@ -253,11 +254,11 @@ def case_rows(cell: night.JudgedCell) -> list[CaseRow]:
             case.evidence,
             rerun(blocking.get(judged.case)) if blocking else None,
             case.forward_ms,
-            verdicts.slowdown(base, case) if timed else None,
+            slowdown(base, case) if timed else None,
             fingerprint_changed(base, case),
             None,  # baseline_outcome
             None,  # baseline_delta
-            verdicts.timed_ratio(base, case) if timed else None,
+            timed_ratio(base, case) if timed else None,
             case.sources,
             explained.get(judged.case) if explained else None,
             judged.first_diff,
@@ -288,8 +289,12 @@ def rerun(case: Case | None) -> Rerun | None:
 def cell_row(cell: night.JudgedCell, cases: list[CaseRow]) -> CellRow:
     result = cell.result
     audited = result.cases.get(libraries.CASE)
+    # Each a list comprehension, then C: a generator's frame per row cost more than the counting
+    # (a fleet's report makes 1,000 of these over 200 rows each).
     deltas = [c.delta for c in cases if c.delta]
     said = Counter([c.verdict for c in cases])
+    outcomes = Counter([c.family or c.outcome for c in cases])
+    warned = {w for c in cases for w in c.warnings}
     return CellRow(
         cell=result.cell,
         gpu=GpuInfo(key=cell.place, name=str(result.gpu.get("name")),
@@ -301,16 +306,16 @@ def cell_row(cell: night.JudgedCell, cases: list[CaseRow]) -> CellRow:
         observed={k: result.observed.get(k) for k in OBSERVED_KEYS if k in result.observed},
         mismatches=result.stack_mismatch,
         problems=result.problems,
-        counts=dict(sorted(Counter(c.family or str(c.outcome) for c in cases).items())),
+        counts={str(key): n for key, n in sorted(outcomes.items())},
         signature=cell.signature,
-        warning_signature=any(classify.SIGNATURE in c.warnings for c in cases),
+        warning_signature=classify.SIGNATURE in warned,
         # Stored by the harness when the cell finished (or worked out by the cli for an older
         # directory): the report reads it and never scans a log itself.
-        first_cause=result.first_cause if any(c.outcome in FAILING for c in cases) else None,
+        first_cause=result.first_cause if not FAILING.isdisjoint([c.outcome for c in cases]) else None,
         regressions=deltas.count(Delta.REGRESSION),
         fixed=deltas.count(Delta.FIXED),
         slowdown=verdicts.typical_slowdown([c.timed for c in cases]),
-        fingerprint_changed=sum(1 for c in cases if c.fingerprint_changed),
+        fingerprint_changed=[c.fingerprint_changed for c in cases].count(True),
         verdict=cell.verdict,  # the night's: the worst of its fact and its cases' verdicts
         verdicts={str(v): said[v] for v in (*ORDER, *sorted(OUTSIDE)) if said[v]},
         optional=result.optional,

@@ -247,20 +247,21 @@ def judge_cell(result: CellResult, against: CellResult | None, control: str | No
     cases = []
     # Read once per cell, not per case (a fleet's night judges 200,000 cases here).
     controls = against.cases if against is not None else {}
-    passed, ok = Outcome.PASS, Verdict.OK
+    passed, ok, declared_skip = Outcome.PASS, Verdict.OK, Verdict.DECLARED_SKIP
     not_compared = fact or Verdict.NO_CONTROL
+    # Positional calls: a keyword is matched by name at each of a fleet's 200,000 calls.
     for name, case in sorted(result.cases.items()):
         base = controls.get(name)
         reason = declared(name, skips) if skips and case.outcome == Outcome.SKIP else None
-        own = case_verdict(base, case, declared=reason is not None) if compared else not_compared
+        own = case_verdict(base, case, reason is not None) if compared else not_compared
         cost = None
         if compared and base is not None and case.outcome == passed and base.outcome == passed:
             # Passed on both: what it cost. The worst of fallback, memory and slower is its verdict.
-            cost = cost_of(base, case, timed=timed)
+            cost = cost_of(base, case, timed)
             if own == ok:
                 own = cost.verdict
         cases.append(JudgedCase(name, case, base, own, why,  # in field order: see JudgedCase
-                                reason if own == Verdict.DECLARED_SKIP else None, None, cost))
+                                reason if reason is not None and own == declared_skip else None, None, cost))
     if against is not None and not is_control and ran:
         # What the control ran and this cell did not: never a pass by omission (not-run). A set
         # difference first: most cells ran every case.

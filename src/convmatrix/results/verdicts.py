@@ -134,7 +134,7 @@ class Cost:
         return "; ".join(said)
 
 
-def cost_of(control: Costed, case: Costed, *, timed: bool = True) -> Cost:
+def cost_of(control: Costed, case: Costed, timed: bool = True) -> Cost:
     """A case that passed on both sides against the control's: the backends, the ratio of peak
     memory, and the time ratio with its lower bound. timed: both cells were measured the same way
     (results/night.timing_comparable); otherwise no time is compared.
@@ -208,7 +208,7 @@ def worst(verdicts: Iterable[Verdict], default: Verdict = Verdict.OK) -> Verdict
     return min(verdicts, key=RANK.__getitem__, default=default)
 
 
-def case_verdict(control: Recorded | None, case: Recorded | None, *, declared: bool = False) -> Verdict:
+def case_verdict(control: Recorded | None, case: Recorded | None, declared: bool = False) -> Verdict:
     """One case against the control's same case on the same host and GPU (the control is there and
     healthy: the cell's facts decide otherwise). control None: the control has no record of the
     case; case None (or outcome missing): the candidate has none. declared: the matrix declares
