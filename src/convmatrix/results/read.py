@@ -697,12 +697,12 @@ def check_line(record: Any) -> Case | str:
         OF_STATUS[status],
         family,
         message,
-        record.get("knobs") or {},
+        {} if (knobs := record.get("knobs")) is None else knobs,  # the line's own dict, even empty: no second
         warning_families(warned) if warned else (),
         _duration(timing) if timing else None,
         _text(printed, "sha") if printed else None,  # fingerprint
         None,  # evidence: with_evidence() adds it
-        record.get("params") or {},
+        {} if (params := record.get("params")) is None else params,
         _runs(timing) if timing else (),
         _sources(sources) if sources else (),
         _seconds(record.get("duration_s")),

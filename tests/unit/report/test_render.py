@@ -341,6 +341,18 @@ def test_a_case_line_is_its_case_json_as_json_dumps_writes_it(tmp_path: Path) ->
                     == json.dumps(report_json.case_json(row, baseline, history)))
 
 
+def test_case_lines_name_each_rows_own_cell_and_gpu(tmp_path: Path) -> None:
+    """case_lines writes a cell's cell and GPU once for its rows: rows of other cells between them,
+    another GPU, or an equal name held by another string must each still read as case_line writes them."""
+    base = case_row("a", "g1", "k", "pass", None, None)
+    rows = [base, replace(base, case="k2"), replace(base, gpu="g2"), replace(base, cell="b"),
+            replace(base, cell="".join(["a"])), replace(base, cell="a\u2028\"", gpu="g1")]
+    for baseline, history in itertools.product((False, True), (False, True)):
+        report = replace(reports(tmp_path / f"{baseline}{history}")[0], cases=tuple(rows), baseline=baseline,
+                         history=history)
+        assert list(report_json.case_lines(report)) == [report_json.case_line(r, baseline, history) for r in rows]
+
+
 COSTS = [
     Cost(),
     Cost(backend="Cudnn", control_backend="Cudnn", memory_ratio=1.0, time_ratio=0.97, time_low=0.8, load=1.3),
