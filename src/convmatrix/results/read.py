@@ -697,7 +697,7 @@ def check_line(record: Any) -> Case | str:
         OF_STATUS[status],
         family,
         message,
-        {} if (knobs := record.get("knobs")) is None else knobs,  # the line's own dict, even empty: no second
+        {} if (knobs := record.get("knobs")) is None else knobs,  # the line's own dict, even empty: none made
         warning_families(warned) if warned else (),
         _duration(timing) if timing else None,
         _text(printed, "sha") if printed else None,  # fingerprint
