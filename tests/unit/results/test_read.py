@@ -398,11 +398,22 @@ def test_a_fleet_read_with_a_child_reads_as_one_read_alone(tmp_path: Path, monke
             lines.append(json.dumps(record("c0", "failed", "other")))  # a conflict: a problem of its cell
         write_result(tmp_path, f"cell{n:03d}", [], cell={"lane": "baremetal"})
         (tmp_path / f"cell{n:03d}@cpu" / rundir.RESULTS).write_text("\n".join(lines) + "\n")
+    read_here: list[Path] = []  # the cells this process read (the child's own list is its own)
+
+    def load_alone(directory: Path) -> tuple[read.CellResult | None, list[str]]:
+        read_here.append(directory)
+        return LOAD_ALONE(directory)
+    monkeypatch.setattr(read, "load_alone", load_alone)
     forked = results.load([tmp_path])
+    if forkmap.can_fork(len(forked.results)):  # the child's cells came back from it, not read here again
+        assert len(read_here) == round(len(forked.results) * forkmap.HEAD)
     monkeypatch.setattr(forkmap, "cpus", lambda: 1)
     alone = results.load([tmp_path])
     assert forked.errors and any(r.problems for r in forked.results)
     assert (forked.results, forked.errors, forked.notes) == (alone.results, alone.errors, alone.notes)
+
+
+LOAD_ALONE = read.load_alone
 
 
 @given(gen.case_sets())

@@ -7,6 +7,7 @@ nothing outside it, whatever links, FIFOs, names and depth it holds."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import json
 import tempfile
@@ -17,7 +18,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import strategies as gen
-from convmatrix import jsonread, tree
+from convmatrix import forkmap, jsonread, results, tree
 from convmatrix.cli.main import main
 from convmatrix.results import read, rundir
 from convmatrix.run import evidence, runner
@@ -163,3 +164,25 @@ def test_the_retry_decision_reads_any_results_file_and_still_finds_the_harnesss_
         assert found is not None and found.cause == "killed" and found.retryable
         counts = runner.statuses(cell)
         assert counts.get("crashed", 0) >= 1 and all(isinstance(n, int) and n > 0 for n in counts.values())
+
+
+@given(st.lists(gen.hostile_results_lines(), min_size=2, max_size=4))
+def test_a_child_reads_any_cells_as_this_process_reads_them(files: list[list[str]]) -> None:
+    """results.load with a forked child reading a share (forkmap, forced here for a few cells) gives
+    what one process reading alone gives, whatever the lines hold: every value pickled back as it
+    was read (repr: a NaN the line holds is not equal to itself), the same errors and notes, in
+    the same order."""
+    with tempfile.TemporaryDirectory() as tmp:
+        run = Path(tmp)
+        for n, lines in enumerate(files):
+            cell = write_result(run, f"cell{n}", [], cell={"lane": "baremetal"})
+            (cell / rundir.RESULTS).write_text("".join(line + "\n" for line in lines))
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(forkmap, "mapped", functools.partial(MAPPED, minimum=2))
+            forked = results.load([run])
+            patch.setattr(forkmap, "cpus", lambda: 1)
+            alone = results.load([run])
+    assert repr((forked.results, forked.errors, forked.notes)) == repr((alone.results, alone.errors, alone.notes))
+
+
+MAPPED = forkmap.mapped
