@@ -29,11 +29,27 @@ def report_html(tmp_path_factory: pytest.TempPathFactory) -> Path:
     require_chromium()
     run = realrun.nightly_like(tmp_path_factory.mktemp("nightly") / "run", *SELECTION)
     out = run / "report.html"
-    done = subprocess.run([sys.executable, "-m", "convmatrix", "report", str(run), "--control", "control",
-                           "--format", "html", "-o", str(out)], capture_output=True, text=True, check=False)
-    assert done.returncode == 1, done.stderr  # the host cell regressed
-    assert "1 cell(s) regressed: host@cpu" in done.stderr
+    for fmt, path in (("html", out), ("json", run / "report.json")):
+        done = subprocess.run([sys.executable, "-m", "convmatrix", "report", str(run), "--control", "control",
+                               "--format", fmt, "-o", str(path)], capture_output=True, text=True, check=False)
+        assert done.returncode == 1, done.stderr  # the host cell regressed
+        assert "1 cell(s) regressed: host@cpu" in done.stderr
     return out
+
+
+# What a clean candidate may be: it passed every case, and its timings were set against the
+# control's, which ran beside it. On a loaded runner (three suites at once on CI's 2 cores, beside
+# the other test worker) the night once found it slower (CI, 2026-12-07): a cost, never red. The
+# grid shows what the night found; which of these it was is read from the same run's JSON.
+CLEAN = ("ok", "slower", "memory", "fallback")
+
+
+def clean_verdict(report_html: Path) -> str:
+    """The clean candidate's verdict in the night the page shows (its JSON, the same run)."""
+    report = json.loads((report_html.parent / "report.json").read_text())
+    (verdict,) = [cell["verdict"] for cell in report["cells"] if cell["cell"] == "candidate"]
+    assert verdict in CLEAN, verdict
+    return str(verdict)
 
 
 @pytest.fixture(scope="module")
@@ -60,13 +76,17 @@ def visible(page: cdp.Page, selector: str) -> bool:
                               " return !!e && e.checkVisibility(); })()"))
 
 
-def test_the_grid_is_coloured_by_verdict(page: cdp.Page) -> None:
+def test_the_grid_is_coloured_by_verdict(page: cdp.Page, report_html: Path) -> None:
+    clean = clean_verdict(report_html)
     verdicts = page.evaluate("[...document.querySelectorAll('.grid td.v')].map(td => td.className)")
-    assert sorted(v.split()[1] for v in verdicts) == ["v-control", "v-ok", "v-regression"]
+    assert sorted(v.split()[1] for v in verdicts) == sorted(["v-control", f"v-{clean}", "v-regression"])
     red, green, blue = rgb(page, ".grid td.v-regression")
     assert red > green + 60 and red > blue + 60, (red, green, blue)
-    red, green, blue = rgb(page, ".grid td.v-ok")
-    assert green > red + 20 and green > blue + 20, (red, green, blue)
+    red, green, blue = rgb(page, f".grid td.v-{clean}")
+    if clean == "ok":
+        assert green > red + 20 and green > blue + 20, (red, green, blue)
+    else:  # a cost: violet, neither the green of ok nor the red of a regression
+        assert blue > green + 10 and red > green + 10, (red, green, blue)
     red, green, blue = rgb(page, ".grid td.v-control")
     assert blue > red + 40 and blue > green, (red, green, blue)
     assert page.evaluate("document.querySelector('.grid td.v-regression').textContent").count("SIGNATURE") == 1
@@ -97,7 +117,7 @@ def test_a_click_on_a_regression_shows_its_evidence(page: cdp.Page) -> None:
     assert visible(page, f"#{panel} .cause")  # triage's first cause in the cell's log
 
 
-def test_the_filter_hides_cases_that_do_not_match(page: cdp.Page) -> None:
+def test_the_filter_hides_cases_that_do_not_match(page: cdp.Page, report_html: Path) -> None:
     page.click(".grid td.v-regression a.cellref")
     panel = page.evaluate("document.querySelector('.grid td.v-regression').dataset.panel")
     before = page.evaluate(f"document.querySelectorAll('#{panel} li.case').length")
@@ -109,7 +129,7 @@ def test_the_filter_hides_cases_that_do_not_match(page: cdp.Page) -> None:
     assert page.evaluate(f"document.querySelector('#{panel} .shown').textContent") == str(len(shown))
     # The grid dims the cells where nothing failing matches: here, all but the regression.
     dimmed = page.evaluate("[...document.querySelectorAll('.grid td.nomatch')].map(td => td.className.split(' ')[1])")
-    assert sorted(dimmed) == ["v-control", "v-ok"]
+    assert sorted(dimmed) == sorted(["v-control", f"v-{clean_verdict(report_html)}"])
     page.evaluate("(() => { const box = document.getElementById('filter'); box.value = '';"
                   " box.dispatchEvent(new Event('input')); })()")
     page.type("#filter", "conv3d-fp16")
