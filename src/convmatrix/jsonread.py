@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import operator
 import os
 import re
 from typing import Any
@@ -112,8 +113,10 @@ def loads_each(texts: list[str]) -> list[Any] | None:
         return []
     body = "\n".join(texts)
     # check's own first test, a text at a time (a regular expression over the body took 20 times
-    # as long): only a text of more opening brackets than MAX_DEPTH can be nested past it.
-    if len(body) > MAX_BYTES or max([t.count("[") + t.count("{") for t in texts]) > MAX_DEPTH:
+    # as long): only a text of more opening brackets than MAX_DEPTH can be nested past it. Counted
+    # by maps, a C loop: a list comprehension's step a text cost more than both counts.
+    if len(body) > MAX_BYTES or max(map(operator.add, map(str.count, texts, itertools.repeat("[")),
+                                        map(str.count, texts, itertools.repeat("{")))) > MAX_DEPTH:
         return None
     if body.count("\n") != len(texts) - 1:
         raise ValueError("loads_each: a text holds a line break")

@@ -24,6 +24,10 @@ from convmatrix.results.read import CellResult
 # --history; report/nights.first_red, judged in judge); the views then describe the regression policy.
 FIRST_RED = "first-red"
 FAIL_ON = (*results_verdicts.POLICIES, FIRST_RED, "never")
+# The members delta and slowdown read for each of a fleet's 200,000 rows, as module names (why:
+# results/verdicts.py, beside its own).
+_PASS = Outcome.PASS
+_SAME, _REGRESSION, _FIXED, _CHANGED, _NEW = Delta.SAME, Delta.REGRESSION, Delta.FIXED, Delta.CHANGED, Delta.NEW
 
 
 def fail_on(given: str) -> str:
@@ -107,15 +111,15 @@ def delta(control: Judged | None, case: Judged) -> Delta:
     """One case against the control's (or an earlier run's) same case."""
     if control is None:
         # A case the control never ran is no pass by default: failing, it is a regression.
-        return Delta.REGRESSION if case.outcome in FAILING else Delta.NEW
+        return _REGRESSION if case.outcome in FAILING else _NEW
     was_bad, is_bad = control.outcome in FAILING, case.outcome in FAILING  # .failing, without a property call
     if was_bad and is_bad:
-        return Delta.SAME if control.family == case.family else Delta.REGRESSION
+        return _SAME if control.family == case.family else _REGRESSION
     if is_bad:
-        return Delta.REGRESSION if control.outcome == Outcome.PASS else Delta.CHANGED
+        return _REGRESSION if control.outcome == _PASS else _CHANGED
     if was_bad:
-        return Delta.FIXED if case.outcome == Outcome.PASS else Delta.CHANGED
-    return Delta.SAME if control.outcome == case.outcome else Delta.CHANGED
+        return _FIXED if case.outcome == _PASS else _CHANGED
+    return _SAME if control.outcome == case.outcome else _CHANGED
 
 
 def timing_comparable(result: CellResult, control: CellResult | None, fact: Verdict | None) -> bool:
@@ -125,7 +129,7 @@ def timing_comparable(result: CellResult, control: CellResult | None, fact: Verd
 
 def slowdown(control: Timed | None, case: Timed) -> float | None:
     """How many times slower than on the control this case's conv ran (both must have passed)."""
-    if control is None or control.outcome != Outcome.PASS or case.outcome != Outcome.PASS:
+    if control is None or control.outcome != _PASS or case.outcome != _PASS:
         return None
     if not control.forward_ms or case.forward_ms is None:
         return None

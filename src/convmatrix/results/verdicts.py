@@ -44,6 +44,15 @@ POLICIES = ("regression", "signature", *(str(v) for v in COSTS))
 # a fact about the runner, and only that case's verdict (never a cell's excuse).
 DRIVER = "cuda_driver_insufficient"
 
+# The members the per-case code below reads (case_verdict, Cost), as module names: on Python 3.11
+# each read of `Verdict.OK` goes through the hook of EnumType.__getattr__ (0.1-0.2 µs, a hundred
+# times a global's), and a fleet's report read seven a case: a twentieth of its instructions
+# (callgrind, bench/run.py's report_merge_s).
+_PASS, _SKIP, _MISSING = Outcome.PASS, Outcome.SKIP, Outcome.MISSING
+_OK, _FIXED, _CHANGED, _REGRESSION = Verdict.OK, Verdict.FIXED, Verdict.CHANGED, Verdict.REGRESSION
+_NOT_RUN, _UNSUPPORTED, _DECLARED_SKIP = Verdict.NOT_RUN, Verdict.UNSUPPORTED, Verdict.DECLARED_SKIP
+_FALLBACK, _MEMORY, _SLOWER = Verdict.FALLBACK, Verdict.MEMORY, Verdict.SLOWER
+
 
 class Recorded(Protocol):
     """A case's record as a verdict needs it (results.Case, a report row)."""
@@ -113,8 +122,7 @@ class Cost:
         self.memory = (self.memory_ratio is not None and self.memory_ratio >= MEMORY_BOUND
                        and self.extra_bytes >= MEMORY_FLOOR)
         self.slower = self.unsure is None and self.time_low is not None and self.time_low / self.load >= SLOWER_BOUND
-        self.verdict = (Verdict.FALLBACK if self.fallback else Verdict.MEMORY if self.memory
-                        else Verdict.SLOWER if self.slower else Verdict.OK)
+        self.verdict = _FALLBACK if self.fallback else _MEMORY if self.memory else _SLOWER if self.slower else _OK
 
     def words(self) -> str:
         """`Mkldnn → Slow3d; memory x13.8; time x3.1 (at least x2.6)` (with the multiplication
@@ -214,27 +222,27 @@ def case_verdict(control: Recorded | None, case: Recorded | None, declared: bool
     case; case None (or outcome missing): the candidate has none. declared: the matrix declares
     this case's skip on this cell expected ([[expected_skip]])."""
     if case is None:
-        return Verdict.NOT_RUN if control is not None else Verdict.OK
+        return _NOT_RUN if control is not None else _OK
     outcome = case.outcome
-    if outcome == Outcome.PASS:  # first: nearly every case of a fleet passed (200,000 a night)
-        if control is None or control.outcome == Outcome.PASS:
-            return Verdict.OK
-        return Verdict.FIXED if control.outcome in FAILING else Verdict.CHANGED
-    if outcome == Outcome.MISSING:
-        return Verdict.NOT_RUN if control is not None else Verdict.OK
+    if outcome == _PASS:  # first: nearly every case of a fleet passed (200,000 a night)
+        if control is None or control.outcome == _PASS:
+            return _OK
+        return _FIXED if control.outcome in FAILING else _CHANGED
+    if outcome == _MISSING:
+        return _NOT_RUN if control is not None else _OK
     if outcome in FAILING:
         if case.family == DRIVER:
-            return Verdict.UNSUPPORTED
-        if control is not None and control.outcome.failing and control.family == case.family:
-            return Verdict.OK  # fails as on the control: the control is not known-good for it (an alert)
+            return _UNSUPPORTED
+        if control is not None and control.outcome in FAILING and control.family == case.family:
+            return _OK  # fails as on the control: the control is not known-good for it (an alert)
         # It passes on the control, fails otherwise there, or the control never ran it: a failure
         # is never excused by the control's silence.
-        return Verdict.REGRESSION
+        return _REGRESSION
     # A skip (the one outcome left).
-    if control is None or control.outcome == Outcome.SKIP:
-        return Verdict.OK
+    if control is None or control.outcome == _SKIP:
+        return _OK
     # The control ran it (passed or failed) and this cell did not: not-run, unless declared.
-    return Verdict.DECLARED_SKIP if declared else Verdict.NOT_RUN
+    return _DECLARED_SKIP if declared else _NOT_RUN
 
 
 def in_cell(fact: Verdict | None, own: Verdict) -> Verdict:

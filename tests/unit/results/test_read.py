@@ -422,3 +422,18 @@ def test_a_case_pickles_as_itself(cases: dict[str, read.Case]) -> None:
                      (1.0, 2.0), ("https://x",), 0.5, "Mkldnn", 7, (0.1,), ("k",), (), ())
     for case in (*cases.values(), full):
         assert pickle.loads(pickle.dumps(case)) == case
+
+
+def test_a_cell_result_pickles_as_itself_with_its_cases_as_tuples(tmp_path: Path) -> None:
+    """forkmap's child sends a fleet's cells back pickled: a CellResult's cases go as their
+    fields' tuples (CellResult.__reduce__), and come back equal, in order, each key its case's, as
+    the plain read made them; its other fields unchanged."""
+    write_result(tmp_path / "run", "cand", [record("b", "failed", NOT_SUPPORTED), record("a"), record("c", "skipped")],
+                 cell={})
+    result, errors = read.load_alone(tmp_path / "run" / "cand@cpu")
+    assert result is not None and not errors
+    pickled = pickle.dumps(result)
+    assert b"_cell_result" in pickled  # its own reduction, not the dataclass's default
+    back = pickle.loads(pickled)
+    assert back == result and repr(back) == repr(result)
+    assert list(back.cases) == ["b", "a", "c"] and all(name == case.case for name, case in back.cases.items())

@@ -186,3 +186,27 @@ def test_a_child_reads_any_cells_as_this_process_reads_them(files: list[list[str
 
 
 MAPPED = forkmap.mapped
+
+
+BLANKS = st.sampled_from(("", " ", "\t", "\r", "\u3000", "\x1c"))  # what str.isspace calls blank, json not always
+
+
+@given(gen.hostile_results_lines(), st.lists(st.tuples(st.integers(0, 8), BLANKS), max_size=3),
+       st.sampled_from((1, 3, read.BATCH)), st.booleans())
+def test_numbered_reads_any_lines_as_each_alone(lines: list[str], blanks: list[tuple[int, str]], batch: int,
+                                                last_break: bool) -> None:
+    """Issue 49: numbered (and read_cases through batches) reads a file with no blank line by
+    slices, one with blank lines by its kept lines' numbers; either way each non-blank line's value
+    is what it reads alone (_loads), numbered as in the file, whatever the batch."""
+    for at, blank in blanks:
+        lines.insert(min(at, len(lines)), blank)
+    text = "\n".join(lines) + ("\n" if last_break else "")
+    expected = [(n, read._loads(line)) for n, line in enumerate(text.split("\n"), 1) if line and not line.isspace()]
+
+    def same(value: object) -> object:  # a TooBig is a new exception each read: compared by its words
+        return ("TooBig", str(value)) if isinstance(value, jsonread.TooBig) else value
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(read, "BATCH", batch)
+        got = list(read.numbered(text))
+    assert [(n, same(v)) for n, v in got] == [(n, same(v)) for n, v in expected]
