@@ -102,7 +102,9 @@ class JudgedCell:
 
     @property
     def signature(self) -> bool:
-        return any(c.family == families.SIGNATURE for c in self.cases)
+        # a list of the records' families, not a property call a case in a generator (a report asks
+        # this of each of a fleet's cells, 200 cases each)
+        return families.SIGNATURE in [c.record.family for c in self.cases if c.record is not None]
 
     @property
     def did_not_run(self) -> bool:
