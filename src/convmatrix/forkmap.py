@@ -32,8 +32,9 @@ R = TypeVar("R")
 # Below this many items a fork (a few milliseconds) costs more than half the work saves.
 MIN_ITEMS = 64
 # The head's share, this process's: the child also pickles its values and this process
-# unpickles them, so an even split leaves this process waiting (measured on 1,000 cells:
-# pickling a cell's cases costs about a seventh of reading them, unpickling about a tenth).
+# unpickles them, so an even split leaves this process waiting (measured on 1,000 cells: the
+# child read its 420 in 0.36 s of CPU and pickled them in 0.12 s; this process read its 580 in
+# about 0.5 s, then unpickled the child's in 0.06-0.08 s).
 HEAD = 0.58
 _CHUNK = 1 << 20
 
