@@ -114,7 +114,7 @@ def loads_each(texts: list[str]) -> list[Any] | None:
     body = "\n".join(texts)
     # check's own first test, a text at a time (a regular expression over the body took 20 times
     # as long): only a text of more opening brackets than MAX_DEPTH can be nested past it. Counted
-    # by maps, a C loop: a list comprehension's step a text cost more than both counts.
+    # by maps, a C loop, not a Python step a text (200,000 texts a fleet's report).
     if len(body) > MAX_BYTES or max(map(operator.add, map(str.count, texts, itertools.repeat("[")),
                                         map(str.count, texts, itertools.repeat("{")))) > MAX_DEPTH:
         return None
