@@ -987,9 +987,6 @@ _WORKLOAD_SHAPES: tuple[Case, ...] = (
 WORKLOAD_CASES: tuple[Case, ...] = _variants(_WORKLOAD_SHAPES)
 
 
-
-
-
 def _with_pairs(cases: tuple[Case, ...]) -> tuple[Case, ...]:
     """Each case past 2^31 - 1 elements followed by its boundary pair (boundary.int32_pair): the
     largest batch (or last extent) within the bound and the next, their ids the case's with
